@@ -1,0 +1,37 @@
+// Exact conversions between storage types and float32, and the reference block quantizers.
+// Rounding follows IEEE round-to-nearest-even for f16/bf16; Q8_0/Q4_0 quantization follows llama.cpp's
+// quantize_row_q8_0_ref / quantize_row_q4_0_ref bit for bit.
+#pragma once
+
+#include "gkq/dtype.h"
+#include "gkq/status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace gkq {
+
+struct Tensor;
+
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+float bf16_to_f32(uint16_t b);
+uint16_t f32_to_bf16(float f);
+
+// Converts n elements of type t at src into dst. n must be a whole number of blocks for block types.
+// Returns Unsupported for types without a float32 conversion (Q8_G needs its scales: use tensor_to_f32).
+Status convert_to_f32(DType t, const void* src, uint64_t n, float* dst);
+
+// Encodes n floats (a multiple of 32) into Q8_0 / Q4_0 blocks; dst holds dtype_storage_bytes(t, n) bytes.
+void quantize_q8_0(const float* src, uint64_t n, uint8_t* dst);
+void quantize_q4_0(const float* src, uint64_t n, uint8_t* dst);
+
+// Encodes n floats as f16 / bf16 (little-endian 16-bit words).
+void encode_f16(const float* src, uint64_t n, uint16_t* dst);
+void encode_bf16(const float* src, uint64_t n, uint16_t* dst);
+
+// The whole tensor as float32, row-major in the tensor's shape. Names the tensor in errors.
+Result<std::vector<float>> tensor_to_f32(const Tensor& t);
+
+}  // namespace gkq

@@ -1,0 +1,28 @@
+// ModelConfig: the architecture hyperparameters of a LLaMA-family model, read from config.json (HF), GGUF
+// metadata ("llama.*" keys) or the llama2.c header. Fields a format does not carry keep the documented
+// defaults of that format's reference runtime (llama2.c: rope_theta 10000, norm_eps 1e-5).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gkq {
+
+struct ModelConfig {
+    std::string architecture = "llama";
+    int64_t dim = 0;             // embedding width (hidden_size)
+    int64_t hidden_dim = 0;      // FFN width (intermediate_size)
+    int64_t n_layers = 0;
+    int64_t n_heads = 0;
+    int64_t n_kv_heads = 0;
+    int64_t vocab_size = 0;
+    int64_t context_length = 0;  // max positions (llama2.c seq_len)
+    double rope_theta = 10000.0;
+    double norm_eps = 1e-5;
+    bool shared_classifier = true;  // output projection tied to token_embd
+
+    int64_t head_size() const { return n_heads > 0 ? dim / n_heads : 0; }
+    int64_t kv_dim() const { return n_heads > 0 ? dim * n_kv_heads / n_heads : 0; }
+};
+
+}  // namespace gkq

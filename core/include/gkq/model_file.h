@@ -1,0 +1,60 @@
+// ModelFile: an open model in any supported input format, memory-mapped read-only.
+// Formats: safetensors (one file, or shards listed by model.safetensors.index.json; config.json beside it),
+// GGUF v2/v3 (llama architecture), llama2.c checkpoints (legacy v0 and "ak42" v1/v2).
+// Contract: open() checks every magic, count, offset and size against the file before using it and fails
+// with a Status naming the file and the offset, tensor or key; tensors stay valid while the ModelFile lives.
+#pragma once
+
+#include "gkq/metadata.h"
+#include "gkq/model_config.h"
+#include "gkq/status.h"
+#include "gkq/tensor.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gkq {
+
+enum class ModelFormat { Safetensors, Gguf, Llama2c };
+
+std::string_view model_format_name(ModelFormat f);  // "safetensors", "gguf", "llama2c"
+
+struct ModelFileData;  // private (core/src/formats/model_file_data.h)
+
+class ModelFile {
+public:
+    // Opens `path`: a file (format detected from its first bytes) or a directory holding
+    // model.safetensors.index.json, model.safetensors, or a single *.gguf / *.bin.
+    static Result<ModelFile> open(const std::string& path);
+
+    ModelFile(ModelFile&&) noexcept;
+    ModelFile& operator=(ModelFile&&) noexcept;
+    ~ModelFile();
+
+    ModelFormat format() const;
+    // Format with its version and detail: "gguf v3", "llama2c v0 (legacy)", "safetensors (2 shards)".
+    const std::string& format_detail() const;
+    const std::string& path() const;
+    const ModelConfig& config() const;
+    const std::vector<Tensor>& tensors() const;
+    const Tensor* find(std::string_view name) const;
+    const Tensor* find(TensorRole role, int32_t layer) const;
+    const Metadata& metadata() const;
+    const Vocabulary& vocabulary() const;
+    uint64_t file_bytes() const;  // total bytes of all files read
+    int64_t n_params() const;     // sum of tensor elements
+    uint64_t n_tensor_bytes() const;
+
+    explicit ModelFile(std::unique_ptr<ModelFileData> data);
+
+private:
+    std::unique_ptr<ModelFileData> m_data;
+};
+
+// llama2.c tokenizer.bin: int32 max_token_length, then per token f32 score, int32 length, bytes.
+// `expected_vocab` > 0 reads exactly that many tokens (llama2.c's rule); 0 reads to the end of the file.
+Result<Vocabulary> read_llama2c_tokenizer(const std::string& path, int64_t expected_vocab);
+
+}  // namespace gkq

@@ -1,0 +1,45 @@
+// Writers for the three input formats, used by export (gkq reconstruct) and by tests that build models.
+// Each writer names tensors by its own convention from (role, layer), writes to a temporary file beside the
+// target and renames it into place, so a failed write never leaves a partial file.
+#pragma once
+
+#include "gkq/dtype.h"
+#include "gkq/metadata.h"
+#include "gkq/model_config.h"
+#include "gkq/status.h"
+#include "gkq/tensor.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gkq {
+
+struct WriteTensor {
+    TensorRole role = TensorRole::Other;
+    int32_t layer = -1;
+    std::vector<int64_t> shape;  // row-major, outermost first
+    const float* data = nullptr; // n_elements floats
+    std::string name;            // used only for role Other
+};
+
+struct WriteOptions {
+    DType dtype = DType::F32;  // matrices' storage type: safetensors F32/F16/BF16; GGUF F32/F16/BF16/Q8_0/Q4_0
+    // 1-D tensors (norms) stay F32 in GGUF and follow `dtype` in safetensors when it is a float type.
+    Metadata extra_metadata;   // GGUF: extra keys; safetensors: __metadata__ (string values only)
+};
+
+// safetensors at `path` plus config.json in the same directory (HF LlamaForCausalLM naming).
+Status write_safetensors(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors,
+                         const WriteOptions& options = {});
+
+// GGUF v3, llama architecture, general.alignment 32; includes the vocabulary when it is not empty.
+Status write_gguf(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors,
+                  const Vocabulary& vocab = {}, const WriteOptions& options = {});
+
+// llama2.c legacy (version 0) fp32 checkpoint, including the trailing freq_cis tables run.c skips over.
+// Needs every role of every layer; the classifier is written (negative vocab in the header) when the
+// config says it is not shared.
+Status write_llama2c(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors);
+
+}  // namespace gkq

@@ -1,0 +1,224 @@
+#include "gkq/convert.h"
+
+#include "gkq/tensor.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+namespace gkq {
+
+// ---------------------------------------------------------------------------------------------------------
+// half / bfloat16
+
+float f16_to_f32(uint16_t h) {
+    uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1Fu;
+    uint32_t mant = h & 0x3FFu;
+    uint32_t bits;
+    if (exp == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else {  // subnormal: normalize
+            int e = -1;
+            do {
+                ++e;
+                mant <<= 1;
+            } while ((mant & 0x400u) == 0);
+            mant &= 0x3FFu;
+            bits = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | (mant << 13);
+        }
+    } else if (exp == 0x1F) {
+        bits = sign | 0x7F800000u | (mant << 13);  // inf / nan (payload kept)
+    } else {
+        bits = sign | ((exp + (127 - 15)) << 23) | (mant << 13);
+    }
+    return std::bit_cast<float>(bits);
+}
+
+uint16_t f32_to_f16(float f) {
+    uint32_t x = std::bit_cast<uint32_t>(f);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t abs = x & 0x7FFFFFFFu;
+    if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u | ((abs >> 13) & 0x3FFu));  // nan
+    if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds to >= 65520: inf
+    if (abs < 0x38800000u) {
+        // result is subnormal (or zero): value = abs_float * 2^24 rounded to nearest even integer
+        if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // < 2^-25: rounds to zero
+        uint32_t e = abs >> 23;
+        uint32_t m = (abs & 0x7FFFFFu) | 0x800000u;
+        uint32_t shift = 126 - e;  // 14 + (113 - e): bits to drop so the unit is 2^-24
+        uint32_t r = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1u))) ++r;
+        return static_cast<uint16_t>(sign | r);
+    }
+    // normal: rebias exponent, round mantissa to 10 bits, nearest even (carry into the exponent is right)
+    uint32_t v = abs - ((127u - 15u) << 23);
+    uint32_t r = v >> 13;
+    uint32_t rem = v & 0x1FFFu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;
+    return static_cast<uint16_t>(sign | r);
+}
+
+float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+uint16_t f32_to_bf16(float f) {
+    uint32_t x = std::bit_cast<uint32_t>(f);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
+    uint32_t lsb = (x >> 16) & 1u;
+    x += 0x7FFFu + lsb;
+    return static_cast<uint16_t>(x >> 16);
+}
+
+void encode_f16(const float* src, uint64_t n, uint16_t* dst) {
+    for (uint64_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+}
+
+void encode_bf16(const float* src, uint64_t n, uint16_t* dst) {
+    for (uint64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// llama.cpp block formats
+
+namespace {
+constexpr int QK = 32;
+
+uint16_t load_u16(const uint8_t* p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+}
+
+void dequantize_q8_0(const uint8_t* src, uint64_t n, float* dst) {
+    for (uint64_t b = 0; b < n / QK; ++b) {
+        const uint8_t* blk = src + b * 34;
+        float d = f16_to_f32(load_u16(blk));
+        const auto* qs = reinterpret_cast<const int8_t*>(blk + 2);
+        for (int j = 0; j < QK; ++j) dst[b * QK + j] = static_cast<float>(qs[j]) * d;
+    }
+}
+
+void dequantize_q4_0(const uint8_t* src, uint64_t n, float* dst) {
+    for (uint64_t b = 0; b < n / QK; ++b) {
+        const uint8_t* blk = src + b * 18;
+        float d = f16_to_f32(load_u16(blk));
+        const uint8_t* qs = blk + 2;
+        for (int j = 0; j < QK / 2; ++j) {
+            int x0 = (qs[j] & 0x0F) - 8;
+            int x1 = (qs[j] >> 4) - 8;
+            dst[b * QK + j] = static_cast<float>(x0) * d;
+            dst[b * QK + j + QK / 2] = static_cast<float>(x1) * d;
+        }
+    }
+}
+}  // namespace
+
+void quantize_q8_0(const float* src, uint64_t n, uint8_t* dst) {
+    for (uint64_t b = 0; b < n / QK; ++b) {
+        const float* x = src + b * QK;
+        float amax = 0.0f;
+        for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(x[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint8_t* blk = dst + b * 34;
+        uint16_t dh = f32_to_f16(d);
+        std::memcpy(blk, &dh, 2);
+        for (int j = 0; j < QK; ++j) {
+            auto q = static_cast<int8_t>(std::roundf(x[j] * id));
+            std::memcpy(blk + 2 + j, &q, 1);
+        }
+    }
+}
+
+void quantize_q4_0(const float* src, uint64_t n, uint8_t* dst) {
+    for (uint64_t b = 0; b < n / QK; ++b) {
+        const float* x = src + b * QK;
+        float amax = 0.0f, max = 0.0f;  // max keeps the sign of the largest-magnitude value
+        for (int j = 0; j < QK; ++j) {
+            if (amax < std::fabs(x[j])) {
+                amax = std::fabs(x[j]);
+                max = x[j];
+            }
+        }
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint8_t* blk = dst + b * 18;
+        uint16_t dh = f32_to_f16(d);
+        std::memcpy(blk, &dh, 2);
+        for (int j = 0; j < QK / 2; ++j) {
+            const float x0 = x[j] * id;
+            const float x1 = x[QK / 2 + j] * id;
+            const uint8_t xi0 = std::min<uint8_t>(15, static_cast<uint8_t>(static_cast<int8_t>(x0 + 8.5f)));
+            const uint8_t xi1 = std::min<uint8_t>(15, static_cast<uint8_t>(static_cast<int8_t>(x1 + 8.5f)));
+            blk[2 + j] = static_cast<uint8_t>(xi0 | (xi1 << 4));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+Status convert_to_f32(DType t, const void* src, uint64_t n, float* dst) {
+    const auto* p = static_cast<const uint8_t*>(src);
+    switch (t) {
+    case DType::F32: std::memcpy(dst, p, n * 4); return Status::ok();
+    case DType::F16:
+        for (uint64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_u16(p + 2 * i));
+        return Status::ok();
+    case DType::BF16:
+        for (uint64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_u16(p + 2 * i));
+        return Status::ok();
+    case DType::F64:
+        for (uint64_t i = 0; i < n; ++i) {
+            double v;
+            std::memcpy(&v, p + 8 * i, 8);
+            dst[i] = static_cast<float>(v);
+        }
+        return Status::ok();
+    case DType::Q8_0:
+    case DType::Q4_0:
+        if (n % QK != 0)
+            return error(StatusCode::InvalidArgument,
+                         std::string(dtype_name(t)) + ": element count " + std::to_string(n) + " is not a multiple of 32");
+        if (t == DType::Q8_0) dequantize_q8_0(p, n, dst);
+        else dequantize_q4_0(p, n, dst);
+        return Status::ok();
+    default:
+        return error(StatusCode::Unsupported, "no float32 conversion for type " + std::string(dtype_name(t)));
+    }
+}
+
+Result<std::vector<float>> tensor_to_f32(const Tensor& t) {
+    const int64_t n = t.n_elements();
+    if (n < 0) return error(StatusCode::Corrupt, "tensor '" + t.name + "': invalid shape");
+    if (!dtype_is_float_convertible(t.dtype))
+        return error(StatusCode::Unsupported,
+                     "tensor '" + t.name + "': type " + t.type_name + " cannot be converted to float32");
+    auto need = dtype_storage_bytes(t.dtype, static_cast<uint64_t>(n));
+    if (!need || *need > t.n_bytes || (n > 0 && t.data == nullptr))
+        return error(StatusCode::Corrupt, "tensor '" + t.name + "': data size " + std::to_string(t.n_bytes) +
+                                              " does not fit its shape " + shape_to_string(t.shape) + " and type " +
+                                              t.type_name);
+    std::vector<float> out(static_cast<size_t>(n));
+    if (t.dtype == DType::Q8_G) {
+        const int64_t g = t.group_size;
+        if (g <= 0 || n % g != 0 || t.n_scale_bytes < static_cast<uint64_t>(n / g) * 4 || t.scales == nullptr)
+            return error(StatusCode::Corrupt, "tensor '" + t.name + "': group size " + std::to_string(g) +
+                                                  " and scales do not fit " + std::to_string(n) + " elements");
+        for (int64_t gi = 0; gi < n / g; ++gi) {
+            float s;
+            std::memcpy(&s, t.scales + 4 * gi, 4);
+            for (int64_t j = 0; j < g; ++j)
+                out[gi * g + j] = static_cast<float>(static_cast<int8_t>(t.data[gi * g + j])) * s;
+        }
+        return out;
+    }
+    if (Status s = convert_to_f32(t.dtype, t.data, static_cast<uint64_t>(n), out.data()); !s)
+        return s.with_context("tensor '" + t.name + "'");
+    return out;
+}
+
+}  // namespace gkq

@@ -1,0 +1,65 @@
+#include "gkq/tensor.h"
+
+#include <array>
+
+namespace gkq {
+
+namespace {
+constexpr std::array<std::string_view, 13> kRoleNames = {
+    "token_embd", "attn_q", "attn_k", "attn_v", "attn_o", "ffn_gate", "ffn_up",
+    "ffn_down", "attn_norm", "ffn_norm", "output_norm", "output", "other",
+};
+}
+
+std::string_view role_name(TensorRole r) { return kRoleNames[static_cast<size_t>(r)]; }
+
+TensorRole role_from_name(std::string_view name) {
+    for (size_t i = 0; i < kRoleNames.size(); ++i)
+        if (kRoleNames[i] == name) return static_cast<TensorRole>(i);
+    return TensorRole::Other;
+}
+
+bool role_is_matrix(TensorRole r) {
+    switch (r) {
+    case TensorRole::TokenEmbd:
+    case TensorRole::AttnQ:
+    case TensorRole::AttnK:
+    case TensorRole::AttnV:
+    case TensorRole::AttnO:
+    case TensorRole::FfnGate:
+    case TensorRole::FfnUp:
+    case TensorRole::FfnDown:
+    case TensorRole::Output: return true;
+    default: return false;
+    }
+}
+
+int64_t Tensor::n_elements() const {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+        if (d < 0 || (d > 0 && n > INT64_MAX / d)) return -1;
+        n *= d;
+    }
+    return n;
+}
+
+int64_t Tensor::rows() const {
+    if (shape.size() < 2) return 1;
+    int64_t r = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) r *= shape[i];
+    return r;
+}
+
+int64_t Tensor::cols() const { return shape.empty() ? 1 : shape.back(); }
+
+std::string shape_to_string(const std::vector<int64_t>& shape) {
+    if (shape.empty()) return "scalar";
+    std::string s;
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i) s += " x ";
+        s += std::to_string(shape[i]);
+    }
+    return s;
+}
+
+}  // namespace gkq

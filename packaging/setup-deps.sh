@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that GKQ Workbench's build, app and tests need.
+# Idempotent: a second run installs nothing and takes about a second. Waits on the apt lock.
+set -euo pipefail
+
+packages=(
+    # toolchain
+    build-essential cmake ninja-build pkg-config git
+    # engine
+    zlib1g-dev libeigen3-dev nlohmann-json3-dev liburing-dev libopenblas-dev liblapacke-dev
+    # workbench (libqt6opengl6-dev is needed by Qt6Charts' CMake config under --no-install-recommends)
+    qt6-base-dev qt6-charts-dev libqt6opengl6-dev qt6-qpa-plugins libgl-dev
+    # running the GUI without a desktop
+    xvfb xauth
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "setup-deps: all ${#packages[@]} packages already installed"
+    exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+apt_opts=(-o DPkg::Lock::Timeout=600 -y --no-install-recommends)
+echo "setup-deps: installing ${missing[*]}"
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -qq
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -qq "${missing[@]}" >/dev/null
+echo "setup-deps: done"

@@ -1,0 +1,71 @@
+#include "test_support.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace gkq::test {
+
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "gkq-test-XXXXXX").string();
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+    m_path = buf.data();
+}
+
+TempDir::~TempDir() {
+    std::error_code ec;
+    fs::remove_all(m_path, ec);
+}
+
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+void write_file(const std::string& path, std::string_view text) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(text.data(), static_cast<std::streamsize>(text.size()));
+    if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+std::vector<uint8_t> read_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+static std::string shared_models_root() {
+    if (const char* env = std::getenv("GKQ_SHARED_MODELS"); env && *env) return env;
+    return GKQ_SHARED_MODELS_DIR;
+}
+
+std::optional<std::string> shared_model(std::string_view relative) {
+    fs::path p = fs::path(shared_models_root()) / std::string(relative);
+    std::error_code ec;
+    if (fs::exists(p, ec)) return p.string();
+    return std::nullopt;
+}
+
+std::string shared_models_skip_reason(std::string_view relative) {
+    return "shared model '" + std::string(relative) + "' not found under " + shared_models_root() +
+           " (the ../shared/models folder is absent on this checkout; set GKQ_SHARED_MODELS to use another)";
+}
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float scale) {
+    std::vector<float> v(n);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; ++i) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        v[i] = scale * (static_cast<float>((s >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f);
+    }
+    return v;
+}
+
+}  // namespace gkq::test

@@ -1,0 +1,80 @@
+// Helpers shared by the test suites: scratch folders, byte builders for handcrafted files, and the location
+// of the shared real checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gkq::test {
+
+// A fresh folder under $TMPDIR, removed with everything in it on destruction.
+class TempDir {
+public:
+    TempDir();
+    ~TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::string& path() const { return m_path; }
+    std::string file(std::string_view name) const { return m_path + "/" + std::string(name); }
+
+private:
+    std::string m_path;
+};
+
+// Little-endian byte builder for handcrafted binary files.
+class Bytes {
+public:
+    template <class T>
+    Bytes& put(T v) {
+        size_t n = m_b.size();
+        m_b.resize(n + sizeof(T));
+        std::memcpy(m_b.data() + n, &v, sizeof(T));
+        return *this;
+    }
+    Bytes& u8(uint8_t v) { return put(v); }
+    Bytes& u32(uint32_t v) { return put(v); }
+    Bytes& i32(int32_t v) { return put(v); }
+    Bytes& u64(uint64_t v) { return put(v); }
+    Bytes& f32(float v) { return put(v); }
+    Bytes& raw(std::string_view s) {
+        m_b.insert(m_b.end(), s.begin(), s.end());
+        return *this;
+    }
+    Bytes& raw(const void* p, size_t n) {
+        const auto* c = static_cast<const uint8_t*>(p);
+        m_b.insert(m_b.end(), c, c + n);
+        return *this;
+    }
+    Bytes& zeros(size_t n) {
+        m_b.resize(m_b.size() + n, 0);
+        return *this;
+    }
+    Bytes& pad_to(size_t multiple) {
+        while (m_b.size() % multiple) m_b.push_back(0);
+        return *this;
+    }
+    size_t size() const { return m_b.size(); }
+    std::vector<uint8_t>& vec() { return m_b; }
+    const std::vector<uint8_t>& vec() const { return m_b; }
+
+private:
+    std::vector<uint8_t> m_b;
+};
+
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
+void write_file(const std::string& path, std::string_view text);
+std::vector<uint8_t> read_file(const std::string& path);
+
+// ../shared/models from the source tree (or $GKQ_SHARED_MODELS), when it holds `relative`; nullopt otherwise.
+std::optional<std::string> shared_model(std::string_view relative);
+// The message tests print when they skip for lack of the shared models.
+std::string shared_models_skip_reason(std::string_view relative);
+
+// Deterministic pseudo-random floats (xorshift), for building test tensors.
+std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f);
+
+}  // namespace gkq::test
