@@ -1,9 +1,192 @@
-// PLACEHOLDER: replaced by the real suite.
+// Exact storage conversions: f16, bf16 and llama.cpp's Q8_0 / Q4_0 blocks.
+#include "gkq/convert.h"
+#include "gkq/tensor.h"
+#include "test_support.h"
+
 #include <QtTest>
-class Placeholder : public QObject {
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+using namespace gkq;
+
+class TestConvert : public QObject {
     Q_OBJECT
 private slots:
-    void notWritten() { QSKIP("not written yet"); }
+    void f16KnownValues_data() {
+        QTest::addColumn<float>("value");
+        QTest::addColumn<int>("bits");
+        QTest::newRow("one") << 1.0f << 0x3C00;
+        QTest::newRow("minus two") << -2.0f << 0xC000;
+        QTest::newRow("max") << 65504.0f << 0x7BFF;
+        QTest::newRow("rounds to max") << 65519.0f << 0x7BFF;
+        QTest::newRow("rounds to inf") << 65520.0f << 0x7C00;
+        QTest::newRow("smallest subnormal") << std::ldexp(1.0f, -24) << 0x0001;
+        QTest::newRow("half of smallest: tie to even zero") << std::ldexp(1.0f, -25) << 0x0000;
+        QTest::newRow("0.75 of smallest rounds up") << std::ldexp(3.0f, -26) << 0x0001;
+        QTest::newRow("1.5 of smallest: tie to even 2") << std::ldexp(3.0f, -25) << 0x0002;
+        QTest::newRow("smallest normal") << std::ldexp(1.0f, -14) << 0x0400;
+        QTest::newRow("tie to even (down)") << (1.0f + std::ldexp(1.0f, -11)) << 0x3C00;
+        QTest::newRow("tie to even (up)") << (1.0f + 3 * std::ldexp(1.0f, -11)) << 0x3C02;
+        QTest::newRow("negative zero") << -0.0f << 0x8000;
+        QTest::newRow("-inf") << -INFINITY << 0xFC00;
+    }
+    void f16KnownValues() {
+        QFETCH(float, value);
+        QFETCH(int, bits);
+        QCOMPARE(int(f32_to_f16(value)), bits);
+    }
+
+    void f16EveryPatternRoundTrips() {
+        for (uint32_t h = 0; h < 0x10000; ++h) {
+            const float f = f16_to_f32(static_cast<uint16_t>(h));
+            if (std::isnan(f)) {
+                QVERIFY(std::isnan(f16_to_f32(f32_to_f16(f))));
+                continue;
+            }
+            if (f32_to_f16(f) != h) QFAIL(qPrintable(QString("pattern 0x%1").arg(h, 4, 16, QChar('0'))));
+        }
+        QCOMPARE(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
+        QCOMPARE(f16_to_f32(0x03FF), std::ldexp(1023.0f, -24));
+        QCOMPARE(f16_to_f32(0x3555), 0.333251953125f);
+    }
+
+    void bf16RoundsToNearestEven() {
+        QCOMPARE(int(f32_to_bf16(1.0f)), 0x3F80);
+        QCOMPARE(int(f32_to_bf16(std::bit_cast<float>(0x3F808000u))), 0x3F80);  // tie, even stays
+        QCOMPARE(int(f32_to_bf16(std::bit_cast<float>(0x3F818000u))), 0x3F82);  // tie, odd rounds up
+        QCOMPARE(int(f32_to_bf16(std::bit_cast<float>(0x3F808001u))), 0x3F81);
+        QVERIFY(std::isnan(bf16_to_f32(f32_to_bf16(NAN))));
+        QCOMPARE(bf16_to_f32(0x4049), 3.140625f);
+        for (uint32_t b = 0; b < 0x10000; ++b) {
+            float f = bf16_to_f32(static_cast<uint16_t>(b));
+            if (!std::isnan(f) && f32_to_bf16(f) != b) QFAIL("bf16 pattern does not round trip");
+        }
+    }
+
+    void q8_0DequantizesHandMadeBlock() {
+        uint8_t blk[34];
+        const uint16_t d = 0x3800;  // 0.5
+        std::memcpy(blk, &d, 2);
+        for (int j = 0; j < 32; ++j) blk[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(j * 8 - 128));
+        float out[32];
+        QVERIFY(convert_to_f32(DType::Q8_0, blk, 32, out).is_ok());
+        for (int j = 0; j < 32; ++j) QCOMPARE(out[j], 0.5f * float(j * 8 - 128));
+    }
+
+    void q4_0DequantizesHandMadeBlock() {
+        uint8_t blk[18];
+        const uint16_t d = 0x4000;  // 2.0
+        std::memcpy(blk, &d, 2);
+        for (int j = 0; j < 16; ++j) blk[2 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+        float out[32];
+        QVERIFY(convert_to_f32(DType::Q4_0, blk, 32, out).is_ok());
+        for (int j = 0; j < 16; ++j) {
+            QCOMPARE(out[j], 2.0f * float(j - 8));
+            QCOMPARE(out[j + 16], 2.0f * float(7 - j));
+        }
+    }
+
+    void q8_0QuantizesLikeLlamaCpp() {
+        // x = j - 16: amax 16, d = 16/127, codes round(x * 127/16)
+        float x[32];
+        for (int j = 0; j < 32; ++j) x[j] = float(j - 16);
+        uint8_t blk[34];
+        quantize_q8_0(x, 32, blk);
+        uint16_t d;
+        std::memcpy(&d, blk, 2);
+        QCOMPARE(int(d), int(f32_to_f16(16.0f / 127.0f)));
+        QCOMPARE(int(static_cast<int8_t>(blk[2 + 0])), -127);   // -16 * 127/16
+        QCOMPARE(int(static_cast<int8_t>(blk[2 + 16])), 0);
+        QCOMPARE(int(static_cast<int8_t>(blk[2 + 17])), 8);     // 1 * 7.9375 = 7.94 -> 8
+        QCOMPARE(int(static_cast<int8_t>(blk[2 + 31])), 119);   // 15 * 7.9375 = 119.06 -> 119
+        // all-zero block: scale 0, codes 0
+        float z[32] = {};
+        quantize_q8_0(z, 32, blk);
+        for (uint8_t b : blk) QCOMPARE(int(b), 0);
+    }
+
+    void q4_0QuantizesLikeLlamaCpp() {
+        // x = j - 16: the largest magnitude is -16, so d = -16 / -8 = 2 and codes = trunc(x/2 + 8.5) capped at 15
+        float x[32];
+        for (int j = 0; j < 32; ++j) x[j] = float(j - 16);
+        uint8_t blk[18];
+        quantize_q4_0(x, 32, blk);
+        uint16_t d;
+        std::memcpy(&d, blk, 2);
+        QCOMPARE(int(d), 0x4000);
+        for (int j = 0; j < 16; ++j) {
+            const int lo = (j + 1) / 2;                    // x = j - 16  ->  j/2 + 0.5
+            const int hi = std::min(15, 8 + (j + 1) / 2);  // x = j       ->  j/2 + 8.5
+            QCOMPARE(int(blk[2 + j] & 0x0F), lo);
+            QCOMPARE(int(blk[2 + j] >> 4), hi);
+        }
+    }
+
+    void quantizedRoundTripErrorIsBounded() {
+        auto x = test::random_floats(32 * 64, 7, 0.5f);
+        std::vector<uint8_t> q8(34 * 64), q4(18 * 64);
+        std::vector<float> y8(x.size()), y4(x.size());
+        quantize_q8_0(x.data(), x.size(), q8.data());
+        quantize_q4_0(x.data(), x.size(), q4.data());
+        QVERIFY(convert_to_f32(DType::Q8_0, q8.data(), x.size(), y8.data()).is_ok());
+        QVERIFY(convert_to_f32(DType::Q4_0, q4.data(), x.size(), y4.data()).is_ok());
+        for (size_t b = 0; b < 64; ++b) {
+            float amax = 0;
+            for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+            for (int j = 0; j < 32; ++j) {
+                const size_t i = b * 32 + j;
+                // half a step of each grid, plus the f16 rounding of the scale
+                QVERIFY(std::fabs(y8[i] - x[i]) <= amax / 127.0f * 0.5f + amax * 1e-3f);
+                QVERIFY(std::fabs(y4[i] - x[i]) <= amax / 8.0f * 1.0f + amax * 1e-3f);
+            }
+        }
+    }
+
+    void tensorToF32ChecksSizes() {
+        float v[4] = {1, 2, 3, 4};
+        Tensor t;
+        t.name = "w";
+        t.shape = {2, 2};
+        t.dtype = DType::F32;
+        t.type_name = "F32";
+        t.data = reinterpret_cast<const uint8_t*>(v);
+        t.n_bytes = 16;
+        auto r = tensor_to_f32(t);
+        QVERIFY(r.is_ok());
+        QCOMPARE((*r)[3], 4.0f);
+        t.n_bytes = 12;
+        auto bad = tensor_to_f32(t);
+        QVERIFY(!bad.is_ok());
+        QCOMPARE(QString::fromStdString(bad.message()),
+                 QStringLiteral("tensor 'w': data size 12 does not fit its shape 2 x 2 and type F32"));
+        t.dtype = DType::Other;
+        t.type_name = "Q4_K";
+        QCOMPARE(tensor_to_f32(t).status().code(), StatusCode::Unsupported);
+        QCOMPARE(convert_to_f32(DType::Q8_0, v, 31, nullptr).code(), StatusCode::InvalidArgument);
+    }
+
+    void q8gUsesGroupScales() {
+        int8_t codes[8] = {1, -2, 3, -4, 5, 6, 7, -128};
+        float scales[2] = {0.5f, 0.25f};
+        Tensor t;
+        t.name = "q";
+        t.shape = {8};
+        t.dtype = DType::Q8_G;
+        t.type_name = "q8_g4";
+        t.data = reinterpret_cast<const uint8_t*>(codes);
+        t.n_bytes = 8;
+        t.scales = reinterpret_cast<const uint8_t*>(scales);
+        t.n_scale_bytes = 8;
+        t.group_size = 4;
+        auto r = tensor_to_f32(t);
+        QVERIFY(r.is_ok());
+        const float want[8] = {0.5f, -1.0f, 1.5f, -2.0f, 1.25f, 1.5f, 1.75f, -32.0f};
+        for (int i = 0; i < 8; ++i) QCOMPARE((*r)[i], want[i]);
+        t.group_size = 3;
+        QCOMPARE(tensor_to_f32(t).status().code(), StatusCode::Corrupt);
+    }
 };
-QTEST_APPLESS_MAIN(Placeholder)
+
+QTEST_APPLESS_MAIN(TestConvert)
 #include "test_convert.moc"

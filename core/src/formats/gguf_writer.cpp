@@ -1,10 +1,366 @@
+// GGUF v3 writer (layout in gguf_layout.h): llama architecture, general.alignment 32, the llama.* config keys,
+// the vocabulary, the caller's extra keys, then each tensor's data at a 32-byte aligned offset. Everything is
+// validated before the first byte is written, and the file appears only when complete (AtomicFile).
+#include "common/byte_reader.h"
+#include "formats/gguf_layout.h"
+#include "gkq/atomic_file.h"
+#include "gkq/convert.h"
 #include "gkq/model_writer.h"
+#include "gkq/naming.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <unordered_set>
 
 namespace gkq {
 
-Status write_gguf(const std::string& path, const ModelConfig&, const std::vector<WriteTensor>&, const Vocabulary&,
-                  const WriteOptions&) {
-    return error(StatusCode::Unsupported, path + ": gguf writer pending");
+namespace {
+
+constexpr uint64_t kAlignment = gguf::kDefaultAlignment;
+constexpr uint64_t kChunkElements = uint64_t{1} << 16;  // a multiple of every block size written
+
+uint64_t align_up(uint64_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; }
+
+// ---------------------------------------------------------------------------------------------------------
+// header serialization
+
+class Buffer {
+public:
+    template <class T>
+    void put(T v) {
+        char b[sizeof(T)];
+        std::memcpy(b, &v, sizeof(T));  // little-endian host assumed, as in ByteReader
+        m_bytes.append(b, sizeof(T));
+    }
+    void put_raw(std::string_view s) { m_bytes.append(s); }
+    void put_string(std::string_view s) {
+        put<uint64_t>(s.size());
+        m_bytes.append(s);
+    }
+    void pad_to_alignment() { m_bytes.resize(align_up(m_bytes.size()), '\0'); }
+    const std::string& bytes() const { return m_bytes; }
+
+private:
+    std::string m_bytes;
+};
+
+// The value as a signed/unsigned integer when it holds one that fits [lo, hi].
+bool integer_in(const MetaValue& v, int64_t lo, uint64_t hi, uint64_t& bits) {
+    if (const auto* u = std::get_if<uint64_t>(&v.scalar)) {
+        if (*u > hi) return false;
+        bits = *u;
+        return true;
+    }
+    if (const auto* i = std::get_if<int64_t>(&v.scalar)) {
+        if (*i < lo || (*i > 0 && static_cast<uint64_t>(*i) > hi)) return false;
+        bits = static_cast<uint64_t>(*i);  // two's complement; put<> truncates to the type's width
+        return true;
+    }
+    return false;
+}
+
+Status put_value(Buffer& b, const MetaValue& v, const std::string& path, const std::string& key, int depth) {
+    auto bad = [&](const std::string& why) {
+        return error(StatusCode::InvalidArgument, path + ": metadata '" + key + "': " + why);
+    };
+    uint64_t bits = 0;
+    auto need_int = [&](int64_t lo, uint64_t hi) {
+        return integer_in(v, lo, hi, bits) ? Status::ok()
+                                           : bad("value does not fit " + std::string(meta_type_name(v.type)));
+    };
+    switch (v.type) {
+    case MetaType::U8:
+        if (Status s = need_int(0, UINT8_MAX); !s) return s;
+        b.put(static_cast<uint8_t>(bits));
+        return Status::ok();
+    case MetaType::I8:
+        if (Status s = need_int(INT8_MIN, INT8_MAX); !s) return s;
+        b.put(static_cast<uint8_t>(bits));
+        return Status::ok();
+    case MetaType::U16:
+        if (Status s = need_int(0, UINT16_MAX); !s) return s;
+        b.put(static_cast<uint16_t>(bits));
+        return Status::ok();
+    case MetaType::I16:
+        if (Status s = need_int(INT16_MIN, INT16_MAX); !s) return s;
+        b.put(static_cast<uint16_t>(bits));
+        return Status::ok();
+    case MetaType::U32:
+        if (Status s = need_int(0, UINT32_MAX); !s) return s;
+        b.put(static_cast<uint32_t>(bits));
+        return Status::ok();
+    case MetaType::I32:
+        if (Status s = need_int(INT32_MIN, INT32_MAX); !s) return s;
+        b.put(static_cast<uint32_t>(bits));
+        return Status::ok();
+    case MetaType::U64:
+        if (Status s = need_int(0, UINT64_MAX); !s) return s;
+        b.put(bits);
+        return Status::ok();
+    case MetaType::I64:
+        if (Status s = need_int(INT64_MIN, INT64_MAX); !s) return s;
+        b.put(bits);
+        return Status::ok();
+    case MetaType::F32:
+    case MetaType::F64: {
+        auto x = v.as_float();
+        if (!x) return bad("value is not a number");
+        if (v.type == MetaType::F32) b.put(static_cast<float>(*x));
+        else b.put(*x);
+        return Status::ok();
+    }
+    case MetaType::Bool: {
+        const auto* x = std::get_if<bool>(&v.scalar);
+        if (x == nullptr) return bad("bool value holds no bool");
+        b.put(static_cast<uint8_t>(*x ? 1 : 0));
+        return Status::ok();
+    }
+    case MetaType::String: {
+        const auto* s = std::get_if<std::string>(&v.scalar);
+        if (s == nullptr) return bad("string value holds no string");
+        b.put_string(*s);
+        return Status::ok();
+    }
+    case MetaType::Array:
+        if (depth >= gguf::kMaxArrayDepth)
+            return bad("arrays nested deeper than " + std::to_string(gguf::kMaxArrayDepth) + " levels");
+        b.put(static_cast<uint32_t>(v.array_type));
+        b.put<uint64_t>(v.array.size());
+        for (size_t i = 0; i < v.array.size(); ++i) {
+            if (v.array[i].type != v.array_type)
+                return bad("element " + std::to_string(i) + " is " + std::string(meta_type_name(v.array[i].type)) +
+                           " in an array of " + std::string(meta_type_name(v.array_type)));
+            if (Status s = put_value(b, v.array[i], path, key, depth + 1); !s) return s;
+        }
+        return Status::ok();
+    }
+    return bad("unknown value type " + std::to_string(static_cast<uint32_t>(v.type)));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// metadata from config and vocabulary
+
+Status build_metadata(const std::string& path, const ModelConfig& c, const Vocabulary& vocab,
+                      const WriteOptions& options, Metadata& m) {
+    m.set("general.architecture", MetaValue::of_string("llama"));
+    m.set("general.alignment", MetaValue::of_uint(kAlignment, MetaType::U32));
+    const std::pair<const char*, int64_t> counts[] = {
+        {"llama.context_length", c.context_length},
+        {"llama.embedding_length", c.dim},
+        {"llama.feed_forward_length", c.hidden_dim},
+        {"llama.block_count", c.n_layers},
+        {"llama.attention.head_count", c.n_heads},
+        {"llama.attention.head_count_kv", c.n_kv_heads},
+        {"llama.vocab_size", c.vocab_size},
+    };
+    for (const auto& [key, value] : counts) {
+        if (value < 0 || value > static_cast<int64_t>(UINT32_MAX))
+            return error(StatusCode::InvalidArgument,
+                         path + ": config value " + std::to_string(value) + " for '" + key + "' does not fit u32");
+        if (value > 0) m.set(key, MetaValue::of_uint(static_cast<uint64_t>(value), MetaType::U32));  // 0: unknown
+    }
+    m.set("llama.rope.freq_base", MetaValue::of_float(static_cast<float>(c.rope_theta), MetaType::F32));
+    m.set("llama.attention.layer_norm_rms_epsilon", MetaValue::of_float(static_cast<float>(c.norm_eps), MetaType::F32));
+
+    if (!vocab.empty()) {
+        const size_t n = vocab.tokens.size();
+        auto mismatch = [&](const char* what, size_t k) {
+            return error(StatusCode::InvalidArgument, path + ": vocabulary has " + std::to_string(n) + " tokens but " +
+                                                          std::to_string(k) + " " + what);
+        };
+        if (!vocab.scores.empty() && vocab.scores.size() != n) return mismatch("scores", vocab.scores.size());
+        if (!vocab.token_types.empty() && vocab.token_types.size() != n)
+            return mismatch("token types", vocab.token_types.size());
+        m.set("tokenizer.ggml.model", MetaValue::of_string(vocab.model.empty() ? "llama" : vocab.model));
+        MetaValue tokens;
+        tokens.type = MetaType::Array;
+        tokens.array_type = MetaType::String;
+        tokens.array.reserve(n);
+        for (const std::string& t : vocab.tokens) tokens.array.push_back(MetaValue::of_string(t));
+        m.set("tokenizer.ggml.tokens", std::move(tokens));
+        if (!vocab.scores.empty()) {
+            MetaValue scores;
+            scores.type = MetaType::Array;
+            scores.array_type = MetaType::F32;
+            scores.array.reserve(n);
+            for (float s : vocab.scores) scores.array.push_back(MetaValue::of_float(s, MetaType::F32));
+            m.set("tokenizer.ggml.scores", std::move(scores));
+        }
+        if (!vocab.token_types.empty()) {
+            MetaValue types;
+            types.type = MetaType::Array;
+            types.array_type = MetaType::I32;
+            types.array.reserve(n);
+            for (int32_t t : vocab.token_types) {
+                MetaValue e = MetaValue::of_int(t);
+                e.type = MetaType::I32;
+                types.array.push_back(std::move(e));
+            }
+            m.set("tokenizer.ggml.token_type", std::move(types));
+        }
+        if (vocab.bos_id >= 0)
+            m.set("tokenizer.ggml.bos_token_id", MetaValue::of_uint(static_cast<uint64_t>(vocab.bos_id), MetaType::U32));
+        if (vocab.eos_id >= 0)
+            m.set("tokenizer.ggml.eos_token_id", MetaValue::of_uint(static_cast<uint64_t>(vocab.eos_id), MetaType::U32));
+    }
+
+    for (const auto& [key, value] : options.extra_metadata.entries) {
+        if (key.empty() || key.size() > gguf::kMaxKeyBytes || !is_valid_utf8(key))
+            return error(StatusCode::InvalidArgument, path + ": extra metadata key '" + key +
+                                                          "' is empty, too long or not valid UTF-8");
+        // The data layout below depends on the alignment, so callers cannot redefine it.
+        if (key == "general.alignment")
+            return error(StatusCode::InvalidArgument, path + ": extra metadata may not set 'general.alignment'");
+        m.set(key, value);  // replaces a derived key of the same name in place
+    }
+    return Status::ok();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// tensors
+
+struct PlannedTensor {
+    const WriteTensor* src = nullptr;
+    std::string name;
+    const gguf::GgmlType* type = nullptr;
+    uint64_t n_elements = 0;
+    uint64_t n_bytes = 0;
+    uint64_t offset = 0;  // relative to the data section
+};
+
+Status plan_tensors(const std::string& path, const std::vector<WriteTensor>& tensors, DType matrix_dtype,
+                    std::vector<PlannedTensor>& out) {
+    switch (matrix_dtype) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0: break;
+    default:
+        return error(StatusCode::InvalidArgument, path + ": GGUF export writes f32, f16, bf16, q8_0 or q4_0, not " +
+                                                      std::string(dtype_name(matrix_dtype)));
+    }
+    std::unordered_set<std::string> names;
+    uint64_t offset = 0;
+    out.reserve(tensors.size());
+    for (const WriteTensor& w : tensors) {
+        PlannedTensor p;
+        p.src = &w;
+        p.name = w.role == TensorRole::Other ? w.name : gguf_name(w.role, w.layer);
+        const std::string where = path + ": tensor '" + p.name + "'";
+        if (w.role == TensorRole::Other) {
+            if (p.name.empty() || p.name.size() > gguf::kMaxNameBytes || !is_valid_utf8(p.name))
+                return error(StatusCode::InvalidArgument, where + ": a tensor of role other needs a UTF-8 name");
+        } else {
+            const RoleAndLayer back = parse_gguf_name(p.name);
+            if (back.role != w.role || back.layer != w.layer)
+                return error(StatusCode::InvalidArgument, path + ": role " + std::string(role_name(w.role)) +
+                                                              " with layer " + std::to_string(w.layer) +
+                                                              " has no GGUF name");
+        }
+        if (!names.insert(p.name).second)
+            return error(StatusCode::InvalidArgument, where + " is given more than once");
+        if (w.shape.empty() || w.shape.size() > gguf::kMaxDims)
+            return error(StatusCode::InvalidArgument, where + ": GGUF tensors have 1 to 4 dimensions, not " +
+                                                          std::to_string(w.shape.size()));
+        p.n_elements = 1;
+        for (int64_t dim : w.shape)
+            if (dim <= 0 || !checked_mul(p.n_elements, static_cast<uint64_t>(dim), p.n_elements))
+                return error(StatusCode::InvalidArgument, where + ": invalid shape " + shape_to_string(w.shape));
+        if (w.data == nullptr) return error(StatusCode::InvalidArgument, where + ": no data");
+        const DType dtype = w.shape.size() == 1 ? DType::F32 : matrix_dtype;
+        p.type = gguf::find_ggml_type(dtype);
+        const auto row = static_cast<uint64_t>(w.shape.back());
+        if (row % p.type->block_elements != 0)
+            return error(StatusCode::InvalidArgument, where + " (" + shape_to_string(w.shape) + "): rows of " +
+                                                          std::to_string(row) + " elements; " +
+                                                          std::string(dtype_name(dtype)) + " needs a multiple of " +
+                                                          std::to_string(p.type->block_elements));
+        auto bytes = dtype_storage_bytes(dtype, p.n_elements);
+        if (!bytes) return error(StatusCode::InvalidArgument, where + ": data size overflows");
+        p.n_bytes = *bytes;
+        p.offset = offset;
+        if (!checked_add(offset, align_up(p.n_bytes), offset))
+            return error(StatusCode::InvalidArgument, where + ": data size overflows");
+        out.push_back(std::move(p));
+    }
+    return Status::ok();
+}
+
+Status write_tensor_data(AtomicFile& f, const PlannedTensor& p) {
+    const float* src = p.src->data;
+    if (p.type->dtype == DType::F32) return f.write(src, p.n_elements * sizeof(float));
+    std::vector<uint16_t> halves;
+    std::vector<uint8_t> blocks;
+    for (uint64_t done = 0; done < p.n_elements; done += kChunkElements) {
+        const uint64_t n = std::min(kChunkElements, p.n_elements - done);
+        Status s;
+        switch (p.type->dtype) {
+        case DType::F16:
+        case DType::BF16:
+            halves.resize(n);
+            if (p.type->dtype == DType::F16) encode_f16(src + done, n, halves.data());
+            else encode_bf16(src + done, n, halves.data());
+            s = f.write(halves.data(), n * sizeof(uint16_t));
+            break;
+        case DType::Q8_0:
+        case DType::Q4_0:
+            blocks.resize(n / p.type->block_elements * p.type->block_bytes);
+            if (p.type->dtype == DType::Q8_0) quantize_q8_0(src + done, n, blocks.data());
+            else quantize_q4_0(src + done, n, blocks.data());
+            s = f.write(blocks.data(), blocks.size());
+            break;
+        default: return error(StatusCode::Internal, f.path() + ": tensor '" + p.name + "': no encoder");
+        }
+        if (!s) return s;
+    }
+    return Status::ok();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------
+
+Status write_gguf(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors,
+                  const Vocabulary& vocab, const WriteOptions& options) {
+    std::vector<PlannedTensor> planned;
+    if (Status s = plan_tensors(path, tensors, options.dtype, planned); !s) return s;
+    Metadata meta;
+    if (Status s = build_metadata(path, config, vocab, options, meta); !s) return s;
+
+    Buffer header;
+    header.put_raw(std::string_view(gguf::kMagic, sizeof gguf::kMagic));
+    header.put<uint32_t>(3);
+    header.put<uint64_t>(planned.size());
+    header.put<uint64_t>(meta.entries.size());
+    for (const auto& [key, value] : meta.entries) {
+        header.put_string(key);
+        header.put(static_cast<uint32_t>(value.type));
+        if (Status s = put_value(header, value, path, key, 0); !s) return s;
+    }
+    for (const PlannedTensor& p : planned) {
+        header.put_string(p.name);
+        const auto& shape = p.src->shape;
+        header.put(static_cast<uint32_t>(shape.size()));
+        for (auto it = shape.rbegin(); it != shape.rend(); ++it) header.put(static_cast<uint64_t>(*it));  // ne: innermost first
+        header.put(p.type->id);
+        header.put(p.offset);
+    }
+    header.pad_to_alignment();
+
+    auto file = AtomicFile::create(path);
+    if (!file) return file.status();
+    AtomicFile& f = file.value();
+    if (Status s = f.write(header.bytes()); !s) return s;
+    const uint64_t data_start = header.bytes().size();
+    for (const PlannedTensor& p : planned) {
+        if (f.bytes_written() != data_start + p.offset)
+            return error(StatusCode::Internal, path + ": tensor '" + p.name + "' written at the wrong offset");
+        if (Status s = write_tensor_data(f, p); !s) return s;
+        if (Status s = f.write_zeros(align_up(p.n_bytes) - p.n_bytes); !s) return s;
+    }
+    return f.commit();
 }
 
 }  // namespace gkq

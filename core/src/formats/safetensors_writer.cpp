@@ -1,9 +1,131 @@
+// safetensors writer (layout: see safetensors_reader.cpp) and the config.json beside it.
+// The header is compact JSON with "__metadata__" first and the tensors in the caller's order, each as
+// {"dtype", "shape", "data_offsets"}; it is padded with spaces so the data section starts 8-byte aligned,
+// as the reference implementation does.
+#include "common/byte_reader.h"
+#include "formats/hf_config.h"
+#include "gkq/atomic_file.h"
+#include "gkq/convert.h"
 #include "gkq/model_writer.h"
+#include "gkq/naming.h"
+
+#include <filesystem>
+#include <unordered_set>
 
 namespace gkq {
 
-Status write_safetensors(const std::string& path, const ModelConfig&, const std::vector<WriteTensor>&, const WriteOptions&) {
-    return error(StatusCode::Unsupported, path + ": safetensors writer pending");
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Planned {
+    std::string name;
+    uint64_t n_elements = 0;
+    uint64_t begin = 0;  // data_offsets, relative to the data section
+    uint64_t end = 0;
+};
+
+const char* safetensors_dtype_name(DType t) {
+    switch (t) {
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    default: return "F32";
+    }
+}
+
+// Writes n floats of src as `dtype`, converting a chunk at a time so memory stays bounded.
+Status write_data(AtomicFile& f, DType dtype, const float* src, uint64_t n) {
+    if (dtype == DType::F32) return f.write(src, n * sizeof(float));  // little-endian host
+    constexpr uint64_t kChunk = 1 << 16;
+    std::vector<uint16_t> buf(static_cast<size_t>(std::min(n, kChunk)));
+    for (uint64_t i = 0; i < n; i += kChunk) {
+        const uint64_t k = std::min(kChunk, n - i);
+        if (dtype == DType::F16) encode_f16(src + i, k, buf.data());
+        else encode_bf16(src + i, k, buf.data());
+        if (Status s = f.write(buf.data(), k * sizeof(uint16_t)); !s) return s;
+    }
+    return Status::ok();
+}
+
+}  // namespace
+
+Status write_safetensors(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors,
+                         const WriteOptions& options) {
+    const DType dtype = options.dtype;
+    if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
+        return error(StatusCode::InvalidArgument, path + ": safetensors export supports F32, F16 and BF16, not " +
+                                                      std::string(dtype_name(dtype)));
+    const uint64_t elem_bytes = dtype == DType::F32 ? 4 : 2;
+
+    std::vector<Planned> plan;
+    std::unordered_set<std::string> names;
+    uint64_t offset = 0;
+    for (const WriteTensor& t : tensors) {
+        Planned p;
+        p.name = t.role == TensorRole::Other ? t.name : hf_name(t.role, t.layer);
+        if (p.name.empty() || p.name == "__metadata__" || !is_valid_utf8(p.name))
+            return error(StatusCode::InvalidArgument, path + ": a tensor of role " + std::string(role_name(t.role)) +
+                                                          " has no usable name ('" + p.name + "')");
+        if (!names.insert(p.name).second)
+            return error(StatusCode::InvalidArgument, path + ": tensor '" + p.name + "' is given twice");
+        p.n_elements = 1;
+        for (int64_t dim : t.shape) {
+            if (dim <= 0 || !checked_mul(p.n_elements, static_cast<uint64_t>(dim), p.n_elements))
+                return error(StatusCode::InvalidArgument,
+                             path + ": tensor '" + p.name + "' has an invalid shape " + shape_to_string(t.shape));
+        }
+        uint64_t n_bytes = 0;
+        if (!checked_mul(p.n_elements, elem_bytes, n_bytes) || !checked_add(offset, n_bytes, p.end))
+            return error(StatusCode::InvalidArgument, path + ": tensor '" + p.name + "' is too large");
+        if (t.data == nullptr)
+            return error(StatusCode::InvalidArgument, path + ": tensor '" + p.name + "' has no data");
+        p.begin = offset;
+        offset = p.end;
+        plan.push_back(std::move(p));
+    }
+
+    // "__metadata__": "format" first (what torch's loader expects), then the caller's strings.
+    std::vector<std::pair<std::string, std::string>> meta = {{"format", "pt"}};
+    for (const auto& [key, value] : options.extra_metadata.entries) {
+        const std::string* s = value.as_string();
+        if (!s)
+            return error(StatusCode::InvalidArgument, path + ": metadata key '" + key +
+                                                          "' is not a string (safetensors metadata holds strings only)");
+        if (!is_valid_utf8(key) || !is_valid_utf8(*s))
+            return error(StatusCode::InvalidArgument, path + ": metadata key '" + key + "' is not valid UTF-8");
+        auto it = std::find_if(meta.begin(), meta.end(), [&](const auto& kv) { return kv.first == key; });
+        if (it != meta.end()) it->second = *s;
+        else meta.emplace_back(key, *s);
+    }
+
+    // Strings are escaped by nlohmann (valid UTF-8 checked above, so dump() does not throw).
+    std::string header = "{\"__metadata__\":{";
+    for (size_t i = 0; i < meta.size(); ++i) {
+        if (i) header += ',';
+        header += json(meta[i].first).dump() + ":" + json(meta[i].second).dump();
+    }
+    header += '}';
+    for (size_t i = 0; i < plan.size(); ++i) {
+        header += "," + json(plan[i].name).dump() + ":{\"dtype\":\"" + safetensors_dtype_name(dtype) + "\",\"shape\":[";
+        const auto& shape = tensors[i].shape;
+        for (size_t k = 0; k < shape.size(); ++k) header += (k ? "," : "") + std::to_string(shape[k]);
+        header += "],\"data_offsets\":[" + std::to_string(plan[i].begin) + "," + std::to_string(plan[i].end) + "]}";
+    }
+    header += '}';
+    header.append((8 - header.size() % 8) % 8, ' ');
+
+    auto file = AtomicFile::create(path);
+    if (!file) return file.status();
+    const uint64_t n_header = header.size();
+    if (Status s = file->write(&n_header, sizeof n_header); !s) return s;
+    if (Status s = file->write(header); !s) return s;
+    for (size_t i = 0; i < plan.size(); ++i)
+        if (Status s = write_data(*file, dtype, tensors[i].data, plan[i].n_elements); !s) return s;
+    if (Status s = file->commit(); !s) return s;
+
+    const std::string config_path = (fs::path(path).parent_path() / "config.json").string();
+    return write_file_atomic(config_path, hf_config_json(config, dtype));
 }
 
 }  // namespace gkq

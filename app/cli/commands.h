@@ -1,0 +1,9 @@
+// The gkq subcommands. Each takes the argv after the subcommand name's position (argv[0] is the
+// subcommand) and returns a process exit code (see args.h).
+#pragma once
+
+namespace gkq::cli {
+
+int cmd_inspect(int argc, char** argv);
+
+}  // namespace gkq::cli

@@ -1,0 +1,53 @@
+// gkq: the command-line face of GKQ Workbench. Every subcommand calls the same core functions as the GUI.
+#include "cli/args.h"
+#include "cli/commands.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#ifndef GKQ_VERSION
+#define GKQ_VERSION "unknown"
+#endif
+
+namespace {
+
+struct Command {
+    const char* name;
+    const char* summary;
+    int (*run)(int argc, char** argv);
+};
+
+const Command kCommands[] = {
+    {"inspect", "list the format, architecture and tensors of a model file", gkq::cli::cmd_inspect},
+};
+
+void print_help() {
+    std::printf("usage: gkq COMMAND [options]   (gkq COMMAND --help for a command's options)\n\n"
+                "GKQ Workbench command line: the workbench's engine, scriptable.\n\ncommands:\n");
+    for (const auto& c : kCommands) std::printf("  %-12s%s\n", c.name, c.summary);
+    std::printf("\noptions:\n  -h, --help  show this help\n  --version   print the version\n\n"
+                "exit codes: 0 success, 1 failure, 2 bad options or bad input file, 130 cancelled\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        print_help();
+        return gkq::cli::kExitBadInput;
+    }
+    const char* cmd = argv[1];
+    if (!std::strcmp(cmd, "-h") || !std::strcmp(cmd, "--help") || !std::strcmp(cmd, "help")) {
+        print_help();
+        return gkq::cli::kExitOk;
+    }
+    if (!std::strcmp(cmd, "--version")) {
+        std::printf("gkq %s\n", GKQ_VERSION);
+        return gkq::cli::kExitOk;
+    }
+    for (const auto& c : kCommands)
+        if (!std::strcmp(cmd, c.name)) return c.run(argc - 1, argv + 1);
+    std::fprintf(stderr, "gkq: unknown command '%s' (see 'gkq --help')\n", cmd);
+    return gkq::cli::kExitBadInput;
+}

@@ -1,0 +1,52 @@
+#include "tiny_model.h"
+
+#include "test_support.h"
+
+namespace gkq::test {
+
+ModelConfig tiny_config(bool shared_classifier) {
+    ModelConfig c;
+    c.dim = 64;
+    c.hidden_dim = 96;
+    c.n_layers = 2;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.vocab_size = 40;
+    c.context_length = 32;
+    c.shared_classifier = shared_classifier;
+    return c;
+}
+
+TinyModel make_tiny_model(const ModelConfig& c, uint64_t seed) {
+    TinyModel m;
+    m.config = c;
+    auto add = [&](TensorRole role, int32_t layer, std::vector<int64_t> shape) {
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        const bool norm = shape.size() == 1;
+        auto v = random_floats(static_cast<size_t>(n), seed++, norm ? 0.1f : 0.05f);
+        if (norm)
+            for (float& x : v) x += 1.0f;  // norms sit near one, as trained ones do
+        m.storage.push_back(std::move(v));
+        m.tensors.push_back({role, layer, std::move(shape), nullptr, {}});
+    };
+    const int64_t kv = c.kv_dim();
+    add(TensorRole::TokenEmbd, -1, {c.vocab_size, c.dim});
+    for (int32_t l = 0; l < c.n_layers; ++l) {
+        add(TensorRole::AttnNorm, l, {c.dim});
+        add(TensorRole::AttnQ, l, {c.dim, c.dim});
+        add(TensorRole::AttnK, l, {kv, c.dim});
+        add(TensorRole::AttnV, l, {kv, c.dim});
+        add(TensorRole::AttnO, l, {c.dim, c.dim});
+        add(TensorRole::FfnNorm, l, {c.dim});
+        add(TensorRole::FfnGate, l, {c.hidden_dim, c.dim});
+        add(TensorRole::FfnDown, l, {c.dim, c.hidden_dim});
+        add(TensorRole::FfnUp, l, {c.hidden_dim, c.dim});
+    }
+    add(TensorRole::OutputNorm, -1, {c.dim});
+    if (!c.shared_classifier) add(TensorRole::Output, -1, {c.vocab_size, c.dim});
+    for (size_t i = 0; i < m.tensors.size(); ++i) m.tensors[i].data = m.storage[i].data();
+    return m;
+}
+
+}  // namespace gkq::test

@@ -1,0 +1,59 @@
+// The tensor table model (checked by QAbstractItemModelTester) and the main window's open path, offscreen.
+#include "gkq/model_writer.h"
+#include "models/tensor_table_model.h"
+#include "test_support.h"
+#include "tiny_model.h"
+#include "widgets/main_window.h"
+
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QtTest>
+
+using namespace gkq;
+
+class TestTensorTableModel : public QObject {
+    Q_OBJECT
+private slots:
+    void modelHoldsEveryTensor() {
+        test::TempDir dir;
+        const std::string path = dir.file("tiny.gguf");
+        auto m = test::make_tiny_model(test::tiny_config(true));
+        QVERIFY(write_gguf(path, m.config, m.tensors).is_ok());
+        auto file = ModelFile::open(path);
+        QVERIFY2(file.is_ok(), file.message().c_str());
+
+        ui::TensorTableModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setModelFile(*file);
+        QCOMPARE(model.rowCount(), 20);
+        QCOMPARE(model.columnCount(), int(ui::TensorTableModel::ColumnCount));
+        const QModelIndex name = model.index(2, ui::TensorTableModel::Name);
+        QCOMPARE(name.data().toString(), QStringLiteral("blk.0.attn_q.weight"));
+        QCOMPARE(model.index(2, ui::TensorTableModel::Role).data().toString(), QStringLiteral("attn_q"));
+        QCOMPARE(model.index(2, ui::TensorTableModel::Shape).data().toString(), QStringLiteral("64 x 64"));
+        QCOMPARE(model.index(2, ui::TensorTableModel::Params).data(Qt::UserRole).toLongLong(), 4096);
+        QCOMPARE(model.index(2, ui::TensorTableModel::Bytes).data(Qt::UserRole).toULongLong(), 16384ull);
+        QCOMPARE(model.index(0, ui::TensorTableModel::Layer).data().toString(), QStringLiteral("-"));
+        model.clear();
+        QCOMPARE(model.rowCount(), 0);
+    }
+
+    void windowShowsErrorsWithoutDying() {
+        ui::MainWindow w;
+        QVERIFY(!w.openModel(QStringLiteral("/nonexistent/x.gguf")));
+        QVERIFY(w.lastError().contains(QStringLiteral("/nonexistent/x.gguf")));
+        test::TempDir dir;
+        const std::string path = dir.file("tiny.gguf");
+        auto m = test::make_tiny_model(test::tiny_config(false));
+        QVERIFY(write_gguf(path, m.config, m.tensors).is_ok());
+        QVERIFY(w.openModel(QString::fromStdString(path)));
+        QCOMPARE(w.tensorModel()->rowCount(), 21);
+        QVERIFY(w.windowTitle().startsWith(QStringLiteral("tiny.gguf")));
+        // a failed open keeps the model that was open
+        QVERIFY(!w.openModel(QString::fromStdString(dir.file("missing.bin"))));
+        QCOMPARE(w.tensorModel()->rowCount(), 21);
+    }
+};
+
+QTEST_MAIN(TestTensorTableModel)
+#include "test_tensor_table_model.moc"
