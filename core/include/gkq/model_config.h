@@ -8,6 +8,11 @@
 
 namespace gkq {
 
+// How q/k rows pair up for rotary embeddings. llama2.c and GGUF (llama) rotate adjacent pairs (2i, 2i+1);
+// HF transformers' Llama rotates halves (i, i + head_size/2). The same trained model stored both ways
+// differs by a fixed permutation of the q and k rows within each head (as llama.cpp's converter applies).
+enum class RopeStyle : uint8_t { Interleaved, HalfSplit };
+
 struct ModelConfig {
     std::string architecture = "llama";
     int64_t dim = 0;             // embedding width (hidden_size)
@@ -20,6 +25,7 @@ struct ModelConfig {
     double rope_theta = 10000.0;
     double norm_eps = 1e-5;
     bool shared_classifier = true;  // output projection tied to token_embd
+    RopeStyle rope_style = RopeStyle::Interleaved;  // of the q/k weights as stored (HalfSplit for HF safetensors)
 
     int64_t head_size() const { return n_heads > 0 ? dim / n_heads : 0; }
     int64_t kv_dim() const { return n_heads > 0 ? dim * n_kv_heads / n_heads : 0; }

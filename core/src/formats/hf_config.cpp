@@ -30,10 +30,17 @@ size_t first_invalid_utf8(std::string_view s) {
         }
         size_t len = 0;
         uint32_t cp = 0;
-        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-        else return i;
+        if ((c & 0xE0) == 0xC0) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            len = 4;
+            cp = c & 0x07;
+        } else
+            return i;
         if (len > n - i) return i;
         for (size_t k = 1; k < len; ++k) {
             if ((p[i + k] & 0xC0) != 0x80) return i;
@@ -97,8 +104,8 @@ std::string json_excerpt(const json& v) {
 namespace {
 
 Status field_error(const std::string& file, const char* key, const char* want, const json& v) {
-    return error(StatusCode::Corrupt, file + ": field '" + key + "' must be " + want + ", not " + v.type_name() + " " +
-                                          json_excerpt(v));
+    return error(StatusCode::Corrupt,
+                 file + ": field '" + key + "' must be " + want + ", not " + v.type_name() + " " + json_excerpt(v));
 }
 
 // Optional non-negative integer field; null counts as absent.
@@ -131,9 +138,9 @@ Status read_bool(const json& cfg, const char* key, const std::string& file, bool
 
 const char* torch_dtype_name(DType t) {
     switch (t) {
-    case DType::F16: return "float16";
-    case DType::BF16: return "bfloat16";
-    default: return "float32";
+        case DType::F16: return "float16";
+        case DType::BF16: return "bfloat16";
+        default: return "float32";
     }
 }
 
@@ -143,9 +150,8 @@ Status parse_json_strict(std::string_view text, const std::string& file, const c
                          json& out) {
     // nlohmann rejects invalid UTF-8 too, but its message quotes the raw bytes and gives no offset.
     if (size_t bad = first_invalid_utf8(text); bad != std::string_view::npos)
-        return error(StatusCode::Corrupt, file + ": " + what + ": invalid UTF-8 at byte " + std::to_string(bad) +
-                                              " (file offset " + std::to_string(file_offset + bad) + "), in " +
-                                              escaped_context(text, bad));
+        return error(StatusCode::Corrupt, file + ": " + what + ": invalid UTF-8 at file offset " +
+                                              std::to_string(file_offset + bad) + ", in " + escaped_context(text, bad));
 
     // One set of keys per open object (arrays get an unused set), and the last key of each level, so a
     // duplicate can be reported with the object it is in.
@@ -153,34 +159,34 @@ Status parse_json_strict(std::string_view text, const std::string& file, const c
     std::vector<std::string> last_key;
     auto callback = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
         switch (event) {
-        case json::parse_event_t::object_start:
-        case json::parse_event_t::array_start:
-            if (depth >= kMaxJsonDepth)
-                throw StrictJsonStop{"nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels"};
-            keys.emplace_back();
-            last_key.emplace_back();
-            break;
-        case json::parse_event_t::object_end:
-        case json::parse_event_t::array_end:
-            if (!keys.empty()) {
-                keys.pop_back();
-                last_key.pop_back();
+            case json::parse_event_t::object_start:
+            case json::parse_event_t::array_start:
+                if (depth >= kMaxJsonDepth)
+                    throw StrictJsonStop{"nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels"};
+                keys.emplace_back();
+                last_key.emplace_back();
+                break;
+            case json::parse_event_t::object_end:
+            case json::parse_event_t::array_end:
+                if (!keys.empty()) {
+                    keys.pop_back();
+                    last_key.pop_back();
+                }
+                break;
+            case json::parse_event_t::key: {
+                if (keys.empty()) break;
+                const auto& k = parsed.get_ref<const std::string&>();
+                if (!keys.back().insert(k).second) {
+                    const std::string& parent = keys.size() >= 2 ? last_key[last_key.size() - 2] : std::string();
+                    std::string where = keys.size() < 2  ? "in the top-level object"
+                                        : parent.empty() ? "in an object inside an array"
+                                                         : "inside '" + parent + "'";
+                    throw StrictJsonStop{"key '" + k + "' appears more than once " + where};
+                }
+                last_key.back() = k;
+                break;
             }
-            break;
-        case json::parse_event_t::key: {
-            if (keys.empty()) break;
-            const auto& k = parsed.get_ref<const std::string&>();
-            if (!keys.back().insert(k).second) {
-                const std::string& parent = keys.size() >= 2 ? last_key[last_key.size() - 2] : std::string();
-                std::string where = keys.size() < 2 ? "in the top-level object"
-                                    : parent.empty() ? "in an object inside an array"
-                                                     : "inside '" + parent + "'";
-                throw StrictJsonStop{"key '" + k + "' appears more than once " + where};
-            }
-            last_key.back() = k;
-            break;
-        }
-        case json::parse_event_t::value: break;
+            case json::parse_event_t::value: break;
         }
         return true;
     };
@@ -189,8 +195,10 @@ Status parse_json_strict(std::string_view text, const std::string& file, const c
     } catch (const StrictJsonStop& stop) {
         return error(StatusCode::Corrupt, file + ": " + what + ": " + stop.why);
     } catch (const json::parse_error& e) {
-        return error(StatusCode::Corrupt, file + ": " + what + " does not parse at byte " + std::to_string(e.byte) +
-                                              " (file offset " + std::to_string(file_offset + e.byte) +
+        // e.byte counts characters read, end of input included: the offending byte is e.byte - 1 from 0.
+        const uint64_t at = file_offset + (e.byte > 0 ? e.byte - 1 : 0);
+        return error(StatusCode::Corrupt, file + ": " + what + " does not parse (parser byte position " +
+                                              std::to_string(e.byte) + ", file offset " + std::to_string(at) +
                                               "): " + strip_exception_id(e.what()));
     } catch (const json::exception& e) {
         return error(StatusCode::Corrupt, file + ": " + what + " does not parse: " + strip_exception_id(e.what()));
@@ -214,9 +222,12 @@ Status read_hf_config(const std::string& path, ModelConfig& config, Metadata& me
 
     ModelConfig c;
     const std::pair<const char*, int64_t*> counts[] = {
-        {"hidden_size", &c.dim},          {"intermediate_size", &c.hidden_dim},
-        {"num_hidden_layers", &c.n_layers}, {"num_attention_heads", &c.n_heads},
-        {"num_key_value_heads", &c.n_kv_heads}, {"vocab_size", &c.vocab_size},
+        {"hidden_size", &c.dim},
+        {"intermediate_size", &c.hidden_dim},
+        {"num_hidden_layers", &c.n_layers},
+        {"num_attention_heads", &c.n_heads},
+        {"num_key_value_heads", &c.n_kv_heads},
+        {"vocab_size", &c.vocab_size},
         {"max_position_embeddings", &c.context_length},
     };
     for (auto [key, field] : counts) {
@@ -253,12 +264,18 @@ Status read_hf_config(const std::string& path, ModelConfig& config, Metadata& me
     for (auto it = cfg.begin(); it != cfg.end(); ++it) {
         const json& v = it.value();
         MetaValue m;
-        if (v.is_string()) m = MetaValue::of_string(v.get<std::string>());
-        else if (v.is_boolean()) m = MetaValue::of_bool(v.get<bool>());
-        else if (v.is_number_unsigned()) m = MetaValue::of_uint(v.get<uint64_t>());
-        else if (v.is_number_integer()) m = MetaValue::of_int(v.get<int64_t>());
-        else if (v.is_number_float()) m = MetaValue::of_float(v.get<double>());
-        else continue;  // objects, arrays and null: not shown
+        if (v.is_string())
+            m = MetaValue::of_string(v.get<std::string>());
+        else if (v.is_boolean())
+            m = MetaValue::of_bool(v.get<bool>());
+        else if (v.is_number_unsigned())
+            m = MetaValue::of_uint(v.get<uint64_t>());
+        else if (v.is_number_integer())
+            m = MetaValue::of_int(v.get<int64_t>());
+        else if (v.is_number_float())
+            m = MetaValue::of_float(v.get<double>());
+        else
+            continue;  // objects, arrays and null: not shown
         metadata.set("config." + it.key(), std::move(m));
     }
     config = c;

@@ -84,7 +84,7 @@ struct Segment {
 // The segments of a checkpoint with a checked header, in file order.
 std::vector<Segment> layout(const Header& h);
 
-// The name of one item of a segment in messages: "blk.3.attn_q.weight", "scales of 'output.weight'",
+// The name of one item of a segment in messages: "blk.3.attn_q.weight", "scales of output.weight",
 // "freq_cis_real".
 std::string item_name(const Segment& s, int32_t layer);
 

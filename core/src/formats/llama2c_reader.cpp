@@ -91,7 +91,7 @@ std::vector<Segment> layout(const Header& h) {
 std::string item_name(const Segment& s, int32_t layer) {
     if (s.kind == SegmentKind::FreqCis) return s.label;
     std::string name = gguf_name(s.role, s.per_layer ? layer : -1);
-    return s.kind == SegmentKind::Scales ? "scales of '" + name + "'" : name;
+    return s.kind == SegmentKind::Scales ? "scales of " + name : name;
 }
 
 }  // namespace llama2c
@@ -203,7 +203,8 @@ Status place_segments(const std::string& path, const Header& h, const std::vecto
         case SegmentKind::Scales: fits = fits && checked_mul(p.numel / h.group_size, 4, p.item_bytes); break;
         }
         uint64_t segment_bytes = 0;
-        fits = fits && checked_mul(p.item_bytes, p.n_items, segment_bytes) && checked_add(offset, segment_bytes, offset);
+        fits = fits && checked_mul(p.item_bytes, p.n_items, segment_bytes) &&
+               checked_add(offset, segment_bytes, offset);
         if (!fits)
             return error(StatusCode::Corrupt, path + ": the sizes in the llama2.c header (" + describe(h) +
                                                   ") overflow 64 bits at '" + llama2c::item_name(s, 0) + "'");

@@ -37,7 +37,8 @@ Result<Vocabulary> read_llama2c_tokenizer(const std::string& path, int64_t expec
     }
     // Each token takes at least 8 bytes, which bounds what a caller's count may make us reserve.
     const uint64_t most = r.remaining() / 8;
-    const uint64_t reserve = expected_vocab > 0 ? std::min<uint64_t>(static_cast<uint64_t>(expected_vocab), most) : most;
+    const uint64_t reserve =
+        expected_vocab > 0 ? std::min<uint64_t>(static_cast<uint64_t>(expected_vocab), most) : most;
     v.tokens.reserve(reserve);
     v.scores.reserve(reserve);
 

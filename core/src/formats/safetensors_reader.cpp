@@ -38,13 +38,11 @@ struct DtypeInfo {
 // Every dtype of the safetensors specification. The ones gkq cannot convert are listed as Other with their
 // exact size, so such files open and show their tensors, and only compute on those tensors is refused.
 constexpr DtypeInfo kDtypes[] = {
-    {"F32", DType::F32, 32},       {"F16", DType::F16, 16},         {"BF16", DType::BF16, 16},
-    {"F64", DType::F64, 64},       {"I8", DType::I8, 8},            {"U8", DType::U8, 8},
-    {"I16", DType::I16, 16},       {"I32", DType::I32, 32},         {"I64", DType::I64, 64},
-    {"BOOL", DType::Other, 8},     {"F8_E4M3", DType::Other, 8},    {"F8_E5M2", DType::Other, 8},
-    {"F8_E8M0", DType::Other, 8},  {"U16", DType::Other, 16},       {"U32", DType::Other, 32},
-    {"U64", DType::Other, 64},     {"C64", DType::Other, 64},       {"F4", DType::Other, 4},
-    {"F6_E2M3", DType::Other, 6},  {"F6_E3M2", DType::Other, 6},
+    {"F32", DType::F32, 32},      {"F16", DType::F16, 16},   {"BF16", DType::BF16, 16},    {"F64", DType::F64, 64},
+    {"I8", DType::I8, 8},         {"U8", DType::U8, 8},      {"I16", DType::I16, 16},      {"I32", DType::I32, 32},
+    {"I64", DType::I64, 64},      {"BOOL", DType::Other, 8}, {"F8_E4M3", DType::Other, 8}, {"F8_E5M2", DType::Other, 8},
+    {"F8_E8M0", DType::Other, 8}, {"U16", DType::Other, 16}, {"U32", DType::Other, 32},    {"U64", DType::Other, 64},
+    {"C64", DType::Other, 64},    {"F4", DType::Other, 4},   {"F6_E2M3", DType::Other, 6}, {"F6_E3M2", DType::Other, 6},
 };
 
 const DtypeInfo* find_dtype(std::string_view name) {
@@ -53,7 +51,9 @@ const DtypeInfo* find_dtype(std::string_view name) {
     return nullptr;
 }
 
-Status corrupt(const std::string& file, const std::string& why) { return error(StatusCode::Corrupt, file + ": " + why); }
+Status corrupt(const std::string& file, const std::string& why) {
+    return error(StatusCode::Corrupt, file + ": " + why);
+}
 
 Status tensor_error(const std::string& file, const std::string& name, const std::string& why,
                     StatusCode code = StatusCode::Corrupt) {
@@ -85,8 +85,9 @@ Status parse_tensor(const std::string& file, const std::string& name, const json
     auto shape_it = entry.find("shape");
     if (shape_it == entry.end()) return tensor_error(file, name, "field 'shape' is missing");
     if (!shape_it->is_array())
-        return tensor_error(file, name, std::string("field 'shape' must be an array, not ") + shape_it->type_name() +
-                                            " " + json_excerpt(*shape_it));
+        return tensor_error(file, name,
+                            std::string("field 'shape' must be an array, not ") + shape_it->type_name() + " " +
+                                json_excerpt(*shape_it));
     std::vector<int64_t> shape;
     uint64_t n_elements = 1;
     bool overflow = false;
@@ -94,10 +95,10 @@ Status parse_tensor(const std::string& file, const std::string& name, const json
         const json& d = (*shape_it)[i];
         uint64_t dim = 0;
         if (!read_index_value(d, dim)) {
-            const std::string why = d.is_number_integer() && !d.is_number_unsigned()
-                                        ? "is negative (" + json_excerpt(d) + ")"
-                                        : std::string("must be an integer in [0, 2^63), not ") + d.type_name() + " " +
-                                              json_excerpt(d);
+            const std::string why =
+                d.is_number_integer() && !d.is_number_unsigned()
+                    ? "is negative (" + json_excerpt(d) + ")"
+                    : std::string("must be an integer in [0, 2^63), not ") + d.type_name() + " " + json_excerpt(d);
             return tensor_error(file, name, "field 'shape' entry " + std::to_string(i) + " " + why);
         }
         shape.push_back(static_cast<int64_t>(dim));
@@ -109,28 +110,31 @@ Status parse_tensor(const std::string& file, const std::string& name, const json
     uint64_t begin = 0, end = 0;
     if (!off_it->is_array() || off_it->size() != 2 || !read_index_value((*off_it)[0], begin) ||
         !read_index_value((*off_it)[1], end))
-        return tensor_error(file, name, "field 'data_offsets' must be an array of two non-negative integers, not " +
-                                            json_excerpt(*off_it));
+        return tensor_error(
+            file, name,
+            "field 'data_offsets' must be an array of two non-negative integers, not " + json_excerpt(*off_it));
     if (begin > end)
-        return tensor_error(file, name, "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                                            "] are reversed (begin > end)");
+        return tensor_error(
+            file, name,
+            "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] are reversed (begin > end)");
     if (end > data_size)
-        return tensor_error(file, name, "data_offsets end " + std::to_string(end) +
-                                            " is past the end of the data section (" + std::to_string(data_size) +
-                                            " bytes, from file offset " + std::to_string(data_start) + ")");
+        return tensor_error(file, name,
+                            "data_offsets end " + std::to_string(end) + " is past the end of the data section (" +
+                                std::to_string(data_size) + " bytes, from file offset " + std::to_string(data_start) +
+                                ")");
 
     uint64_t n_bits = 0;
     if (overflow || !checked_mul(n_elements, dt->bits, n_bits) ||
         n_elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         return tensor_error(file, name, "shape " + shape_to_string(shape) + " has too many elements");
     if (n_bits % 8 != 0)
-        return tensor_error(file, name, "shape " + shape_to_string(shape) + " as " + dtype_str +
-                                            " is not a whole number of bytes");
+        return tensor_error(file, name,
+                            "shape " + shape_to_string(shape) + " as " + dtype_str + " is not a whole number of bytes");
     if (n_bits / 8 != end - begin)
-        return tensor_error(file, name, "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                                            "] hold " + std::to_string(end - begin) + " bytes, but shape " +
-                                            shape_to_string(shape) + " as " + dtype_str + " needs " +
-                                            std::to_string(n_bits / 8));
+        return tensor_error(file, name,
+                            "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] hold " +
+                                std::to_string(end - begin) + " bytes, but shape " + shape_to_string(shape) + " as " +
+                                dtype_str + " needs " + std::to_string(n_bits / 8));
 
     const RoleAndLayer rl = parse_hf_name(name);
     t.name = name;
@@ -159,8 +163,9 @@ Status parse_file(const MappedFile& map, std::vector<Tensor>& tensors, Metadata&
         return corrupt(file, "header length " + std::to_string(n_header) + " at offset 0 exceeds the limit of " +
                                  std::to_string(kMaxHeaderBytes) + " bytes");
     if (n_header > size - 8)
-        return corrupt(file, "header length " + std::to_string(n_header) + " at offset 0 runs past the end of the file (" +
-                                 std::to_string(size) + " bytes; truncated?)");
+        return corrupt(file, "header length " + std::to_string(n_header) +
+                                 " at offset 0 runs past the end of the file (" + std::to_string(size) +
+                                 " bytes; truncated?)");
 
     std::string_view text(reinterpret_cast<const char*>(map.data() + 8), n_header);
     json header;
@@ -179,8 +184,8 @@ Status parse_file(const MappedFile& map, std::vector<Tensor>& tensors, Metadata&
                 return corrupt(file, std::string("'__metadata__' must be an object, not ") + it->type_name());
             for (auto m = it->begin(); m != it->end(); ++m) {
                 if (!m->is_string())
-                    return corrupt(file, "'__metadata__' entry '" + m.key() + "' must be a string, not " +
-                                             m->type_name());
+                    return corrupt(file,
+                                   "'__metadata__' entry '" + m.key() + "' must be a string, not " + m->type_name());
                 metadata.set(m.key(), MetaValue::of_string(m->get<std::string>()));
             }
             continue;
@@ -191,18 +196,19 @@ Status parse_file(const MappedFile& map, std::vector<Tensor>& tensors, Metadata&
     }
 
     // File order; an empty tensor sorts before one starting at the same offset, so it never "overlaps" it.
-    std::sort(tensors.begin() + static_cast<std::ptrdiff_t>(first), tensors.end(), [](const Tensor& a, const Tensor& b) {
-        if (a.file_offset != b.file_offset) return a.file_offset < b.file_offset;
-        if (a.n_bytes != b.n_bytes) return a.n_bytes < b.n_bytes;
-        return a.name < b.name;
-    });
+    std::sort(tensors.begin() + static_cast<std::ptrdiff_t>(first), tensors.end(),
+              [](const Tensor& a, const Tensor& b) {
+                  if (a.file_offset != b.file_offset) return a.file_offset < b.file_offset;
+                  if (a.n_bytes != b.n_bytes) return a.n_bytes < b.n_bytes;
+                  return a.name < b.name;
+              });
     const Tensor* furthest = nullptr;  // the tensor whose data ends last so far
     for (size_t i = first; i < tensors.size(); ++i) {
         const Tensor& t = tensors[i];
         if (t.n_bytes == 0) continue;
         if (furthest && t.file_offset < furthest->file_offset + furthest->n_bytes)
-            return corrupt(file, "the data of tensors '" + furthest->name + "' and '" + t.name + "' overlap (at file offset " +
-                                     std::to_string(t.file_offset) + ")");
+            return corrupt(file, "the data of tensors '" + furthest->name + "' and '" + t.name +
+                                     "' overlap (at file offset " + std::to_string(t.file_offset) + ")");
         furthest = &t;
     }
     return Status::ok();
@@ -234,7 +240,8 @@ Status read_index(const std::string& path, ModelFileData& d) {
     std::string_view text(reinterpret_cast<const char*>(index_map->data()), index_map->size());
     json index;
     if (Status s = parse_json_strict(text, path, "index JSON", 0, index); !s) return s;
-    if (!index.is_object()) return corrupt(path, std::string("the index JSON is a ") + index.type_name() + ", not an object");
+    if (!index.is_object())
+        return corrupt(path, std::string("the index JSON is a ") + index.type_name() + ", not an object");
 
     if (auto meta = index.find("metadata"); meta != index.end() && !meta->is_null()) {
         if (!meta->is_object())
@@ -243,7 +250,8 @@ Status read_index(const std::string& path, ModelFileData& d) {
     }
     auto wm = index.find("weight_map");
     if (wm == index.end()) return corrupt(path, "field 'weight_map' is missing");
-    if (!wm->is_object()) return corrupt(path, std::string("field 'weight_map' must be an object, not ") + wm->type_name());
+    if (!wm->is_object())
+        return corrupt(path, std::string("field 'weight_map' must be an object, not ") + wm->type_name());
     if (wm->empty()) return corrupt(path, "field 'weight_map' lists no tensors");
 
     // shard name -> first tensor listed for it (for messages); std::map keeps shards in name order
@@ -317,6 +325,8 @@ Result<ModelFileDataPtr> read_safetensors(const std::string& path) {
         d->format_detail = "safetensors";
     }
     if (Status s = read_config_beside(path, *d); !s) return s;
+    // HF checkpoints pair rotary dimensions (i, i + head_size/2): their q/k rows are stored half-split.
+    d->config.rope_style = RopeStyle::HalfSplit;
     return d;
 }
 

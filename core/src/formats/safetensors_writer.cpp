@@ -1,4 +1,5 @@
-// safetensors writer (layout: see safetensors_reader.cpp) and the config.json beside it.
+// safetensors writer (layout: see safetensors_reader.cpp) and the config.json beside it, in HF's conventions
+// (names, half-split rotary layout of q/k rows).
 // The header is compact JSON with "__metadata__" first and the tensors in the caller's order, each as
 // {"dtype", "shape", "data_offsets"}; it is padded with spaces so the data section starts 8-byte aligned,
 // as the reference implementation does.
@@ -9,6 +10,7 @@
 #include "gkq/model_writer.h"
 #include "gkq/naming.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <unordered_set>
 
@@ -28,9 +30,9 @@ struct Planned {
 
 const char* safetensors_dtype_name(DType t) {
     switch (t) {
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    default: return "F32";
+        case DType::F16: return "F16";
+        case DType::BF16: return "BF16";
+        default: return "F32";
     }
 }
 
@@ -41,11 +43,27 @@ Status write_data(AtomicFile& f, DType dtype, const float* src, uint64_t n) {
     std::vector<uint16_t> buf(static_cast<size_t>(std::min(n, kChunk)));
     for (uint64_t i = 0; i < n; i += kChunk) {
         const uint64_t k = std::min(kChunk, n - i);
-        if (dtype == DType::F16) encode_f16(src + i, k, buf.data());
-        else encode_bf16(src + i, k, buf.data());
+        if (dtype == DType::F16)
+            encode_f16(src + i, k, buf.data());
+        else
+            encode_bf16(src + i, k, buf.data());
         if (Status s = f.write(buf.data(), k * sizeof(uint16_t)); !s) return s;
     }
     return Status::ok();
+}
+
+// HF stores q/k rows half-split (rotate_half pairs i and i + head_size/2); a model whose rows are interleaved
+// (pairs 2i, 2i+1: llama2.c, GGUF) is reordered as HF's convert_llama_weights_to_hf does: within each head,
+// row 2i + j moves to j * head_size/2 + i. `rows` is a whole number of heads; returns the reordered copy.
+std::vector<float> interleaved_to_half_split(const float* src, int64_t rows, int64_t cols, int64_t head_size) {
+    std::vector<float> out(static_cast<size_t>(rows * cols));
+    const int64_t half = head_size / 2;
+    for (int64_t h = 0; h < rows / head_size; ++h)
+        for (int64_t i = 0; i < half; ++i)
+            for (int64_t j = 0; j < 2; ++j)
+                std::copy_n(src + (h * head_size + 2 * i + j) * cols, cols,
+                            out.data() + (h * head_size + j * half + i) * cols);
+    return out;
 }
 
 }  // namespace
@@ -54,8 +72,8 @@ Status write_safetensors(const std::string& path, const ModelConfig& config, con
                          const WriteOptions& options) {
     const DType dtype = options.dtype;
     if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
-        return error(StatusCode::InvalidArgument, path + ": safetensors export supports F32, F16 and BF16, not " +
-                                                      std::string(dtype_name(dtype)));
+        return error(StatusCode::InvalidArgument,
+                     path + ": safetensors export supports F32, F16 and BF16, not " + std::string(dtype_name(dtype)));
     const uint64_t elem_bytes = dtype == DType::F32 ? 4 : 2;
 
     std::vector<Planned> plan;
@@ -85,18 +103,39 @@ Status write_safetensors(const std::string& path, const ModelConfig& config, con
         plan.push_back(std::move(p));
     }
 
+    // q/k of an interleaved model are reordered into HF's layout, so that the file means what HF readers (and
+    // ours, which label every safetensors model HalfSplit) take it to mean.
+    std::vector<bool> reorder(tensors.size(), false);
+    if (config.rope_style == RopeStyle::Interleaved) {
+        const int64_t hs = config.head_size();
+        for (size_t i = 0; i < tensors.size(); ++i) {
+            const WriteTensor& t = tensors[i];
+            if (t.role != TensorRole::AttnQ && t.role != TensorRole::AttnK) continue;
+            if (hs <= 0 || hs % 2 != 0 || config.dim % config.n_heads != 0 || t.shape.size() != 2 ||
+                t.shape[0] % hs != 0)
+                return error(StatusCode::InvalidArgument,
+                             path + ": tensor '" + plan[i].name + "' (" + shape_to_string(t.shape) +
+                                 ") cannot be reordered from interleaved to HF's half-split rotary layout with dim " +
+                                 std::to_string(config.dim) + " and " + std::to_string(config.n_heads) + " heads");
+            reorder[i] = true;
+        }
+    }
+
     // "__metadata__": "format" first (what torch's loader expects), then the caller's strings.
     std::vector<std::pair<std::string, std::string>> meta = {{"format", "pt"}};
     for (const auto& [key, value] : options.extra_metadata.entries) {
         const std::string* s = value.as_string();
         if (!s)
-            return error(StatusCode::InvalidArgument, path + ": metadata key '" + key +
-                                                          "' is not a string (safetensors metadata holds strings only)");
+            return error(
+                StatusCode::InvalidArgument,
+                path + ": metadata key '" + key + "' is not a string (safetensors metadata holds strings only)");
         if (!is_valid_utf8(key) || !is_valid_utf8(*s))
             return error(StatusCode::InvalidArgument, path + ": metadata key '" + key + "' is not valid UTF-8");
         auto it = std::find_if(meta.begin(), meta.end(), [&](const auto& kv) { return kv.first == key; });
-        if (it != meta.end()) it->second = *s;
-        else meta.emplace_back(key, *s);
+        if (it != meta.end())
+            it->second = *s;
+        else
+            meta.emplace_back(key, *s);
     }
 
     // Strings are escaped by nlohmann (valid UTF-8 checked above, so dump() does not throw).
@@ -120,8 +159,13 @@ Status write_safetensors(const std::string& path, const ModelConfig& config, con
     const uint64_t n_header = header.size();
     if (Status s = file->write(&n_header, sizeof n_header); !s) return s;
     if (Status s = file->write(header); !s) return s;
-    for (size_t i = 0; i < plan.size(); ++i)
-        if (Status s = write_data(*file, dtype, tensors[i].data, plan[i].n_elements); !s) return s;
+    for (size_t i = 0; i < plan.size(); ++i) {
+        const WriteTensor& t = tensors[i];
+        std::vector<float> reordered;  // one tensor at a time, so memory stays at one matrix
+        if (reorder[i]) reordered = interleaved_to_half_split(t.data, t.shape[0], t.shape[1], config.head_size());
+        if (Status s = write_data(*file, dtype, reorder[i] ? reordered.data() : t.data, plan[i].n_elements); !s)
+            return s;
+    }
     if (Status s = file->commit(); !s) return s;
 
     const std::string config_path = (fs::path(path).parent_path() / "config.json").string();
