@@ -333,6 +333,9 @@ Status read_config(ModelFileData& d) {
     if (arch->as_string() == nullptr) return m.type_error("general.architecture", *arch, "string");
     ModelConfig& c = d.config;
     c.architecture = *arch->as_string();
+    // llama GGUF files hold q/k with rotary pairs adjacent (the converter permutes HF's halves). Other
+    // architectures may differ (llama.cpp's NEOX rope type) but are only listed, never run.
+    c.rope_style = RopeStyle::Interleaved;
     const std::string a = c.architecture + ".";
     if (Status s = m.count(a + "embedding_length", c.dim); !s) return s;
     if (Status s = m.count(a + "feed_forward_length", c.hidden_dim); !s) return s;
@@ -485,7 +488,8 @@ Result<ModelFileDataPtr> read_gguf(const std::string& path) {
 
     // ---- data section
     uint64_t data_start = 0;
-    if (!checked_add(r.offset(), alignment - 1, data_start)) return error(StatusCode::Corrupt, path + ": header overflows");
+    if (!checked_add(r.offset(), alignment - 1, data_start))
+        return error(StatusCode::Corrupt, path + ": header overflows");
     data_start -= data_start % alignment;
     d->tensors.reserve(infos.size());
     for (TensorInfo& info : infos) {

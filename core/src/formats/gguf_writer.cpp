@@ -1,5 +1,6 @@
 // GGUF v3 writer (layout in gguf_layout.h): llama architecture, general.alignment 32, the llama.* config keys,
-// the vocabulary, the caller's extra keys, then each tensor's data at a 32-byte aligned offset. Everything is
+// the vocabulary, the caller's extra keys, then each tensor's data at a 32-byte aligned offset. q/k of a
+// half-split (HF) model are reordered to the interleaved rotary layout that GGUF llama files use. Everything is
 // validated before the first byte is written, and the file appears only when complete (AtomicFile).
 #include "common/byte_reader.h"
 #include "formats/gguf_layout.h"
@@ -199,10 +200,9 @@ Status build_metadata(const std::string& path, const ModelConfig& c, const Vocab
             }
             m.set("tokenizer.ggml.token_type", std::move(types));
         }
-        if (vocab.bos_id >= 0)
-            m.set("tokenizer.ggml.bos_token_id", MetaValue::of_uint(static_cast<uint64_t>(vocab.bos_id), MetaType::U32));
-        if (vocab.eos_id >= 0)
-            m.set("tokenizer.ggml.eos_token_id", MetaValue::of_uint(static_cast<uint64_t>(vocab.eos_id), MetaType::U32));
+        auto token_id = [](int32_t id) { return MetaValue::of_uint(static_cast<uint64_t>(id), MetaType::U32); };
+        if (vocab.bos_id >= 0) m.set("tokenizer.ggml.bos_token_id", token_id(vocab.bos_id));
+        if (vocab.eos_id >= 0) m.set("tokenizer.ggml.eos_token_id", token_id(vocab.eos_id));
     }
 
     for (const auto& [key, value] : options.extra_metadata.entries) {
@@ -227,10 +227,11 @@ struct PlannedTensor {
     uint64_t n_elements = 0;
     uint64_t n_bytes = 0;
     uint64_t offset = 0;  // relative to the data section
+    bool to_interleaved = false;  // q/k rows reordered from HF's half-split rotary layout
 };
 
-Status plan_tensors(const std::string& path, const std::vector<WriteTensor>& tensors, DType matrix_dtype,
-                    std::vector<PlannedTensor>& out) {
+Status plan_tensors(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors,
+                    DType matrix_dtype, std::vector<PlannedTensor>& out) {
     switch (matrix_dtype) {
     case DType::F32:
     case DType::F16:
@@ -280,6 +281,17 @@ Status plan_tensors(const std::string& path, const std::vector<WriteTensor>& ten
         auto bytes = dtype_storage_bytes(dtype, p.n_elements);
         if (!bytes) return error(StatusCode::InvalidArgument, where + ": data size overflows");
         p.n_bytes = *bytes;
+        if (config.rope_style == RopeStyle::HalfSplit && (w.role == TensorRole::AttnQ || w.role == TensorRole::AttnK)) {
+            const int64_t hs = config.head_size();
+            if (hs <= 0 || hs % 2 != 0 || config.dim % config.n_heads != 0 || w.shape.size() != 2 ||
+                w.shape[0] % hs != 0)
+                return error(StatusCode::InvalidArgument,
+                             where + " (" + shape_to_string(w.shape) +
+                                 ") cannot be reordered from HF's half-split to GGUF's interleaved rotary layout with "
+                                 "dim " + std::to_string(config.dim) + " and " + std::to_string(config.n_heads) +
+                                 " heads");
+            p.to_interleaved = true;
+        }
         p.offset = offset;
         if (!checked_add(offset, align_up(p.n_bytes), offset))
             return error(StatusCode::InvalidArgument, where + ": data size overflows");
@@ -288,8 +300,20 @@ Status plan_tensors(const std::string& path, const std::vector<WriteTensor>& ten
     return Status::ok();
 }
 
-Status write_tensor_data(AtomicFile& f, const PlannedTensor& p) {
-    const float* src = p.src->data;
+// Within each head, HF row (j * head_size/2 + i) becomes row (2i + j): the permutation llama.cpp's converter
+// applies to q/k, so rotary pairs sit adjacent as GGUF llama readers expect.
+std::vector<float> half_split_to_interleaved(const float* src, int64_t rows, int64_t cols, int64_t head_size) {
+    std::vector<float> out(static_cast<size_t>(rows * cols));
+    const int64_t half = head_size / 2;
+    for (int64_t h = 0; h < rows / head_size; ++h)
+        for (int64_t i = 0; i < half; ++i)
+            for (int64_t j = 0; j < 2; ++j)
+                std::copy_n(src + (h * head_size + j * half + i) * cols, cols,
+                            out.data() + (h * head_size + 2 * i + j) * cols);
+    return out;
+}
+
+Status write_tensor_data(AtomicFile& f, const PlannedTensor& p, const float* src) {
     if (p.type->dtype == DType::F32) return f.write(src, p.n_elements * sizeof(float));
     std::vector<uint16_t> halves;
     std::vector<uint8_t> blocks;
@@ -325,7 +349,7 @@ Status write_tensor_data(AtomicFile& f, const PlannedTensor& p) {
 Status write_gguf(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors,
                   const Vocabulary& vocab, const WriteOptions& options) {
     std::vector<PlannedTensor> planned;
-    if (Status s = plan_tensors(path, tensors, options.dtype, planned); !s) return s;
+    if (Status s = plan_tensors(path, config, tensors, options.dtype, planned); !s) return s;
     Metadata meta;
     if (Status s = build_metadata(path, config, vocab, options, meta); !s) return s;
 
@@ -343,7 +367,8 @@ Status write_gguf(const std::string& path, const ModelConfig& config, const std:
         header.put_string(p.name);
         const auto& shape = p.src->shape;
         header.put(static_cast<uint32_t>(shape.size()));
-        for (auto it = shape.rbegin(); it != shape.rend(); ++it) header.put(static_cast<uint64_t>(*it));  // ne: innermost first
+        for (auto it = shape.rbegin(); it != shape.rend(); ++it)  // ne: innermost first
+            header.put(static_cast<uint64_t>(*it));
         header.put(p.type->id);
         header.put(p.offset);
     }
@@ -357,7 +382,10 @@ Status write_gguf(const std::string& path, const ModelConfig& config, const std:
     for (const PlannedTensor& p : planned) {
         if (f.bytes_written() != data_start + p.offset)
             return error(StatusCode::Internal, path + ": tensor '" + p.name + "' written at the wrong offset");
-        if (Status s = write_tensor_data(f, p); !s) return s;
+        std::vector<float> reordered;  // one tensor at a time, so memory stays at one matrix
+        if (p.to_interleaved)
+            reordered = half_split_to_interleaved(p.src->data, p.src->shape[0], p.src->shape[1], config.head_size());
+        if (Status s = write_tensor_data(f, p, p.to_interleaved ? reordered.data() : p.src->data); !s) return s;
         if (Status s = f.write_zeros(align_up(p.n_bytes) - p.n_bytes); !s) return s;
     }
     return f.commit();
