@@ -1,0 +1,180 @@
+// Codec: one tensor to an EncodedTensor (method + payload) and back to float32, with exact accounting.
+// Methods: f32 / f16, llama.cpp Q8_0 / Q4_0 blocks (bit-compatible), and the GKQ pipeline of the source
+// documents — truncated SVD (float64) -> hierarchical folding -> 2/4/8-bit factor quantization with per-vector
+// max-abs scales and optional delta encoding -> optional Q4_0/Q8_0 residual. Payload layouts: docs/codec.md.
+// Presets map each tensor role to CodecParams; command-line and per-layer (rknot) overrides resolve on top.
+// Contract: nothing throws; decode checks every payload size against the header fields and fails with Corrupt
+// naming the tensor; every error and size in a TensorReport is measured by decoding what was encoded.
+// encode_tensor / decode_tensor keep no state: callers may run them on many tensors at once (the SVD uses
+// OpenBLAS, which is then best limited to one thread per caller thread).
+#pragma once
+
+#include "gkq/encoded_tensor.h"
+#include "gkq/model_config.h"
+#include "gkq/status.h"
+#include "gkq/tensor.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gkq {
+
+// ---- parameters -------------------------------------------------------------------------------------------------
+
+enum class ResidualKind : uint8_t { None, Q4_0, Q8_0 };
+
+// What the truncated SVD decomposes (low-rank methods).
+enum class LowRankTarget : uint8_t {
+    Weights,     // W itself; a residual, if any, is W - (decoded low-rank part)
+    QuantError,  // the residual's quantization error W - deq(Q(W)) (LQER-style correction); needs a residual
+};
+
+struct CodecParams {
+    // F32, F16, Q8_0, Q4_0, LowRank or LowRankResidual. LowRank with a residual encodes as LowRankResidual, and
+    // LowRankResidual needs one (validate_params).
+    Method method = Method::F32;
+
+    // Rank selection, first rule that applies: rank > 0 fixes k; else max_rel_error > 0 picks the smallest k
+    // whose truncation error sqrt(sum_{i>k} s_i^2 / sum s_i^2) <= max_rel_error; else the smallest k whose
+    // kept energy sum_{i<=k} s_i^2 / sum s_i^2 reaches `energy`. The last two are capped by max_components.
+    // Every rule is capped by min(rows, cols) and, when max_rank_fraction > 0, by
+    // max(1, floor(max_rank_fraction * min(rows, cols))).
+    int32_t rank = 0;
+    double energy = 0.999;
+    double max_rel_error = 0.0;
+    int32_t max_components = 0;  // 0 = no cap
+    double max_rank_fraction = 0.0;
+
+    int factor_bits = 8;           // 2, 4 or 8: codes of the U and V factors
+    bool delta = false;            // delta-encode codes along each vector (mod 2^bits)
+    bool fold = false;             // hierarchical folding: attention head folding / FFN run-length encoding
+    double fold_tolerance = 0.01;  // max relative fit error of head folding, measured on U_k S_k (or V_k S_k)
+    bool sigma_quantized = false;  // sigma as 8-bit codes over [0, sigma_1] instead of f32
+    ResidualKind residual = ResidualKind::None;
+    LowRankTarget target = LowRankTarget::Weights;
+};
+
+// InvalidArgument naming the field when params cannot be encoded (bits not 2/4/8, energy outside (0, 1], ...).
+Status validate_params(const CodecParams& p);
+
+std::string_view residual_name(ResidualKind r);  // "none", "q4_0", "q8_0"
+Result<ResidualKind> parse_residual(std::string_view name);
+Result<Method> parse_method(std::string_view name);  // inverse of method_name()
+
+// ---- presets and overrides -------------------------------------------------------------------------------------
+
+struct Preset {
+    std::string name;
+    std::string description;           // what the preset does (methods and parameters), not what it achieves
+    std::vector<CodecParams> by_role;  // indexed by TensorRole; used for tensors with two or more dimensions
+
+    // Parameters for a tensor of `role` with `n_dims` dimensions: tensors with fewer than two are stored f32.
+    CodecParams params_for(TensorRole role, int n_dims) const;
+};
+
+// "paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy" (in that order).
+std::vector<std::string> preset_names();
+// NotFound listing the valid names when `name` is not one of them.
+Result<Preset> find_preset(std::string_view name);
+
+// Unset fields leave the value below them alone. Setting `rank` also clears max_rank_fraction (an explicit rank
+// is taken as given); setting `energy` or `max_rel_error` clears `rank` so that rule is the one used; setting
+// `residual` to None also sets `target` back to Weights. `residual` applies to low-rank methods only.
+struct ParamOverride {
+    std::optional<Method> method;
+    std::optional<int32_t> rank;
+    std::optional<double> energy;
+    std::optional<double> max_rel_error;
+    std::optional<int32_t> max_components;
+    std::optional<int> factor_bits;
+    std::optional<bool> delta;
+    std::optional<bool> fold;
+    std::optional<double> fold_tolerance;
+    std::optional<bool> sigma_quantized;
+    std::optional<ResidualKind> residual;
+    std::optional<LowRankTarget> target;
+
+    bool empty() const;
+    void apply_to(CodecParams& p) const;
+};
+
+// A per-layer override (from an rknot tuning file): applies to tensors of `layer` (-1: tensors of every layer,
+// including non-block ones) and, when set, only to `role`.
+struct LayerOverride {
+    int32_t layer = -1;
+    std::optional<TensorRole> role;
+    ParamOverride params;
+};
+
+// Parameters for one tensor. Precedence, lowest to highest (more specific wins):
+//   preset role params < `global` (command line) < per-layer overrides matching (layer, any role) in list order
+//   < per-layer overrides matching (layer, role) in list order.
+// Tensors with fewer than two dimensions are always f32: no override applies to them.
+CodecParams resolve_params(const Preset& preset, TensorRole role, int32_t layer, int n_dims,
+                           const ParamOverride& global, const std::vector<LayerOverride>& per_layer);
+
+// ---- encoding and decoding -------------------------------------------------------------------------------------
+
+struct TensorInput {
+    std::string name;
+    TensorRole role = TensorRole::Other;
+    int32_t layer = -1;
+    std::vector<int64_t> shape;   // row-major, outermost first; a matrix view is (n / last, last)
+    const float* data = nullptr;  // n_elements float32, row-major
+    int32_t n_heads = 0;          // attention heads along the folded axis (fold_head_count); 0 = no head folding
+};
+
+// Heads along the axis head folding splits: q and o -> n_heads (rows of q, columns of o); k and v -> n_kv_heads;
+// 0 for other roles.
+int32_t fold_head_count(TensorRole role, const ModelConfig& config);
+
+// Per-record header bytes used for the on-disk estimate until a container (the knot) states its real size.
+inline constexpr uint64_t kRecordHeaderBytesEstimate = 96;
+
+struct TensorReport {
+    std::string name;
+    TensorRole role = TensorRole::Other;
+    int32_t layer = -1;
+    std::vector<int64_t> shape;
+    int64_t n_elements = 0;
+    Method method = Method::F32;  // as encoded (after any fallback)
+    int32_t rank = 0;
+    int factor_bits = 0;
+    int residual_bits = 0;
+    uint32_t flags = 0;
+    uint64_t payload_bytes = 0;           // everything: sigma, scales, fold scales, codes / RLE, residual blocks
+    double bits_per_weight = 0.0;         // 8 * payload_bytes / n_elements (0 for an empty tensor)
+    uint64_t bytes_on_disk_estimate = 0;  // payload_bytes + kRecordHeaderBytesEstimate
+    double rel_error = 0.0;               // ||W - W'||_F / ||W||_F against the decoded W' (0 when both are 0)
+    double max_abs_error = 0.0;           // max |W - W'|
+    std::optional<double> energy_kept;    // low-rank: sum_{i<=k} s_i^2 / sum s_i^2 of the decomposed matrix
+                                          // (W, or the quantization error for LowRankTarget::QuantError)
+    bool fold_applied = false;
+    int64_t fold_bytes_saved = 0;          // payload without folding - payload with (0 when not applied)
+    std::optional<double> fold_fit_error;  // head folding: measured relative fit error
+    std::string fold_note;                 // why folding was or was not applied; empty when not requested
+    std::string fallback;                  // non-empty when the requested method could not be used, and why
+};
+
+// Payload plus a record header of `record_header_bytes`, and the bits per weight that makes.
+uint64_t bytes_on_disk(const TensorReport& r, uint64_t record_header_bytes);
+double bits_per_weight_on_disk(const TensorReport& r, uint64_t record_header_bytes);
+
+// Encodes `in` with `params`; fills `report` (when given) by decoding the result and measuring it against `in`.
+// InvalidArgument for bad params, shapes or non-finite inputs to the SVD; never Corrupt.
+Result<EncodedTensor> encode_tensor(const TensorInput& in, const CodecParams& params, TensorReport* report = nullptr);
+
+// Decodes to float32 in the tensor's shape, row-major. Corrupt naming the tensor when the payload does not match
+// its header fields (size, rank, bits, flags, counts inside the payload).
+Result<std::vector<float>> decode_tensor(const EncodedTensor& t);
+// The same into caller memory of exactly n_dst = t.n_elements() floats.
+Status decode_tensor_into(const EncodedTensor& t, float* dst, uint64_t n_dst);
+
+// The accounting fields that follow from `encoded` and the original data (decodes `encoded`): method, sizes, bpw
+// and errors. encode_tensor adds energy and folding on top.
+Result<TensorReport> measure_encoded(const float* original, const EncodedTensor& encoded);
+
+}  // namespace gkq

@@ -1,0 +1,49 @@
+// EncodedTensor: one tensor as the codec produced it and as a knot record stores it — the record header
+// fields plus an opaque, method-specific payload (layouts in docs/knot-format.md). The codec (codec.h)
+// makes and decodes these; the knot file (knot.h) stores and retrieves them without interpreting payloads.
+#pragma once
+
+#include "gkq/tensor.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gkq {
+
+enum class Method : uint8_t {
+    F32 = 0,              // raw little-endian float32 (norms, or anything kept exact)
+    F16 = 1,              // IEEE half
+    Q8_0 = 2,             // llama.cpp Q8_0 blocks, bit-compatible
+    Q4_0 = 3,             // llama.cpp Q4_0 blocks, bit-compatible
+    LowRank = 4,          // truncated SVD: quantized U_k, sigma_k, V_k (optionally folded / delta-coded)
+    LowRankResidual = 5,  // LowRank plus the residual W - U_k S_k V_k^T as Q8_0 or Q4_0 blocks
+};
+
+std::string_view method_name(Method m);  // "f32", "f16", "q8_0", "q4_0", "lowrank", "lowrank+residual"
+
+// Flags recorded per tensor (bit set).
+enum EncodedFlags : uint32_t {
+    kFlagDelta = 1u << 0,           // factor codes are delta-encoded along each vector
+    kFlagFoldedHeads = 1u << 1,     // attention: shared basis + per-head scales (hierarchical folding)
+    kFlagRleCoefficients = 1u << 2, // FFN: run-length-encoded quantized coefficient magnitudes
+    kFlagSigmaQuantized = 1u << 3,  // sigma stored quantized instead of f32
+};
+
+struct EncodedTensor {
+    std::string name;
+    TensorRole role = TensorRole::Other;
+    int32_t layer = -1;
+    std::vector<int64_t> shape;   // original shape, row-major, outermost first
+    Method method = Method::F32;
+    int32_t rank = 0;             // low-rank methods: k; 0 otherwise
+    uint8_t factor_bits = 0;      // 2, 4 or 8 for low-rank factors; 0 otherwise
+    uint8_t residual_bits = 0;    // 4 (Q4_0) or 8 (Q8_0) for LowRankResidual; 0 otherwise
+    uint32_t flags = 0;           // EncodedFlags
+    std::vector<uint8_t> payload; // method-specific bytes, uncompressed
+
+    int64_t n_elements() const;
+};
+
+}  // namespace gkq

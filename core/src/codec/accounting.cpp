@@ -1,0 +1,58 @@
+// Per-tensor accounting: sizes counted from the payload itself and errors measured against the decoded tensor.
+#include "gkq/codec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace gkq {
+
+uint64_t bytes_on_disk(const TensorReport& r, uint64_t record_header_bytes) {
+    return r.payload_bytes + record_header_bytes;
+}
+
+double bits_per_weight_on_disk(const TensorReport& r, uint64_t record_header_bytes) {
+    if (r.n_elements <= 0) return 0.0;
+    return 8.0 * static_cast<double>(bytes_on_disk(r, record_header_bytes)) / static_cast<double>(r.n_elements);
+}
+
+Result<TensorReport> measure_encoded(const float* original, const EncodedTensor& encoded) {
+    Result<std::vector<float>> decoded = decode_tensor(encoded);
+    if (!decoded) return decoded.status();
+    const std::vector<float>& w2 = *decoded;
+
+    TensorReport r;
+    r.name = encoded.name;
+    r.role = encoded.role;
+    r.layer = encoded.layer;
+    r.shape = encoded.shape;
+    r.n_elements = static_cast<int64_t>(w2.size());
+    r.method = encoded.method;
+    r.rank = encoded.rank;
+    r.factor_bits = encoded.factor_bits;
+    r.residual_bits = encoded.residual_bits;
+    r.flags = encoded.flags;
+    r.payload_bytes = encoded.payload.size();
+    r.bits_per_weight =
+        r.n_elements > 0 ? 8.0 * static_cast<double>(r.payload_bytes) / static_cast<double>(r.n_elements) : 0.0;
+    r.bytes_on_disk_estimate = bytes_on_disk(r, kRecordHeaderBytesEstimate);
+
+    if (!w2.empty() && original == nullptr)
+        return error(StatusCode::InvalidArgument, "tensor '" + encoded.name + "': no original data to measure against");
+    double diff_sq = 0.0, ref_sq = 0.0, max_abs = 0.0;
+    for (size_t i = 0; i < w2.size(); ++i) {
+        const double w = original[i];
+        const double d = w - static_cast<double>(w2[i]);
+        diff_sq += d * d;
+        ref_sq += w * w;
+        max_abs = std::max(max_abs, std::fabs(d));
+    }
+    r.max_abs_error = max_abs;
+    if (diff_sq == 0.0)
+        r.rel_error = 0.0;
+    else
+        r.rel_error = ref_sq > 0.0 ? std::sqrt(diff_sq / ref_sq) : std::numeric_limits<double>::infinity();
+    return r;
+}
+
+}  // namespace gkq

@@ -1,0 +1,317 @@
+// encode_tensor: the per-tensor pipeline. Plain methods (f32, f16, Q8_0, Q4_0) are one call each; the low-rank
+// methods run truncated SVD -> hierarchical folding -> factor quantization -> optional residual blocks.
+#include "gkq/codec.h"
+
+#include "codec/factor_quant.h"
+#include "codec/folding.h"
+#include "codec/lowrank.h"
+#include "codec/lowrank_payload.h"
+#include "codec/shape.h"
+#include "gkq/convert.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+namespace gkq {
+
+using namespace codec;
+
+namespace {
+
+std::string fmt(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", x);
+    return buf;
+}
+
+bool is_attention(TensorRole r) {
+    return r == TensorRole::AttnQ || r == TensorRole::AttnK || r == TensorRole::AttnV || r == TensorRole::AttnO;
+}
+
+bool is_ffn(TensorRole r) {
+    return r == TensorRole::FfnGate || r == TensorRole::FfnUp || r == TensorRole::FfnDown;
+}
+
+bool is_low_rank(Method m) {
+    return m == Method::LowRank || m == Method::LowRankResidual;
+}
+
+DType residual_dtype(ResidualKind r) {
+    return r == ResidualKind::Q4_0 ? DType::Q4_0 : DType::Q8_0;
+}
+
+// What the low-rank path learned beyond the EncodedTensor itself, for the report.
+struct LowRankNotes {
+    std::optional<double> energy_kept;
+    bool fold_applied = false;
+    int64_t fold_bytes_saved = 0;
+    std::optional<double> fold_fit_error;
+    std::string fold_note;
+};
+
+// Quantizes sigma and the factors u (rows, k), v (cols, k); with `fold`, the factor on `axis` is replaced by the
+// fold's base block and head scales.
+LowRankSection quantize_section(int64_t rows, int64_t cols, int64_t k, const double* sigma,
+                                const std::vector<double>& u, const std::vector<double>& v, const CodecParams& p,
+                                const HeadFold* fold, FoldAxis axis) {
+    LowRankSection s;
+    s.rows = rows;
+    s.cols = cols;
+    s.k = k;
+    s.bits = p.factor_bits;
+    s.delta = p.delta;
+    s.sigma_quantized = p.sigma_quantized;
+    if (p.sigma_quantized) {
+        s.sigma_max = k > 0 ? static_cast<float>(sigma[0]) : 0.0f;
+        for (int64_t r = 0; r < k; ++r) s.sigma_codes.push_back(quantize_sigma(sigma[r], s.sigma_max));
+    } else {
+        for (int64_t r = 0; r < k; ++r) s.sigma.push_back(static_cast<float>(sigma[r]));
+    }
+    if (fold != nullptr) {
+        s.folded = true;
+        s.fold_axis = axis;
+        s.n_heads = static_cast<uint32_t>(fold->head_scales.size());
+        s.head_scales = fold->head_scales;
+    }
+    const std::vector<double>& uq = fold != nullptr && axis == FoldAxis::U ? fold->base : u;
+    const std::vector<double>& vq = fold != nullptr && axis == FoldAxis::V ? fold->base : v;
+    const int64_t ul = s.u_len(), vl = s.v_len();
+    s.symbols.resize(static_cast<size_t>(s.n_symbols()));
+    for (int64_t r = 0; r < k; ++r) {
+        uint8_t* codes = s.symbols.data() + r * ul;
+        s.u_scales.push_back(quantize_vector(uq.data() + r, ul, k, s.bits, codes));
+        if (s.delta) delta_encode(codes, ul, s.bits);
+    }
+    for (int64_t r = 0; r < k; ++r) {
+        uint8_t* codes = s.symbols.data() + k * ul + r * vl;
+        s.v_scales.push_back(quantize_vector(vq.data() + r, vl, k, s.bits, codes));
+        if (s.delta) delta_encode(codes, vl, s.bits);
+    }
+    return s;
+}
+
+std::vector<uint8_t> section_bytes(const LowRankSection& s) {
+    std::vector<uint8_t> out;
+    write_lowrank_section(s, out);
+    return out;
+}
+
+Status encode_low_rank(const TensorInput& in, const MatrixShape& ms, const CodecParams& p, EncodedTensor& e,
+                       LowRankNotes& notes) {
+    const std::string label = "tensor '" + in.name + "'";
+    const int64_t rows = ms.rows, cols = ms.cols, n = ms.n;
+    for (int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(in.data[i]))
+            return error(StatusCode::InvalidArgument,
+                         label + ": element " + std::to_string(i) + " is not finite; the SVD needs finite values");
+
+    // The matrix to decompose: W, or (QuantError) the residual blocks' quantization error W - deq(Q(W)).
+    const DType rtype = residual_dtype(p.residual);
+    std::vector<uint8_t> blocks;
+    std::vector<float> dequantized;
+    if (p.residual != ResidualKind::None && p.target == LowRankTarget::QuantError) {
+        blocks.resize(static_cast<size_t>(*dtype_storage_bytes(rtype, static_cast<uint64_t>(n))));
+        if (rtype == DType::Q4_0)
+            quantize_q4_0(in.data, static_cast<uint64_t>(n), blocks.data());
+        else
+            quantize_q8_0(in.data, static_cast<uint64_t>(n), blocks.data());
+        dequantized.resize(static_cast<size_t>(n));
+        if (Status s = convert_to_f32(rtype, blocks.data(), static_cast<uint64_t>(n), dequantized.data()); !s)
+            return s.with_context(label);
+    }
+    auto fill = [&](double* a) {
+        for (int64_t i = 0; i < n; ++i)
+            a[i] = dequantized.empty() ? static_cast<double>(in.data[i])
+                                       : static_cast<double>(in.data[i]) - static_cast<double>(dequantized[i]);
+    };
+    Result<Svd> svd = svd_thin(fill, rows, cols, label);
+    if (!svd) return svd.status();
+    dequantized = {};
+    const int64_t k = select_rank(svd->s, p, rows, cols);
+    notes.energy_kept = energy_fraction(svd->s, k);
+    std::vector<double> u, v;
+    top_factors(*svd, k, u, v);
+    const double* sigma = svd->s.data();
+
+    LowRankSection chosen = quantize_section(rows, cols, k, sigma, u, v, p, nullptr, FoldAxis::U);
+    std::vector<uint8_t> bytes = section_bytes(chosen);
+
+    // Hierarchical folding: attention -> shared basis + per-head scales; FFN -> run-length-encoded codes.
+    if (p.fold) {
+        if (is_attention(in.role)) {
+            const FoldAxis axis = in.role == TensorRole::AttnO ? FoldAxis::V : FoldAxis::U;
+            const int64_t len = axis == FoldAxis::U ? rows : cols;
+            const int32_t heads = in.n_heads;
+            const char* along = axis == FoldAxis::U ? " rows" : " columns";
+            if (heads < 2) {
+                notes.fold_note =
+                    "not applied: head folding needs two or more heads (n_heads " + std::to_string(heads) + ")";
+            } else if (len % heads != 0) {
+                notes.fold_note = "not applied: " + std::to_string(len) + along + " do not split into " +
+                                  std::to_string(heads) + " heads";
+            } else if (k == 0) {
+                notes.fold_note = "not applied: rank 0";
+            } else {
+                const HeadFold fold = fit_head_fold(axis == FoldAxis::U ? u.data() : v.data(), len, k, sigma, heads);
+                notes.fold_fit_error = fold.fit_error;
+                if (!(fold.fit_error <= p.fold_tolerance)) {
+                    notes.fold_note = "not applied: head fit error " + fmt(fold.fit_error) + " exceeds tolerance " +
+                                      fmt(p.fold_tolerance);
+                } else {
+                    LowRankSection folded = quantize_section(rows, cols, k, sigma, u, v, p, &fold, axis);
+                    std::vector<uint8_t> folded_bytes = section_bytes(folded);
+                    if (folded_bytes.size() < bytes.size()) {
+                        notes.fold_applied = true;
+                        notes.fold_bytes_saved = static_cast<int64_t>(bytes.size() - folded_bytes.size());
+                        notes.fold_note = "applied: " + std::to_string(heads) + " heads share one basis, fit error " +
+                                          fmt(fold.fit_error);
+                        chosen = std::move(folded);
+                        bytes = std::move(folded_bytes);
+                    } else {
+                        notes.fold_note = "not applied: folding takes " + std::to_string(folded_bytes.size()) +
+                                          " bytes against " + std::to_string(bytes.size()) + " unfolded";
+                    }
+                }
+            }
+        } else if (is_ffn(in.role)) {
+            LowRankSection rle = chosen;
+            rle.rle = true;
+            std::vector<uint8_t> rle_bytes = section_bytes(rle);
+            // (the stream's size is a u32: a section over 4 GiB never takes this path)
+            if (rle_bytes.size() < bytes.size() && rle_bytes.size() <= UINT32_MAX) {
+                notes.fold_applied = true;
+                notes.fold_bytes_saved = static_cast<int64_t>(bytes.size() - rle_bytes.size());
+                notes.fold_note = "applied: run-length-encoded coefficient codes";
+                chosen = std::move(rle);
+                bytes = std::move(rle_bytes);
+            } else {
+                notes.fold_note = "not applied: run-length encoding takes " + std::to_string(rle_bytes.size()) +
+                                  " bytes against " + std::to_string(bytes.size()) + " packed";
+            }
+        } else {
+            notes.fold_note = "not applied: no folding rule for role " + std::string(role_name(in.role));
+        }
+    }
+
+    // Residual: W - (decoded low-rank part), so the blocks also absorb the factors' quantization error.
+    if (p.residual != ResidualKind::None && p.target == LowRankTarget::Weights) {
+        std::vector<float> r(static_cast<size_t>(n));
+        reconstruct_lowrank(chosen, r.data());
+        for (int64_t i = 0; i < n; ++i) r[i] = in.data[i] - r[i];
+        blocks.resize(static_cast<size_t>(*dtype_storage_bytes(rtype, static_cast<uint64_t>(n))));
+        if (rtype == DType::Q4_0)
+            quantize_q4_0(r.data(), static_cast<uint64_t>(n), blocks.data());
+        else
+            quantize_q8_0(r.data(), static_cast<uint64_t>(n), blocks.data());
+    }
+
+    e.method = p.residual != ResidualKind::None ? Method::LowRankResidual : Method::LowRank;
+    e.rank = static_cast<int32_t>(k);
+    e.factor_bits = static_cast<uint8_t>(p.factor_bits);
+    e.residual_bits = p.residual == ResidualKind::None ? 0 : (p.residual == ResidualKind::Q4_0 ? 4 : 8);
+    e.flags = chosen.flags();
+    e.payload = std::move(bytes);
+    e.payload.insert(e.payload.end(), blocks.begin(), blocks.end());
+    return Status::ok();
+}
+
+Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& params, TensorReport* report) {
+    const std::string label = "tensor '" + in.name + "'";
+    if (Status s = validate_params(params); !s) return s.with_context(label);
+    const std::optional<MatrixShape> shape = matrix_shape(in.shape);
+    if (!shape)
+        return error(StatusCode::InvalidArgument,
+                     label + ": shape " + shape_to_string(in.shape) + " has a negative dimension or too many elements");
+    const MatrixShape ms = *shape;
+    if (ms.n > 0 && in.data == nullptr) return error(StatusCode::InvalidArgument, label + ": no data");
+
+    EncodedTensor e;
+    e.name = in.name;
+    e.role = in.role;
+    e.layer = in.layer;
+    e.shape = in.shape;
+
+    CodecParams p = params;
+    if (p.method == Method::LowRank && p.residual != ResidualKind::None) p.method = Method::LowRankResidual;
+    if (!is_low_rank(p.method)) p.residual = ResidualKind::None;
+    std::string fallback;
+    const std::string requested(method_name(p.method));
+    if (is_low_rank(p.method) && (in.shape.size() < 2 || ms.n == 0)) {
+        fallback = std::string(in.shape.size() < 2 ? "fewer than 2 dimensions" : "no elements") +
+                   ": stored f32 instead of " + requested;
+        p.method = Method::F32;
+    }
+    const bool blocks = p.method == Method::Q8_0 || p.method == Method::Q4_0 || p.method == Method::LowRankResidual;
+    if (blocks && ms.cols % 32 != 0) {
+        fallback =
+            "row length " + std::to_string(ms.cols) + " is not a multiple of 32: stored f16 instead of " + requested;
+        p.method = Method::F16;
+    }
+
+    LowRankNotes notes;
+    const auto n = static_cast<uint64_t>(ms.n);
+    switch (p.method) {
+        case Method::F32:
+            e.payload.resize(n * 4);
+            if (n > 0) std::memcpy(e.payload.data(), in.data, n * 4);
+            break;
+        case Method::F16: {
+            std::vector<uint16_t> halves(n);
+            encode_f16(in.data, n, halves.data());
+            e.payload.resize(n * 2);
+            if (n > 0) std::memcpy(e.payload.data(), halves.data(), n * 2);
+            break;
+        }
+        case Method::Q8_0:
+            e.payload.resize(n / 32 * 34);
+            quantize_q8_0(in.data, n, e.payload.data());
+            break;
+        case Method::Q4_0:
+            e.payload.resize(n / 32 * 18);
+            quantize_q4_0(in.data, n, e.payload.data());
+            break;
+        case Method::LowRank:
+        case Method::LowRankResidual:
+            if (Status s = encode_low_rank(in, ms, p, e, notes); !s) return s;
+            break;
+    }
+    e.method = is_low_rank(p.method) ? e.method : p.method;
+
+    if (report != nullptr) {
+        Result<TensorReport> r = measure_encoded(in.data, e);
+        if (!r) return r.status();
+        *report = std::move(*r);
+        report->energy_kept = notes.energy_kept;
+        report->fold_applied = notes.fold_applied;
+        report->fold_bytes_saved = notes.fold_bytes_saved;
+        report->fold_fit_error = notes.fold_fit_error;
+        report->fold_note = notes.fold_note;
+        report->fallback = fallback;
+    }
+    return e;
+}
+
+}  // namespace
+
+int32_t fold_head_count(TensorRole role, const ModelConfig& config) {
+    switch (role) {
+        case TensorRole::AttnQ:
+        case TensorRole::AttnO: return static_cast<int32_t>(config.n_heads);
+        case TensorRole::AttnK:
+        case TensorRole::AttnV: return static_cast<int32_t>(config.n_kv_heads);
+        default: return 0;
+    }
+}
+
+Result<EncodedTensor> encode_tensor(const TensorInput& in, const CodecParams& params, TensorReport* report) {
+    try {
+        return encode_impl(in, params, report);
+    } catch (const std::bad_alloc&) {
+        return error(StatusCode::Unsupported, "tensor '" + in.name + "': does not fit in memory while encoding");
+    }
+}
+
+}  // namespace gkq

@@ -1,0 +1,97 @@
+// CodecParams validation, the names of methods and residual kinds, and ParamOverride.
+#include "gkq/codec.h"
+
+#include <cmath>
+
+namespace gkq {
+
+Status validate_params(const CodecParams& p) {
+    auto bad = [](const std::string& what) { return error(StatusCode::InvalidArgument, "codec parameter " + what); };
+    switch (p.method) {
+        case Method::F32:
+        case Method::F16:
+        case Method::Q8_0:
+        case Method::Q4_0:
+        case Method::LowRank:
+        case Method::LowRankResidual: break;
+        default: return bad("method: unknown code " + std::to_string(static_cast<unsigned>(p.method)));
+    }
+    if (p.factor_bits != 2 && p.factor_bits != 4 && p.factor_bits != 8)
+        return bad("factor_bits: " + std::to_string(p.factor_bits) + " is not 2, 4 or 8");
+    if (p.rank < 0) return bad("rank: " + std::to_string(p.rank) + " is negative");
+    if (!(p.energy > 0.0 && p.energy <= 1.0)) return bad("energy: " + std::to_string(p.energy) + " is outside (0, 1]");
+    if (!(p.max_rel_error >= 0.0 && p.max_rel_error <= 1.0))
+        return bad("max_rel_error: " + std::to_string(p.max_rel_error) + " is outside [0, 1]");
+    if (p.max_components < 0) return bad("max_components: " + std::to_string(p.max_components) + " is negative");
+    if (!(p.max_rank_fraction >= 0.0 && p.max_rank_fraction <= 1.0))
+        return bad("max_rank_fraction: " + std::to_string(p.max_rank_fraction) + " is outside [0, 1]");
+    if (!(p.fold_tolerance >= 0.0 && std::isfinite(p.fold_tolerance)))
+        return bad("fold_tolerance: " + std::to_string(p.fold_tolerance) + " is not a finite non-negative number");
+    if (p.residual != ResidualKind::None && p.residual != ResidualKind::Q4_0 && p.residual != ResidualKind::Q8_0)
+        return bad("residual: unknown kind");
+    if (p.target != LowRankTarget::Weights && p.target != LowRankTarget::QuantError) return bad("target: unknown");
+    const bool low_rank = p.method == Method::LowRank || p.method == Method::LowRankResidual;
+    if (p.method == Method::LowRankResidual && p.residual == ResidualKind::None)
+        return bad("residual: method lowrank+residual needs residual q4_0 or q8_0");
+    if (low_rank && p.target == LowRankTarget::QuantError && p.residual == ResidualKind::None)
+        return bad("target: the quantization-error target needs a residual (q4_0 or q8_0)");
+    return Status::ok();
+}
+
+std::string_view residual_name(ResidualKind r) {
+    switch (r) {
+        case ResidualKind::None: return "none";
+        case ResidualKind::Q4_0: return "q4_0";
+        case ResidualKind::Q8_0: return "q8_0";
+    }
+    return "?";
+}
+
+Result<ResidualKind> parse_residual(std::string_view name) {
+    for (ResidualKind r : {ResidualKind::None, ResidualKind::Q4_0, ResidualKind::Q8_0})
+        if (residual_name(r) == name) return r;
+    return error(StatusCode::InvalidArgument, "unknown residual '" + std::string(name) + "' (none, q4_0, q8_0)");
+}
+
+Result<Method> parse_method(std::string_view name) {
+    for (Method m : {Method::F32, Method::F16, Method::Q8_0, Method::Q4_0, Method::LowRank, Method::LowRankResidual})
+        if (method_name(m) == name) return m;
+    return error(StatusCode::InvalidArgument,
+                 "unknown method '" + std::string(name) + "' (f32, f16, q8_0, q4_0, lowrank, lowrank+residual)");
+}
+
+bool ParamOverride::empty() const {
+    return !method && !rank && !energy && !max_rel_error && !max_components && !factor_bits && !delta && !fold &&
+           !fold_tolerance && !sigma_quantized && !residual && !target;
+}
+
+void ParamOverride::apply_to(CodecParams& p) const {
+    if (method) p.method = *method;
+    // rank-selection fields in this order, so that when several are set `rank` wins, as in CodecParams
+    if (energy) {
+        p.energy = *energy;
+        p.rank = 0;
+        p.max_rel_error = 0.0;
+    }
+    if (max_rel_error) {
+        p.max_rel_error = *max_rel_error;
+        p.rank = 0;
+    }
+    if (rank) {
+        p.rank = *rank;
+        p.max_rank_fraction = 0.0;
+    }
+    if (max_components) p.max_components = *max_components;
+    if (factor_bits) p.factor_bits = *factor_bits;
+    if (delta) p.delta = *delta;
+    if (fold) p.fold = *fold;
+    if (fold_tolerance) p.fold_tolerance = *fold_tolerance;
+    if (sigma_quantized) p.sigma_quantized = *sigma_quantized;
+    if (residual) {
+        p.residual = *residual;
+        if (*residual == ResidualKind::None) p.target = LowRankTarget::Weights;  // nothing else to decompose
+    }
+    if (target) p.target = *target;
+}
+
+}  // namespace gkq

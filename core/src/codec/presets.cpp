@@ -1,0 +1,161 @@
+// The built-in presets (what each stores for each tensor role) and the resolution of overrides on top of them.
+#include "gkq/codec.h"
+
+namespace gkq {
+
+namespace {
+
+constexpr size_t kNumRoles = static_cast<size_t>(TensorRole::Other) + 1;
+
+CodecParams plain(Method m) {
+    CodecParams p;
+    p.method = m;
+    return p;
+}
+
+bool is_projection(TensorRole r) {
+    switch (r) {
+        case TensorRole::AttnQ:
+        case TensorRole::AttnK:
+        case TensorRole::AttnV:
+        case TensorRole::AttnO:
+        case TensorRole::FfnGate:
+        case TensorRole::FfnUp:
+        case TensorRole::FfnDown: return true;
+        default: return false;
+    }
+}
+
+bool is_attention(TensorRole r) {
+    return r == TensorRole::AttnQ || r == TensorRole::AttnK || r == TensorRole::AttnV || r == TensorRole::AttnO;
+}
+
+// Fills every role: `projection(role)` for the seven attention/FFN projections, `embedding` for token_embd and
+// output, f32 for the rest (norms and unknown tensors are stored exactly).
+template <class F>
+std::vector<CodecParams> table(F projection, const CodecParams& embedding) {
+    std::vector<CodecParams> t(kNumRoles, plain(Method::F32));
+    for (size_t i = 0; i < kNumRoles; ++i) {
+        const auto role = static_cast<TensorRole>(i);
+        if (is_projection(role)) t[i] = projection(role);
+    }
+    t[static_cast<size_t>(TensorRole::TokenEmbd)] = embedding;
+    t[static_cast<size_t>(TensorRole::Output)] = embedding;
+    return t;
+}
+
+Preset make_paper() {
+    Preset p;
+    p.name = "paper";
+    p.description =
+        "The GKQ documents' parameters. Attention and FFN projections: truncated SVD keeping the smallest rank that "
+        "reaches 99.9% of the energy, at most 3 components; hierarchical folding (attention: one shared basis with "
+        "per-head scales when the measured fit error is within 1%; FFN: run-length-encoded coefficient codes when "
+        "that is smaller); factors quantized to 2 bits (attention) or 4 bits (FFN) with per-vector max-abs scales, "
+        "delta-encoded; sigma as 8-bit codes. No residual. token_embd and output (which the documents do not "
+        "describe): Q8_0. Norms: f32.";
+    p.by_role = table(
+        [](TensorRole role) {
+            CodecParams c;
+            c.method = Method::LowRank;
+            c.energy = 0.999;
+            c.max_components = 3;
+            c.factor_bits = is_attention(role) ? 2 : 4;
+            c.delta = true;
+            c.fold = true;
+            c.fold_tolerance = 0.01;
+            c.sigma_quantized = true;
+            return c;
+        },
+        plain(Method::Q8_0));
+    return p;
+}
+
+Preset make_block(Method m) {
+    Preset p;
+    p.name = m == Method::Q8_0 ? "q8_0" : "q4_0";
+    p.description = std::string("Baseline: every matrix, token_embd and output included, as llama.cpp ") +
+                    (m == Method::Q8_0 ? "Q8_0 blocks (32 int8 codes + f16 scale, 8.5 bits per weight)"
+                                       : "Q4_0 blocks (32 4-bit codes + f16 scale, 4.5 bits per weight)") +
+                    ", bit-compatible, no SVD (like llama-quantize --pure). A matrix whose row length is not a "
+                    "multiple of 32 is stored f16. Norms: f32.";
+    p.by_role = table([m](TensorRole) { return plain(m); }, plain(m));
+    return p;
+}
+
+Preset make_lowrank_q4() {
+    Preset p;
+    p.name = "lowrank-q4";
+    p.description =
+        "Low rank plus Q4_0 residual, for every matrix: the truncated SVD of W keeps rank min(16, max(1, "
+        "floor(min(rows, cols) / 32))) with 8-bit factors and f32 sigma; the residual W - (decoded low-rank part) is "
+        "stored as Q4_0 blocks, so the blocks carry what the low-rank part misses including its own quantization "
+        "error. Decoded as U S V^T + deq(Q4_0). A matrix whose row length is not a multiple of 32 is stored f16. "
+        "Norms: f32.";
+    CodecParams c;
+    c.method = Method::LowRankResidual;
+    c.rank = 16;
+    c.max_rank_fraction = 1.0 / 32.0;
+    c.factor_bits = 8;
+    c.residual = ResidualKind::Q4_0;
+    c.target = LowRankTarget::Weights;
+    p.by_role = table([c](TensorRole) { return c; }, c);
+    return p;
+}
+
+Preset make_svd_energy() {
+    Preset p;
+    p.name = "svd-energy";
+    p.description =
+        "Truncated SVD of every attention and FFN projection keeping the smallest rank that reaches 99.9% of the "
+        "energy, no component cap, 8-bit factors with per-vector max-abs scales, f32 sigma, no folding, no delta, "
+        "no residual. token_embd and output: Q8_0. Norms: f32.";
+    CodecParams c;
+    c.method = Method::LowRank;
+    c.energy = 0.999;
+    c.factor_bits = 8;
+    p.by_role = table([c](TensorRole) { return c; }, plain(Method::Q8_0));
+    return p;
+}
+
+bool matches(const LayerOverride& o, int32_t layer, TensorRole role, bool with_role) {
+    if (o.layer != -1 && o.layer != layer) return false;
+    return with_role ? (o.role && *o.role == role) : !o.role;
+}
+
+}  // namespace
+
+CodecParams Preset::params_for(TensorRole role, int n_dims) const {
+    const auto i = static_cast<size_t>(role);
+    if (n_dims < 2 || i >= by_role.size()) return plain(Method::F32);
+    return by_role[i];
+}
+
+std::vector<std::string> preset_names() {
+    return {"paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy"};
+}
+
+Result<Preset> find_preset(std::string_view name) {
+    if (name == "paper") return make_paper();
+    if (name == "q8_0") return make_block(Method::Q8_0);
+    if (name == "q4_0") return make_block(Method::Q4_0);
+    if (name == "lowrank-q4") return make_lowrank_q4();
+    if (name == "svd-energy") return make_svd_energy();
+    std::string list;
+    for (const std::string& n : preset_names()) list += (list.empty() ? "" : ", ") + n;
+    return error(StatusCode::NotFound, "unknown preset '" + std::string(name) + "' (presets: " + list + ")");
+}
+
+CodecParams resolve_params(const Preset& preset, TensorRole role, int32_t layer, int n_dims,
+                           const ParamOverride& global, const std::vector<LayerOverride>& per_layer) {
+    CodecParams p = preset.params_for(role, n_dims);
+    if (n_dims < 2) return p;
+    global.apply_to(p);
+    for (const LayerOverride& o : per_layer)
+        if (matches(o, layer, role, false)) o.params.apply_to(p);
+    for (const LayerOverride& o : per_layer)
+        if (matches(o, layer, role, true)) o.params.apply_to(p);
+    return p;
+}
+
+}  // namespace gkq

@@ -1,0 +1,889 @@
+// The per-tensor codec: presets, overrides, the GKQ low-rank pipeline (SVD, folding, factor quantization, delta,
+// run-length encoding, residual blocks), llama.cpp block layouts, payload checks and the accounting.
+#include "gkq/codec.h"
+#include "gkq/convert.h"
+#include "test_support.h"
+
+#include "codec/factor_quant.h"
+#include "codec/lowrank.h"
+#include "codec/rle.h"
+
+#include <QtTest>
+#include <cmath>
+#include <cstring>
+
+using namespace gkq;
+
+namespace {
+
+// (rows, k) row-major with orthonormal columns: modified Gram-Schmidt over pseudo-random vectors.
+std::vector<double> orthonormal(int64_t rows, int64_t k, uint64_t seed) {
+    const std::vector<float> r = test::random_floats(static_cast<size_t>(rows * k), seed);
+    std::vector<double> q(r.begin(), r.end());
+    for (int64_t j = 0; j < k; ++j) {
+        for (int64_t p = 0; p < j; ++p) {
+            double dot = 0.0;
+            for (int64_t i = 0; i < rows; ++i) dot += q[i * k + j] * q[i * k + p];
+            for (int64_t i = 0; i < rows; ++i) q[i * k + j] -= dot * q[i * k + p];
+        }
+        double norm = 0.0;
+        for (int64_t i = 0; i < rows; ++i) norm += q[i * k + j] * q[i * k + j];
+        norm = std::sqrt(norm);
+        for (int64_t i = 0; i < rows; ++i) q[i * k + j] /= norm;
+    }
+    return q;
+}
+
+// (rows, cols) = U diag(spectrum) V^T with random orthonormal U, V.
+std::vector<float> with_spectrum(int64_t rows, int64_t cols, const std::vector<double>& spectrum, uint64_t seed) {
+    const auto k = static_cast<int64_t>(spectrum.size());
+    const std::vector<double> u = orthonormal(rows, k, seed), v = orthonormal(cols, k, seed + 1000);
+    std::vector<float> w(static_cast<size_t>(rows * cols));
+    for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+            double acc = 0.0;
+            for (int64_t r = 0; r < k; ++r) acc += u[i * k + r] * spectrum[r] * v[j * k + r];
+            w[i * cols + j] = static_cast<float>(acc);
+        }
+    return w;
+}
+
+TensorInput input(const std::string& name, TensorRole role, std::vector<int64_t> shape, const std::vector<float>& w,
+                  int32_t n_heads = 0) {
+    TensorInput in;
+    in.name = name;
+    in.role = role;
+    in.layer = 0;
+    in.shape = std::move(shape);
+    in.data = w.data();
+    in.n_heads = n_heads;
+    return in;
+}
+
+struct Measured {
+    double rel = 0.0;
+    double max_abs = 0.0;
+};
+
+// Recomputed here from decode_tensor's output, independently of the codec's accounting.
+Measured measure(const std::vector<float>& w, const std::vector<float>& decoded) {
+    double diff = 0.0, ref = 0.0, max_abs = 0.0;
+    for (size_t i = 0; i < w.size(); ++i) {
+        const double d = double(w[i]) - double(decoded[i]);
+        diff += d * d;
+        ref += double(w[i]) * double(w[i]);
+        max_abs = std::max(max_abs, std::fabs(d));
+    }
+    return {diff == 0.0 ? 0.0 : std::sqrt(diff / ref), max_abs};
+}
+
+float read_f32(const std::vector<uint8_t>& p, size_t offset) {
+    float x;
+    std::memcpy(&x, p.data() + offset, 4);
+    return x;
+}
+
+CodecParams low_rank(int32_t rank, int bits) {
+    CodecParams p;
+    p.method = Method::LowRank;
+    p.rank = rank;
+    p.factor_bits = bits;
+    return p;
+}
+
+// Heads g = 0..7 of an attention projection are head_scale[g] times one (8, 64) block: rows for q, columns for o.
+std::vector<float> scaled_heads(bool along_columns) {
+    const std::vector<double> c = {1.0, -0.5, 0.25, 2.0, -1.5, 0.75, 1.25, -0.125};
+    const std::vector<float> base = with_spectrum(8, 64, {4, 3, 2, 1, 0.5, 0.4, 0.3, 0.2}, 77);  // (8, 64)
+    std::vector<float> w(64 * 64);
+    for (int g = 0; g < 8; ++g)
+        for (int r = 0; r < 8; ++r)
+            for (int j = 0; j < 64; ++j) {
+                const float x = static_cast<float>(c[g]) * base[r * 64 + j];
+                if (along_columns)
+                    w[j * 64 + g * 8 + r] = x;  // column block g = c_g * base^T
+                else
+                    w[(g * 8 + r) * 64 + j] = x;
+            }
+    return w;
+}
+
+// rank 1, u and v piecewise constant with ratios -1/3 and 1/3, which 4-bit codes hold exactly (levels are odd
+// multiples of max/15); after delta coding the codes are long runs of zeros.
+std::vector<float> piecewise_ffn() {
+    std::vector<float> w(192 * 64);
+    for (int i = 0; i < 192; ++i)
+        for (int j = 0; j < 64; ++j) w[i * 64 + j] = float((i < 96 ? 0.75 : -0.25) * (j < 32 ? 0.25 : 0.75));
+    return w;
+}
+
+}  // namespace
+
+class TestCodec : public QObject {
+    Q_OBJECT
+private slots:
+    // ---- presets ----------------------------------------------------------------------------------------------
+
+    void presetNamesAndLookup() {
+        QCOMPARE(preset_names(), (std::vector<std::string>{"paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy"}));
+        for (const std::string& name : preset_names()) {
+            Result<Preset> p = find_preset(name);
+            QVERIFY2(p.is_ok(), p.message().c_str());
+            QCOMPARE(p->name, name);
+            QVERIFY(!p->description.empty());
+            QCOMPARE(p->by_role.size(), size_t(TensorRole::Other) + 1);
+        }
+        Result<Preset> bad = find_preset("gkq-max");
+        QCOMPARE(bad.status().code(), StatusCode::NotFound);
+        QCOMPARE(bad.message(),
+                 std::string("unknown preset 'gkq-max' (presets: paper, q8_0, q4_0, lowrank-q4, svd-energy)"));
+    }
+
+    void paperPresetHasTheDocumentsParameters() {
+        const Preset paper = *find_preset("paper");
+        const CodecParams q = paper.params_for(TensorRole::AttnQ, 2);
+        QCOMPARE(q.method, Method::LowRank);
+        QCOMPARE(q.energy, 0.999);
+        QCOMPARE(q.max_components, 3);
+        QCOMPARE(q.factor_bits, 2);
+        QVERIFY(q.delta && q.fold && q.sigma_quantized);
+        QCOMPARE(q.residual, ResidualKind::None);
+        QCOMPARE(paper.params_for(TensorRole::FfnDown, 2).factor_bits, 4);
+        QCOMPARE(paper.params_for(TensorRole::TokenEmbd, 2).method, Method::Q8_0);
+        QCOMPARE(paper.params_for(TensorRole::AttnNorm, 1).method, Method::F32);
+        QCOMPARE(paper.params_for(TensorRole::AttnQ, 1).method, Method::F32);  // 1-D: f32 whatever the role
+    }
+
+    void everyPresetRoundTrips_data() {
+        QTest::addColumn<QString>("preset");
+        for (const std::string& name : preset_names()) QTest::newRow(name.c_str()) << QString::fromStdString(name);
+    }
+    void everyPresetRoundTrips() {
+        QFETCH(QString, preset);
+        const Preset p = *find_preset(preset.toStdString());
+        struct Case {
+            std::string name;
+            TensorRole role;
+            std::vector<int64_t> shape;
+            int32_t heads;
+        };
+        const std::vector<Case> cases = {
+            {"blk.0.attn_q.weight", TensorRole::AttnQ, {64, 64}, 8},
+            {"blk.0.attn_k.weight", TensorRole::AttnK, {32, 64}, 4},
+            {"blk.0.attn_output.weight", TensorRole::AttnO, {64, 64}, 8},
+            {"blk.0.ffn_up.weight", TensorRole::FfnUp, {192, 64}, 0},
+            {"blk.0.ffn_down.weight", TensorRole::FfnDown, {64, 192}, 0},
+            {"token_embd.weight", TensorRole::TokenEmbd, {128, 64}, 0},
+            {"blk.0.attn_norm.weight", TensorRole::AttnNorm, {64}, 0},
+        };
+        uint64_t seed = 1;
+        for (const Case& c : cases) {
+            const int64_t rows = c.shape.size() == 2 ? c.shape[0] : 1, cols = c.shape.back();
+            // a decaying spectrum plus noise: low rank keeps part of it, so every method has a non-zero error
+            std::vector<float> w = c.shape.size() == 2 ? with_spectrum(rows, cols, {8, 4, 2, 1}, seed++)
+                                                       : test::random_floats(size_t(cols), seed++);
+            const std::vector<float> noise = test::random_floats(w.size(), seed++, 0.05f);
+            for (size_t i = 0; i < w.size(); ++i) w[i] += noise[i];
+            const CodecParams params = resolve_params(p, c.role, 0, int(c.shape.size()), {}, {});
+            TensorReport report;
+            Result<EncodedTensor> e = encode_tensor(input(c.name, c.role, c.shape, w, c.heads), params, &report);
+            QVERIFY2(e.is_ok(), e.message().c_str());
+            Result<std::vector<float>> d = decode_tensor(*e);
+            QVERIFY2(d.is_ok(), d.message().c_str());
+            QCOMPARE(d->size(), w.size());
+
+            Method expected = params.method;
+            if (expected == Method::LowRank && params.residual != ResidualKind::None)
+                expected = Method::LowRankResidual;
+            QCOMPARE(e->method, expected);
+            QCOMPARE(report.method, expected);
+            if (c.shape.size() == 1) QCOMPARE(e->method, Method::F32);
+            QCOMPARE(report.name, c.name);
+            QCOMPARE(report.payload_bytes, uint64_t(e->payload.size()));
+            QCOMPARE(report.bits_per_weight, 8.0 * double(e->payload.size()) / double(w.size()));
+            QCOMPARE(report.bytes_on_disk_estimate, e->payload.size() + kRecordHeaderBytesEstimate);
+            const Measured m = measure(w, *d);
+            QVERIFY2(std::fabs(report.rel_error - m.rel) <= 1e-12 * m.rel, c.name.c_str());
+            QCOMPARE(report.max_abs_error, m.max_abs);
+            if (e->method == Method::F32)
+                QCOMPARE(report.rel_error, 0.0);
+            else
+                QVERIFY2(report.rel_error > 0.0, c.name.c_str());
+            QCOMPARE(report.energy_kept.has_value(),
+                     e->method == Method::LowRank || e->method == Method::LowRankResidual);
+            QVERIFY(report.fallback.empty());
+        }
+    }
+
+    void rank3MatrixReconstructedByPaperAtHighBits() {
+        const Preset paper = *find_preset("paper");
+        const std::vector<float> w = with_spectrum(64, 64, {10, 5, 2}, 11);
+        ParamOverride eight;
+        eight.factor_bits = 8;
+        TensorReport r8;
+        Result<EncodedTensor> e8 = encode_tensor(input("blk.0.attn_q.weight", TensorRole::AttnQ, {64, 64}, w, 8),
+                                                 resolve_params(paper, TensorRole::AttnQ, 0, 2, eight, {}), &r8);
+        QVERIFY2(e8.is_ok(), e8.message().c_str());
+        QCOMPARE(e8->rank, 3);
+        QCOMPARE(int(e8->factor_bits), 8);
+        QVERIFY(std::fabs(*r8.energy_kept - 1.0) < 1e-12);
+        QVERIFY2(r8.rel_error < 0.01, std::to_string(r8.rel_error).c_str());
+        QCOMPARE(r8.rel_error, measure(w, *decode_tensor(*e8)).rel);
+
+        // the preset's own 2-bit factors: same rank, a larger error, reported as measured
+        TensorReport r2;
+        Result<EncodedTensor> e2 = encode_tensor(input("blk.0.attn_q.weight", TensorRole::AttnQ, {64, 64}, w, 8),
+                                                 paper.params_for(TensorRole::AttnQ, 2), &r2);
+        QVERIFY(e2.is_ok());
+        QCOMPARE(e2->rank, 3);
+        QCOMPARE(r2.rel_error, measure(w, *decode_tensor(*e2)).rel);
+        QVERIFY(r2.rel_error > 5 * r8.rel_error);
+    }
+
+    // ---- rank selection ---------------------------------------------------------------------------------------
+
+    void rankSelection() {
+        const std::vector<double> s = {4, 3, 2, 1};  // energies 16, 9, 4, 1 of 30
+        CodecParams p;
+        p.energy = 0.5;
+        QCOMPARE(codec::select_rank(s, p, 10, 4), int64_t(1));  // 16/30 >= 0.5
+        p.energy = 0.9;
+        QCOMPARE(codec::select_rank(s, p, 10, 4), int64_t(3));  // 25/30 < 0.9 <= 29/30
+        p.energy = 29.0 / 30.0;
+        QCOMPARE(codec::select_rank(s, p, 10, 4), int64_t(3));  // reached exactly
+        p.energy = 1.0;
+        QCOMPARE(codec::select_rank(s, p, 10, 4), int64_t(4));
+        p.max_components = 2;
+        QCOMPARE(codec::select_rank(s, p, 10, 4), int64_t(2));
+        p.max_components = 0;
+        p.max_rel_error = 0.2;  // tail allowed 0.04 * 30 = 1.2: tail after 3 is 1, after 2 is 5
+        QCOMPARE(codec::select_rank(s, p, 10, 4), int64_t(3));
+        p.max_rel_error = std::sqrt(5.0 / 30.0);
+        QCOMPARE(codec::select_rank(s, p, 10, 4), int64_t(2));
+        p.rank = 7;  // fixed rank wins, capped by min(rows, cols)
+        QCOMPARE(codec::select_rank(s, p, 10, 4), int64_t(4));
+        p.rank = 16;
+        p.max_rank_fraction = 1.0 / 32.0;
+        QCOMPARE(codec::select_rank(std::vector<double>(64, 1.0), p, 64, 100), int64_t(2));
+        QCOMPARE(codec::select_rank(std::vector<double>(16, 1.0), p, 16, 100), int64_t(1));  // at least 1
+        QCOMPARE(codec::select_rank(std::vector<double>(4096, 1.0), p, 4096, 4096), int64_t(16));
+        QCOMPARE(codec::select_rank(std::vector<double>(4, 0.0), CodecParams{}, 4, 4), int64_t(0));  // zero matrix
+
+        // through the encoder, on a matrix with that spectrum
+        const std::vector<float> w = with_spectrum(40, 32, s, 5);
+        CodecParams e;
+        e.method = Method::LowRank;
+        e.energy = 0.9;
+        TensorReport r;
+        QVERIFY(encode_tensor(input("m", TensorRole::AttnQ, {40, 32}, w), e, &r).is_ok());
+        QCOMPARE(r.rank, 3);
+        QVERIFY(std::fabs(*r.energy_kept - 29.0 / 30.0) < 1e-6);
+    }
+
+    // ---- factor quantization ----------------------------------------------------------------------------------
+
+    void fullRank8BitRoundTripWithinBound() {
+        const int64_t rows = 48, cols = 64, k = 48;
+        const std::vector<float> w = test::random_floats(size_t(rows * cols), 21);
+        TensorReport report;
+        Result<EncodedTensor> e =
+            encode_tensor(input("full", TensorRole::AttnQ, {rows, cols}, w), low_rank(k, 8), &report);
+        QVERIFY2(e.is_ok(), e.message().c_str());
+        QCOMPARE(e->rank, int32_t(k));
+        QCOMPARE(e->flags, 0u);
+        // layout (docs/codec.md): f32 sigma[k], f32 u_scale[k], f32 v_scale[k], then 8-bit codes
+        QCOMPARE(e->payload.size(), size_t(4 * k * 3 + k * (rows + cols)));
+        // W - W' = sum_r (s_r - s'_r) u v + s'_r (u' dv + du v' + du dv) with |du| <= d_u = m_u / 255 (half a
+        // step), |u'| <= m_u, |s_r - s'_r| <= s'_r 2^-24; plus f32 rounding of the k-term sum (<= k 2^-20 of it)
+        double bound = 0.0, magnitude = 0.0;
+        for (int64_t r = 0; r < k; ++r) {
+            const double s = read_f32(e->payload, size_t(4 * r));
+            const double mu = read_f32(e->payload, size_t(4 * (k + r)));
+            const double mv = read_f32(e->payload, size_t(4 * (2 * k + r)));
+            const double du = mu / 255.0, dv = mv / 255.0;
+            bound += s * (mu * dv + du * mv + du * dv) + s * std::ldexp(1.0, -24);
+            magnitude += s * mu * mv;
+        }
+        bound += double(k) * std::ldexp(1.0, -20) * magnitude;
+        const Measured m = measure(w, *decode_tensor(*e));
+        QVERIFY2(m.max_abs <= bound, (std::to_string(m.max_abs) + " > " + std::to_string(bound)).c_str());
+        QVERIFY(m.max_abs > bound / 100);  // the bound is not vacuous
+        QCOMPARE(report.max_abs_error, m.max_abs);
+        QVERIFY(std::fabs(*report.energy_kept - 1.0) < 1e-12);
+    }
+
+    void quantizerUsesEveryLevel() {
+        // 2 bits over [-1, 1]: levels -1, -1/3, 1/3, 1
+        const double x[] = {-1.0, -0.5, -0.2, 0.0, 0.2, 0.6, 1.0};
+        uint8_t codes[7];
+        const float m = codec::quantize_vector(x, 7, 1, 2, codes);
+        QCOMPARE(m, 1.0f);
+        const uint8_t expected[] = {0, 1, 1, 2, 2, 2, 3};  // 0.0 is a tie between -1/3 and 1/3: rounds up
+        for (int i = 0; i < 7; ++i) QCOMPARE(int(codes[i]), int(expected[i]));
+        const float step = codec::code_step(m, 2);
+        QCOMPARE(codec::dequantize_code(0, 2, step), -1.0f);
+        QCOMPARE(codec::dequantize_code(1, 2, step), -step);
+        QCOMPARE(codec::dequantize_code(3, 2, step), 1.0f);
+        const double zeros[] = {0.0, 0.0};
+        QCOMPARE(codec::quantize_vector(zeros, 2, 1, 4, codes), 0.0f);
+        QCOMPARE(codec::dequantize_code(codes[0], 4, codec::code_step(0.0f, 4)), -0.0f);
+    }
+
+    void deltaRoundTrip_data() {
+        QTest::addColumn<int>("bits");
+        QTest::newRow("2") << 2;
+        QTest::newRow("4") << 4;
+        QTest::newRow("8") << 8;
+    }
+    void deltaRoundTrip() {
+        QFETCH(int, bits);
+        const int levels = 1 << bits;
+        std::vector<uint8_t> codes;
+        for (int i = 0; i < 300; ++i) codes.push_back(uint8_t((i * 7 + i * i) % levels));
+        codes.push_back(uint8_t(levels - 1));
+        codes.push_back(0);  // wraps: (0 - (L-1)) mod L = 1
+        std::vector<uint8_t> d = codes;
+        codec::delta_encode(d.data(), int64_t(d.size()), bits);
+        QCOMPARE(int(d[0]), int(codes[0]));
+        QCOMPARE(int(d.back()), 1);
+        for (uint8_t x : d) QVERIFY(x < levels);
+        codec::delta_decode(d.data(), int64_t(d.size()), bits);
+        QCOMPARE(d, codes);
+
+        // delta coding is lossless: the same tensor decodes bit for bit the same with and without it
+        const std::vector<float> w = with_spectrum(64, 96, {3, 2, 1}, 9);
+        CodecParams p = low_rank(3, bits);
+        const EncodedTensor plain = *encode_tensor(input("m", TensorRole::AttnQ, {64, 96}, w), p);
+        p.delta = true;
+        const EncodedTensor delta = *encode_tensor(input("m", TensorRole::AttnQ, {64, 96}, w), p);
+        QCOMPARE(delta.flags, uint32_t(kFlagDelta));
+        QCOMPARE(delta.payload.size(), plain.payload.size());
+        QVERIFY(delta.payload != plain.payload);
+        QCOMPARE(*decode_tensor(delta), *decode_tensor(plain));
+    }
+
+    void packingIsLsbFirst() {
+        const uint8_t codes[] = {1, 2, 3, 0, 3};
+        std::vector<uint8_t> out;
+        codec::pack_codes(codes, 5, 2, out);
+        QCOMPARE(out, (std::vector<uint8_t>{0x39, 0x03}));  // 01 | 10 << 2 | 11 << 4 | 00 << 6, then 11
+        uint8_t back[5];
+        QVERIFY(codec::unpack_codes(out.data(), 5, 2, back));
+        QCOMPARE(std::memcmp(back, codes, 5), 0);
+        out[1] |= 0x10;  // a padding bit
+        QVERIFY(!codec::unpack_codes(out.data(), 5, 2, back));
+    }
+
+    // ---- run-length encoding ----------------------------------------------------------------------------------
+
+    void rleRoundTrip_data() {
+        QTest::addColumn<int>("bits");
+        QTest::addColumn<QByteArray>("symbols");
+        QTest::addColumn<int>("encoded_bytes");
+        for (int bits : {2, 4, 8}) {
+            const int max_run = codec::rle_max_run(bits);
+            const int pair = bits == 8 ? 2 : 1;
+            const QByteArray tag = QByteArray::number(bits) + "-bit ";
+            QTest::newRow(tag + "empty") << bits << QByteArray() << 0;
+            QTest::newRow(tag + "one") << bits << QByteArray(1, 1) << pair;
+            QTest::newRow(tag + "all equal") << bits << QByteArray(1000, 2) << pair * ((1000 + max_run - 1) / max_run);
+            QByteArray alternating;
+            for (int i = 0; i < 101; ++i) alternating.append(char(i % 2 ? 3 : 0));
+            QTest::newRow(tag + "alternating") << bits << alternating << pair * 101;
+            QTest::newRow(tag + "max run") << bits << QByteArray(max_run, 3) << pair;
+            QTest::newRow(tag + "max run + 1") << bits << QByteArray(max_run + 1, 3) << 2 * pair;
+        }
+    }
+    void rleRoundTrip() {
+        QFETCH(int, bits);
+        QFETCH(QByteArray, symbols);
+        QFETCH(int, encoded_bytes);
+        const auto* in = reinterpret_cast<const uint8_t*>(symbols.constData());
+        const std::vector<uint8_t> enc = codec::rle_encode(in, uint64_t(symbols.size()), bits);
+        QCOMPARE(int(enc.size()), encoded_bytes);
+        std::vector<uint8_t> out(size_t(symbols.size()) + 1, 0xAA);
+        std::string why;
+        QVERIFY2(codec::rle_decode(enc.data(), enc.size(), bits, uint64_t(symbols.size()), out.data(), why),
+                 why.c_str());
+        QCOMPARE(std::memcmp(out.data(), in, size_t(symbols.size())), 0);
+        QCOMPARE(out.back(), uint8_t(0xAA));  // nothing written past the end
+    }
+
+    void rleMaxRunPairLayout() {
+        const std::vector<uint8_t> run(64, 2);
+        QCOMPARE(codec::rle_encode(run.data(), 64, 2), (std::vector<uint8_t>{0xFE}));  // 2 | 63 << 2
+        const std::vector<uint8_t> run4(17, 9);
+        QCOMPARE(codec::rle_encode(run4.data(), 17, 4), (std::vector<uint8_t>{0xF9, 0x09}));  // 16 + 1
+        const std::vector<uint8_t> run8(256, 200);
+        QCOMPARE(codec::rle_encode(run8.data(), 256, 8), (std::vector<uint8_t>{200, 255}));
+    }
+
+    void rleRejectsBadStreams() {
+        std::vector<uint8_t> out(8);
+        std::string why;
+        const uint8_t too_long[] = {0x0D};  // 4 bits: value 13, run 1; then nothing: 1 of 2
+        QVERIFY(!codec::rle_decode(too_long, 1, 4, 2, out.data(), why));
+        QCOMPARE(why, std::string("run-length stream holds 1 coefficient codes, expected 2"));
+        const uint8_t overrun[] = {0x3D};  // run 4 > 2
+        QVERIFY(!codec::rle_decode(overrun, 1, 4, 2, out.data(), why));
+        QCOMPARE(why, std::string("run-length pair at byte 0 runs past the 2 coefficient codes"));
+        const uint8_t odd[] = {1, 0, 1};
+        QVERIFY(!codec::rle_decode(odd, 3, 8, 2, out.data(), why));
+        QCOMPARE(why, std::string("run-length stream of 3 bytes is not a whole number of 2-byte pairs"));
+    }
+
+    // ---- llama.cpp blocks -------------------------------------------------------------------------------------
+
+    void q8_0BlockEqualsHandComputedBytes() {
+        std::vector<float> w = {127, -127, 0, 1, -1, 2.5f, -2.5f, 50.4f, 50.6f, 100, -100};
+        for (int j = 11; j < 32; ++j) w.push_back(float((j - 21) * 5));
+        CodecParams p;
+        p.method = Method::Q8_0;
+        TensorReport r;
+        Result<EncodedTensor> e = encode_tensor(input("blk.0.attn_q.weight", TensorRole::AttnQ, {1, 32}, w), p, &r);
+        QVERIFY(e.is_ok());
+        // d = amax / 127 = 1.0 (f16 0x3C00), codes round(x / d) half away from zero
+        const std::vector<uint8_t> expected = {0x00, 0x3C, 0x7F, 0x81, 0x00, 0x01, 0xFF, 0x03, 0xFD, 0x32, 0x33, 0x64,
+                                               0x9C, 0xCE, 0xD3, 0xD8, 0xDD, 0xE2, 0xE7, 0xEC, 0xF1, 0xF6, 0xFB, 0x00,
+                                               0x05, 0x0A, 0x0F, 0x14, 0x19, 0x1E, 0x23, 0x28, 0x2D, 0x32};
+        QCOMPARE(e->payload, expected);
+        QCOMPARE(r.bits_per_weight, 8.5);
+        const std::vector<float> d = *decode_tensor(*e);
+        QCOMPARE(d[5], 3.0f);
+        QCOMPARE(d[7], 50.0f);
+        QCOMPARE(r.max_abs_error, 0.5);
+    }
+
+    void q4_0BlockEqualsHandComputedBytes() {
+        const std::vector<float> w = {-16, 14,  15,  0,   1,   -1,  2,  -2, 3,  -3, 5,  -5, 10, -10, 7,  -7,
+                                      -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2,  -1, 0};
+        CodecParams p;
+        p.method = Method::Q4_0;
+        Result<EncodedTensor> e = encode_tensor(input("t", TensorRole::FfnUp, {1, 32}, w), p);
+        QVERIFY(e.is_ok());
+        // max (signed, largest magnitude) = -16 -> d = -16 / -8 = 2.0 (f16 0x4000); q = min(15, trunc(x / d + 8.5));
+        // byte j = q_j | q_{j+16} << 4
+        const std::vector<uint8_t> expected = {0x00, 0x40, 0x10, 0x1F, 0x2F, 0x28, 0x39, 0x38, 0x49,
+                                               0x47, 0x5A, 0x57, 0x6B, 0x66, 0x7D, 0x73, 0x8C, 0x85};
+        QCOMPARE(e->payload, expected);
+        const std::vector<float> d = *decode_tensor(*e);
+        QCOMPARE(d[0], -16.0f);
+        QCOMPARE(d[2], 14.0f);  // 15 clips to code 15 = +7 steps
+        QCOMPARE(d[17], -14.0f);
+    }
+
+    void rowLengthNotMultipleOf32FallsBackToF16() {
+        const std::vector<float> w = test::random_floats(4 * 48, 3);
+        for (const char* name : {"q4_0", "q8_0", "lowrank-q4"}) {
+            const Preset p = *find_preset(name);
+            TensorReport r;
+            Result<EncodedTensor> e =
+                encode_tensor(input("odd", TensorRole::FfnUp, {4, 48}, w), p.params_for(TensorRole::FfnUp, 2), &r);
+            QVERIFY(e.is_ok());
+            QCOMPARE(e->method, Method::F16);
+            QCOMPARE(r.fallback, "row length 48 is not a multiple of 32: stored f16 instead of " +
+                                     std::string(method_name(p.params_for(TensorRole::FfnUp, 2).method)));
+            QCOMPARE(r.payload_bytes, uint64_t(4 * 48 * 2));
+        }
+    }
+
+    // ---- residual -----------------------------------------------------------------------------------------------
+
+    void residualCorrectsBothWays() {
+        const std::vector<float> w = test::random_floats(64 * 64, 31);
+        CodecParams q4;
+        q4.method = Method::Q4_0;
+        TensorReport rq;
+        QVERIFY(encode_tensor(input("m", TensorRole::AttnQ, {64, 64}, w), q4, &rq).is_ok());
+
+        for (LowRankTarget target : {LowRankTarget::Weights, LowRankTarget::QuantError}) {
+            CodecParams p = low_rank(4, 8);
+            p.residual = ResidualKind::Q4_0;
+            p.target = target;
+            TensorReport r;
+            Result<EncodedTensor> e = encode_tensor(input("m", TensorRole::AttnQ, {64, 64}, w), p, &r);
+            QVERIFY2(e.is_ok(), e.message().c_str());
+            QCOMPARE(e->method, Method::LowRankResidual);
+            QCOMPARE(int(e->residual_bits), 4);
+            // sigma f32 + two scale sets + 8-bit codes, then the Q4_0 blocks
+            QCOMPARE(e->payload.size(), size_t(4 * 4 * 3 + 4 * 128 + 64 * 64 / 32 * 18));
+            QCOMPARE(r.rel_error, measure(w, *decode_tensor(*e)).rel);
+            if (target == LowRankTarget::QuantError) QVERIFY(r.rel_error < rq.rel_error);  // the correction helps
+        }
+        CodecParams bad = low_rank(4, 8);
+        bad.target = LowRankTarget::QuantError;
+        Result<EncodedTensor> e = encode_tensor(input("m", TensorRole::AttnQ, {64, 64}, w), bad);
+        QCOMPARE(e.status().code(), StatusCode::InvalidArgument);
+        QCOMPARE(e.message(), std::string("tensor 'm': codec parameter target: the quantization-error target needs a "
+                                          "residual (q4_0 or q8_0)"));
+    }
+
+    // ---- folding ----------------------------------------------------------------------------------------------
+
+    void headFoldingOfScaledCopies_data() {
+        QTest::addColumn<bool>("output_projection");
+        QTest::newRow("attn_q: heads along rows (U)") << false;
+        QTest::newRow("attn_output: heads along columns (V)") << true;
+    }
+    void headFoldingOfScaledCopies() {
+        QFETCH(bool, output_projection);
+        const std::vector<float> w = scaled_heads(output_projection);
+        const TensorRole role = output_projection ? TensorRole::AttnO : TensorRole::AttnQ;
+        CodecParams p = low_rank(8, 8);
+        p.fold = true;
+        p.fold_tolerance = 1e-6;
+        TensorReport folded, plain;
+        Result<EncodedTensor> e = encode_tensor(input("heads", role, {64, 64}, w, 8), p, &folded);
+        QVERIFY2(e.is_ok(), e.message().c_str());
+        p.fold = false;
+        Result<EncodedTensor> e0 = encode_tensor(input("heads", role, {64, 64}, w, 8), p, &plain);
+        QVERIFY(e0.is_ok());
+
+        QVERIFY(folded.fold_applied);
+        QCOMPARE(e->flags, uint32_t(kFlagFoldedHeads));
+        QCOMPARE(int(e->payload[4 * 8]), output_projection ? 1 : 0);  // fold axis byte after the 8 f32 sigmas
+        QVERIFY2(*folded.fold_fit_error < 1e-6, std::to_string(*folded.fold_fit_error).c_str());  // f32 input rounding
+        QCOMPARE(folded.fold_note.substr(0, 34), std::string("applied: 8 heads share one basis, "));
+        // measured: the unfolded payload minus the folded one; 7 of 8 heads' codes go, 8 + 8 * 4 bytes come
+        QCOMPARE(folded.fold_bytes_saved, int64_t(e0->payload.size()) - int64_t(e->payload.size()));
+        QCOMPARE(folded.fold_bytes_saved, int64_t(7 * 8 * 8 - 8 - 8 * 4));
+        QVERIFY(!plain.fold_applied);
+        QVERIFY(plain.fold_note.empty());
+        // exact up to quantization: the folded error is of the order of the unfolded one
+        QVERIFY2(folded.rel_error < 0.02, std::to_string(folded.rel_error).c_str());
+        QVERIFY(folded.rel_error < 3 * plain.rel_error);
+        QCOMPARE(folded.rel_error, measure(w, *decode_tensor(*e)).rel);
+    }
+
+    void headFoldingFallsBackOnRandomHeads() {
+        const std::vector<float> w = with_spectrum(64, 64, {5, 4, 3}, 41);
+        CodecParams p = low_rank(3, 2);
+        p.fold = true;
+        TensorReport r;
+        Result<EncodedTensor> e = encode_tensor(input("rand", TensorRole::AttnQ, {64, 64}, w, 8), p, &r);
+        QVERIFY(e.is_ok());
+        QVERIFY(!r.fold_applied);
+        QCOMPARE(r.fold_bytes_saved, int64_t(0));
+        QCOMPARE(e->flags & kFlagFoldedHeads, 0u);
+        QVERIFY(*r.fold_fit_error > 0.01);
+        QVERIFY2(r.fold_note.find("not applied: head fit error ") == 0 &&
+                     r.fold_note.find(" exceeds tolerance 0.01") != std::string::npos,
+                 r.fold_note.c_str());
+
+        TensorReport unknown;
+        QVERIFY(encode_tensor(input("rand", TensorRole::AttnQ, {64, 64}, w, 0), p, &unknown).is_ok());
+        QCOMPARE(unknown.fold_note, std::string("not applied: head folding needs two or more heads (n_heads 0)"));
+        TensorReport uneven;
+        QVERIFY(encode_tensor(input("rand", TensorRole::AttnQ, {64, 64}, w, 6), p, &uneven).is_ok());
+        QCOMPARE(uneven.fold_note, std::string("not applied: 64 rows do not split into 6 heads"));
+    }
+
+    void ffnRunLengthFolding() {
+        const std::vector<float> w = piecewise_ffn();
+        CodecParams p = low_rank(1, 4);
+        p.delta = true;
+        p.fold = true;
+        TensorReport folded, plain;
+        Result<EncodedTensor> e = encode_tensor(input("ffn", TensorRole::FfnUp, {192, 64}, w), p, &folded);
+        QVERIFY2(e.is_ok(), e.message().c_str());
+        p.fold = false;
+        Result<EncodedTensor> e0 = encode_tensor(input("ffn", TensorRole::FfnUp, {192, 64}, w), p, &plain);
+        QVERIFY(folded.fold_applied);
+        QCOMPARE(e->flags, uint32_t(kFlagDelta | kFlagRleCoefficients));
+        QCOMPARE(folded.fold_note, std::string("applied: run-length-encoded coefficient codes"));
+        QCOMPARE(folded.fold_bytes_saved, int64_t(e0->payload.size()) - int64_t(e->payload.size()));
+        QVERIFY(folded.fold_bytes_saved > 0);
+        QCOMPARE(*decode_tensor(*e), *decode_tensor(*e0));  // run-length encoding is lossless
+        QVERIFY(folded.rel_error < 1e-6);                   // two levels per vector: exact at 4 bits
+
+        const std::vector<float> r = with_spectrum(192, 64, {3, 2, 1}, 51);
+        p = low_rank(3, 4);
+        p.fold = true;
+        TensorReport rr;
+        Result<EncodedTensor> er = encode_tensor(input("ffn", TensorRole::FfnDown, {192, 64}, r), p, &rr);
+        QVERIFY(er.is_ok());
+        QVERIFY(!rr.fold_applied);
+        QCOMPARE(er->flags & kFlagRleCoefficients, 0u);
+        QVERIFY2(rr.fold_note.find("not applied: run-length encoding takes ") == 0, rr.fold_note.c_str());
+    }
+
+    // ---- payload checks ---------------------------------------------------------------------------------------
+
+    void truncatedPayloadIsCorrupt_data() {
+        QTest::addColumn<QString>("kind");
+        for (const char* k : {"f32", "f16", "q8_0", "q4_0", "lowrank", "lowrank quantized sigma", "lowrank folded",
+                              "lowrank rle", "lowrank+residual"})
+            QTest::newRow(k) << QString(k);
+    }
+    void truncatedPayloadIsCorrupt() {
+        QFETCH(QString, kind);
+        const std::string k = kind.toStdString();
+        std::vector<float> w = with_spectrum(64, 64, {3, 2, 1}, 61);
+        TensorRole role = TensorRole::AttnQ;
+        CodecParams p = low_rank(3, 4);
+        if (k == "f32") p.method = Method::F32;
+        if (k == "f16") p.method = Method::F16;
+        if (k == "q8_0") p.method = Method::Q8_0;
+        if (k == "q4_0") p.method = Method::Q4_0;
+        if (k == "lowrank quantized sigma") p.sigma_quantized = true;
+        if (k == "lowrank+residual") p.residual = ResidualKind::Q8_0;
+        if (k == "lowrank folded") {
+            w = scaled_heads(false);
+            p = low_rank(8, 8);
+            p.fold = true;
+        }
+        if (k == "lowrank rle") {
+            w = piecewise_ffn();
+            role = TensorRole::FfnGate;
+            p = low_rank(1, 4);
+            p.fold = true;
+            p.delta = true;
+        }
+        const std::vector<int64_t> shape =
+            role == TensorRole::FfnGate ? std::vector<int64_t>{192, 64} : std::vector<int64_t>{64, 64};
+        Result<EncodedTensor> e = encode_tensor(input("blk.3.attn_q.weight", role, shape, w, 8), p);
+        QVERIFY(e.is_ok());
+        if (k == "lowrank folded") QCOMPARE(e->flags, uint32_t(kFlagFoldedHeads));
+        if (k == "lowrank rle") QVERIFY(e->flags & kFlagRleCoefficients);
+        QVERIFY(decode_tensor(*e).is_ok());
+
+        EncodedTensor cut = *e;
+        cut.payload.pop_back();
+        Result<std::vector<float>> d = decode_tensor(cut);
+        QCOMPARE(d.status().code(), StatusCode::Corrupt);
+        QVERIFY2(d.message().find("tensor 'blk.3.attn_q.weight'") == 0, d.message().c_str());
+
+        EncodedTensor longer = *e;
+        longer.payload.push_back(0);
+        d = decode_tensor(longer);
+        QCOMPARE(d.status().code(), StatusCode::Corrupt);
+        QVERIFY2(d.message().find("tensor 'blk.3.attn_q.weight'") == 0, d.message().c_str());
+    }
+
+    void payloadMessagesNameTheField() {
+        const std::vector<float> w = with_spectrum(64, 64, {3, 2, 1}, 61);
+        CodecParams q8;
+        q8.method = Method::Q8_0;
+        EncodedTensor e = *encode_tensor(input("blk.0.attn_k.weight", TensorRole::AttnK, {64, 64}, w), q8);
+        e.payload.pop_back();
+        QCOMPARE(decode_tensor(e).message(), std::string("tensor 'blk.0.attn_k.weight' (q8_0): payload is 4351 bytes, "
+                                                         "expected 4352 for shape 64 x 64"));
+        e = *encode_tensor(input("blk.0.attn_k.weight", TensorRole::AttnK, {64, 64}, w), low_rank(3, 4));
+        e.payload.pop_back();  // f32 sigma[3], scales[6], then 3 * 128 4-bit codes = 192 bytes from offset 36
+        QCOMPARE(decode_tensor(e).message(),
+                 std::string("tensor 'blk.0.attn_k.weight' (lowrank) payload: factor codes at offset 36: needs 192 "
+                             "bytes but the file ends after 191 (truncated?)"));
+
+        EncodedTensor bad = *encode_tensor(input("x", TensorRole::AttnK, {64, 64}, w), low_rank(3, 4));
+        bad.rank = 65;
+        QCOMPARE(decode_tensor(bad).message(),
+                 std::string("tensor 'x' (lowrank) payload: rank 65 is outside [0, 64] for a (64, 64) matrix"));
+        bad.rank = 3;
+        bad.factor_bits = 3;
+        QCOMPARE(decode_tensor(bad).message(),
+                 std::string("tensor 'x' (lowrank) payload: factor_bits is 3, expected 2, 4 or 8"));
+        bad.factor_bits = 4;
+        bad.flags = 0x40;
+        QCOMPARE(decode_tensor(bad).message(), std::string("tensor 'x' (lowrank) payload: unknown flag bits 0x40"));
+        bad.flags = kFlagSigmaQuantized;  // now the sigma bytes are read differently and the sizes disagree
+        QCOMPARE(decode_tensor(bad).status().code(), StatusCode::Corrupt);
+        bad.flags = 0;
+        bad.shape = {64, -1};
+        QCOMPARE(
+            decode_tensor(bad).message(),
+            std::string("tensor 'x' (lowrank): shape 64 x -1 has a negative dimension or more than 2^36 elements"));
+        bad.shape = {4096};
+        QCOMPARE(decode_tensor(bad).message(),
+                 std::string("tensor 'x' (lowrank): a low-rank tensor needs two or more dimensions, shape 4096"));
+        EncodedTensor f32 = *encode_tensor(input("n", TensorRole::AttnNorm, {64}, w), CodecParams{});
+        f32.rank = 2;
+        QCOMPARE(decode_tensor(f32).message(),
+                 std::string("tensor 'n' (f32): header field rank is 2, expected 0 for this method"));
+        std::vector<float> dst(63);
+        f32.rank = 0;
+        QCOMPARE(decode_tensor_into(f32, dst.data(), 63).message(),
+                 std::string("tensor 'n' (f32): destination holds 63 floats, the tensor has 64"));
+    }
+
+    void damagedPayloadsDecodeOrFailCleanly() {
+        // every truncation and a bit flip in every byte of small payloads of each layout: decode either succeeds or
+        // returns Corrupt, never reads out of bounds (run under the sanitizers in CI)
+        std::vector<EncodedTensor> samples;
+        CodecParams p = low_rank(2, 2);
+        p.delta = true;
+        p.sigma_quantized = true;
+        samples.push_back(*encode_tensor(input("a", TensorRole::AttnQ, {32, 32}, with_spectrum(32, 32, {2, 1}, 3)), p));
+        p = low_rank(8, 8);
+        p.fold = true;
+        samples.push_back(*encode_tensor(input("b", TensorRole::AttnQ, {64, 64}, scaled_heads(false), 8), p));
+        p = low_rank(1, 4);
+        p.fold = true;
+        p.delta = true;
+        p.residual = ResidualKind::Q4_0;
+        samples.push_back(*encode_tensor(input("c", TensorRole::FfnUp, {192, 64}, piecewise_ffn()), p));
+        QCOMPARE(samples[1].flags, uint32_t(kFlagFoldedHeads));
+        QVERIFY(samples[2].flags & kFlagRleCoefficients);
+        int n_ok = 0, n_corrupt = 0;
+        for (const EncodedTensor& e : samples) {
+            for (size_t len = 0; len < e.payload.size(); ++len) {
+                EncodedTensor cut = e;
+                cut.payload.resize(len);
+                Result<std::vector<float>> d = decode_tensor(cut);
+                QCOMPARE(d.status().code(), StatusCode::Corrupt);
+                ++n_corrupt;
+            }
+            const size_t limit = std::min<size_t>(e.payload.size(), 600);  // the headers and the first codes
+            for (size_t i = 0; i < limit; ++i) {
+                EncodedTensor bad = e;
+                bad.payload[i] ^= 0x5A;
+                Result<std::vector<float>> d = decode_tensor(bad);
+                if (d.is_ok())
+                    ++n_ok;
+                else {
+                    QCOMPARE(d.status().code(), StatusCode::Corrupt);
+                    ++n_corrupt;
+                }
+            }
+        }
+        QVERIFY(n_ok > 0 && n_corrupt > 0);
+    }
+
+    // ---- accounting -------------------------------------------------------------------------------------------
+
+    void accountingCountsEveryByte() {
+        const std::vector<float> w = with_spectrum(64, 128, {3, 2, 1}, 71);
+        CodecParams p = low_rank(3, 2);
+        p.sigma_quantized = true;
+        TensorReport r;
+        const EncodedTensor e = *encode_tensor(input("m", TensorRole::AttnQ, {64, 128}, w), p, &r);
+        // sigma_max + 3 codes, 6 f32 scales, 3 * (64 + 128) 2-bit codes
+        const uint64_t expected = 4 + 3 + 6 * 4 + (3 * 192 * 2) / 8;
+        QCOMPARE(r.payload_bytes, expected);
+        QCOMPARE(uint64_t(e.payload.size()), expected);
+        QCOMPARE(r.bits_per_weight, 8.0 * double(expected) / (64.0 * 128.0));
+        QCOMPARE(bytes_on_disk(r, 40), expected + 40);
+        QCOMPARE(bits_per_weight_on_disk(r, 40), 8.0 * double(expected + 40) / (64.0 * 128.0));
+        QCOMPARE(r.bytes_on_disk_estimate, expected + kRecordHeaderBytesEstimate);
+
+        Result<TensorReport> again = measure_encoded(w.data(), e);
+        QVERIFY(again.is_ok());
+        QCOMPARE(again->rel_error, r.rel_error);
+        QCOMPARE(again->payload_bytes, r.payload_bytes);
+    }
+
+    // ---- overrides --------------------------------------------------------------------------------------------
+
+    void overridePrecedence() {
+        const Preset paper = *find_preset("paper");
+        ParamOverride global;
+        global.factor_bits = 8;
+        global.rank = 5;
+        std::vector<LayerOverride> layers(5);
+        layers[0].layer = 2;
+        layers[0].role = TensorRole::AttnQ;  // listed first, still applied after the role-less ones
+        layers[0].params.rank = 11;
+        layers[1].layer = 2;
+        layers[1].params.rank = 7;
+        layers[1].params.fold = false;
+        layers[2].layer = 3;
+        layers[2].params.energy = 0.9;
+        layers[3].layer = -1;
+        layers[3].role = TensorRole::AttnQ;
+        layers[3].params.delta = false;
+        layers[4].layer = 2;
+        layers[4].role = TensorRole::AttnQ;
+        layers[4].params.factor_bits = 4;
+
+        const CodecParams q2 = resolve_params(paper, TensorRole::AttnQ, 2, 2, global, layers);
+        QCOMPARE(q2.rank, 11);           // (layer 2, attn_q) beats (layer 2, any role) beats global
+        QCOMPARE(q2.factor_bits, 4);     // (layer 2, attn_q) beats global
+        QVERIFY(!q2.fold);               // (layer 2, any role)
+        QVERIFY(!q2.delta);              // (every layer, attn_q)
+        QCOMPARE(q2.max_components, 3);  // preset
+        QVERIFY(q2.sigma_quantized);
+
+        const CodecParams k2 = resolve_params(paper, TensorRole::AttnK, 2, 2, global, layers);
+        QCOMPARE(k2.rank, 7);
+        QCOMPARE(k2.factor_bits, 8);
+        QVERIFY(k2.delta);
+
+        const CodecParams q3 = resolve_params(paper, TensorRole::AttnQ, 3, 2, global, layers);
+        QCOMPARE(q3.rank, 0);  // energy set at layer 3 clears the global rank
+        QCOMPARE(q3.energy, 0.9);
+        QCOMPARE(q3.factor_bits, 8);
+        QVERIFY(!q3.delta);
+
+        ParamOverride to_q8;
+        to_q8.method = Method::Q8_0;
+        QCOMPARE(resolve_params(paper, TensorRole::AttnNorm, 2, 1, to_q8, layers).method, Method::F32);
+        QCOMPARE(resolve_params(paper, TensorRole::FfnUp, 2, 2, to_q8, layers).method, Method::Q8_0);
+        QCOMPARE(resolve_params(paper, TensorRole::AttnQ, 2, 2, {}, {}).factor_bits, 2);  // nothing: the preset
+
+        const Preset lq = *find_preset("lowrank-q4");
+        ParamOverride rank32;
+        rank32.rank = 32;
+        const CodecParams l = resolve_params(lq, TensorRole::FfnUp, 0, 2, rank32, {});
+        QCOMPARE(l.rank, 32);
+        QCOMPARE(l.max_rank_fraction, 0.0);  // an explicit rank is taken as given
+        QCOMPARE(lq.params_for(TensorRole::FfnUp, 2).target, LowRankTarget::Weights);
+        LayerOverride lqer;  // every layer: the LQER order
+        lqer.params.target = LowRankTarget::QuantError;
+        LayerOverride no_residual;
+        no_residual.layer = 0;
+        no_residual.role = TensorRole::FfnUp;
+        no_residual.params.residual = ResidualKind::None;
+        QCOMPARE(resolve_params(lq, TensorRole::FfnUp, 0, 2, {}, {lqer}).target, LowRankTarget::QuantError);
+        const CodecParams n = resolve_params(lq, TensorRole::FfnUp, 0, 2, {}, {lqer, no_residual});
+        QCOMPARE(n.residual, ResidualKind::None);
+        QCOMPARE(n.target, LowRankTarget::Weights);  // no residual: nothing else to decompose
+        QCOMPARE(validate_params(n).message(),
+                 std::string("codec parameter residual: method lowrank+residual needs residual q4_0 or q8_0"));
+    }
+
+    void paramValidationAndNames() {
+        CodecParams p;
+        p.factor_bits = 3;
+        QCOMPARE(validate_params(p).message(), std::string("codec parameter factor_bits: 3 is not 2, 4 or 8"));
+        p.factor_bits = 8;
+        p.energy = 1.5;
+        QCOMPARE(validate_params(p).code(), StatusCode::InvalidArgument);
+        p.energy = 0.9;
+        QVERIFY(validate_params(p).is_ok());
+        for (Method m :
+             {Method::F32, Method::F16, Method::Q8_0, Method::Q4_0, Method::LowRank, Method::LowRankResidual})
+            QCOMPARE(*parse_method(method_name(m)), m);
+        QCOMPARE(parse_method("q5_k").status().code(), StatusCode::InvalidArgument);
+        QCOMPARE(*parse_residual("q4_0"), ResidualKind::Q4_0);
+        QCOMPARE(parse_residual("q2").status().code(), StatusCode::InvalidArgument);
+        ModelConfig c;
+        c.n_heads = 8;
+        c.n_kv_heads = 4;
+        QCOMPARE(fold_head_count(TensorRole::AttnQ, c), 8);
+        QCOMPARE(fold_head_count(TensorRole::AttnO, c), 8);
+        QCOMPARE(fold_head_count(TensorRole::AttnV, c), 4);
+        QCOMPARE(fold_head_count(TensorRole::FfnUp, c), 0);
+    }
+
+    void badInputsAreRefused() {
+        std::vector<float> w = test::random_floats(64 * 64, 1);
+        w[100] = NAN;
+        Result<EncodedTensor> e = encode_tensor(input("nan", TensorRole::AttnQ, {64, 64}, w), low_rank(2, 8));
+        QCOMPARE(e.status().code(), StatusCode::InvalidArgument);
+        QCOMPARE(e.message(), std::string("tensor 'nan': element 100 is not finite; the SVD needs finite values"));
+        TensorReport r;
+        e = encode_tensor(input("norm", TensorRole::AttnNorm, {64}, w), low_rank(2, 8), &r);
+        QVERIFY(e.is_ok());
+        QCOMPARE(e->method, Method::F32);
+        QCOMPARE(r.fallback, std::string("fewer than 2 dimensions: stored f32 instead of lowrank"));
+        const std::vector<float> zeros(32 * 64, 0.0f);
+        e = encode_tensor(input("zero", TensorRole::AttnQ, {32, 64}, zeros), CodecParams{.method = Method::LowRank},
+                          &r);
+        QVERIFY(e.is_ok());
+        QCOMPARE(e->rank, 0);
+        QCOMPARE(r.rel_error, 0.0);
+        QCOMPARE(*decode_tensor(*e), zeros);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestCodec)
+#include "test_codec.moc"

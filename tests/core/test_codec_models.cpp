@@ -1,0 +1,91 @@
+// Every codec preset on the shared real checkpoints: each tensor encodes, decodes, and its reported accounting equals
+// what is recomputed here from the decoded tensor. Prints the measured mean relative error and bits per weight per
+// preset (the honest numbers, whatever they are). Skips where ../shared/models is absent.
+#include "gkq/codec.h"
+#include "gkq/convert.h"
+#include "gkq/model_file.h"
+#include "test_support.h"
+
+#include <QtTest>
+#include <cmath>
+#include <map>
+
+using namespace gkq;
+
+namespace {
+
+struct Measured {
+    double rel = 0.0;
+    double max_abs = 0.0;
+};
+
+Measured measure(const std::vector<float>& w, const std::vector<float>& decoded) {
+    double diff = 0.0, ref = 0.0, max_abs = 0.0;
+    for (size_t i = 0; i < w.size(); ++i) {
+        const double d = double(w[i]) - double(decoded[i]);
+        diff += d * d;
+        ref += double(w[i]) * double(w[i]);
+        max_abs = std::max(max_abs, std::fabs(d));
+    }
+    return {diff == 0.0 ? 0.0 : std::sqrt(diff / ref), max_abs};
+}
+
+}  // namespace
+
+class TestCodecModels : public QObject {
+    Q_OBJECT
+private slots:
+    void presetsOnSharedCheckpoints_data() {
+        QTest::addColumn<QString>("model");
+        QTest::newRow("llama2xs-279K") << "llama2xs-279K/model.bin";
+        QTest::newRow("babyllama-tok105") << "babyllama-tok105/model5000.bin";
+    }
+    void presetsOnSharedCheckpoints() {
+        QFETCH(QString, model);
+        const auto path = test::shared_model(model.toStdString());
+        if (!path) QSKIP(test::shared_models_skip_reason(model.toStdString()).c_str());
+        Result<ModelFile> file = ModelFile::open(*path);
+        QVERIFY2(file.is_ok(), file.message().c_str());
+        std::map<std::string, double> mean_error;
+        for (const std::string& name : preset_names()) {
+            const Preset preset = *find_preset(name);
+            uint64_t payload = 0, elements = 0;
+            double error_sum = 0.0;
+            int n_matrices = 0, n_folded = 0;
+            for (const Tensor& t : file->tensors()) {
+                Result<std::vector<float>> w = tensor_to_f32(t);
+                QVERIFY2(w.is_ok(), w.message().c_str());
+                TensorInput in{t.name, t.role, t.layer, t.shape, w->data(), fold_head_count(t.role, file->config())};
+                TensorReport r;
+                Result<EncodedTensor> e =
+                    encode_tensor(in, resolve_params(preset, t.role, t.layer, t.n_dims(), {}, {}), &r);
+                QVERIFY2(e.is_ok(), e.message().c_str());
+                Result<std::vector<float>> d = decode_tensor(*e);
+                QVERIFY2(d.is_ok(), d.message().c_str());
+                const Measured m = measure(*w, *d);
+                QVERIFY2(std::fabs(r.rel_error - m.rel) <= 1e-12 * m.rel, t.name.c_str());
+                QCOMPARE(r.max_abs_error, m.max_abs);
+                QCOMPARE(r.bits_per_weight, 8.0 * double(e->payload.size()) / double(t.n_elements()));
+                QVERIFY2(r.fallback.empty(), r.fallback.c_str());
+                payload += e->payload.size();
+                elements += uint64_t(t.n_elements());
+                if (t.n_dims() == 2) {
+                    error_sum += r.rel_error;
+                    ++n_matrices;
+                    n_folded += r.fold_applied;
+                }
+            }
+            mean_error[name] = error_sum / n_matrices;
+            qInfo(
+                "%s %-10s mean rel error over %d matrices %.4f, %.3f bits per weight (payloads of all %llu "
+                "weights), folding applied to %d",
+                qPrintable(model), name.c_str(), n_matrices, mean_error[name], 8.0 * double(payload) / double(elements),
+                static_cast<unsigned long long>(elements), n_folded);
+        }
+        QVERIFY(mean_error["q8_0"] < mean_error["q4_0"]);
+        QVERIFY(mean_error["lowrank-q4"] < mean_error["q4_0"]);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestCodecModels)
+#include "test_codec_models.moc"
