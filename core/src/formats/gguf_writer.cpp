@@ -7,6 +7,7 @@
 #include "gkq/atomic_file.h"
 #include "gkq/convert.h"
 #include "gkq/model_writer.h"
+#include "formats/rope_layout.h"
 #include "gkq/naming.h"
 
 #include <algorithm>
@@ -281,15 +282,8 @@ Status plan_tensors(const std::string& path, const ModelConfig& config, const st
         auto bytes = dtype_storage_bytes(dtype, p.n_elements);
         if (!bytes) return error(StatusCode::InvalidArgument, where + ": data size overflows");
         p.n_bytes = *bytes;
-        if (config.rope_style == RopeStyle::HalfSplit && (w.role == TensorRole::AttnQ || w.role == TensorRole::AttnK)) {
-            const int64_t hs = config.head_size();
-            if (hs <= 0 || hs % 2 != 0 || config.dim % config.n_heads != 0 || w.shape.size() != 2 ||
-                w.shape[0] % hs != 0)
-                return error(StatusCode::InvalidArgument,
-                             where + " (" + shape_to_string(w.shape) +
-                                 ") cannot be reordered from HF's half-split to GGUF's interleaved rotary layout with "
-                                 "dim " + std::to_string(config.dim) + " and " + std::to_string(config.n_heads) +
-                                 " heads");
+        if (rope_reorder_needed(w.role, config.rope_style, RopeStyle::Interleaved)) {
+            if (Status st = check_rope_reorderable(config, w.shape, where); !st) return st;
             p.to_interleaved = true;
         }
         p.offset = offset;
@@ -298,19 +292,6 @@ Status plan_tensors(const std::string& path, const ModelConfig& config, const st
         out.push_back(std::move(p));
     }
     return Status::ok();
-}
-
-// Within each head, HF row (j * head_size/2 + i) becomes row (2i + j): the permutation llama.cpp's converter
-// applies to q/k, so rotary pairs sit adjacent as GGUF llama readers expect.
-std::vector<float> half_split_to_interleaved(const float* src, int64_t rows, int64_t cols, int64_t head_size) {
-    std::vector<float> out(static_cast<size_t>(rows * cols));
-    const int64_t half = head_size / 2;
-    for (int64_t h = 0; h < rows / head_size; ++h)
-        for (int64_t i = 0; i < half; ++i)
-            for (int64_t j = 0; j < 2; ++j)
-                std::copy_n(src + (h * head_size + j * half + i) * cols, cols,
-                            out.data() + (h * head_size + 2 * i + j) * cols);
-    return out;
 }
 
 Status write_tensor_data(AtomicFile& f, const PlannedTensor& p, const float* src) {
@@ -384,7 +365,8 @@ Status write_gguf(const std::string& path, const ModelConfig& config, const std:
             return error(StatusCode::Internal, path + ": tensor '" + p.name + "' written at the wrong offset");
         std::vector<float> reordered;  // one tensor at a time, so memory stays at one matrix
         if (p.to_interleaved)
-            reordered = half_split_to_interleaved(p.src->data, p.src->shape[0], p.src->shape[1], config.head_size());
+            reordered = rope_reorder(p.src->data, p.src->shape[0], p.src->shape[1], config.head_size(),
+                                     config.rope_style, RopeStyle::Interleaved);
         if (Status s = write_tensor_data(f, p, p.to_interleaved ? reordered.data() : p.src->data); !s) return s;
         if (Status s = f.write_zeros(align_up(p.n_bytes) - p.n_bytes); !s) return s;
     }

@@ -6,6 +6,7 @@
 #include "common/byte_reader.h"
 #include "gkq/atomic_file.h"
 #include "gkq/model_writer.h"
+#include "formats/rope_layout.h"
 #include "gkq/naming.h"
 
 #include <climits>
@@ -95,6 +96,8 @@ Status write_llama2c(const std::string& path, const ModelConfig& config, const s
             return error(StatusCode::InvalidArgument, path + ": tensor '" + name + "' has no data");
         if (!given.emplace(std::make_pair(t.role, layer), &t).second)
             return error(StatusCode::InvalidArgument, path + ": tensor '" + name + "' is given twice");
+        if (rope_reorder_needed(t.role, config.rope_style, RopeStyle::Interleaved))
+            if (Status st = check_rope_reorderable(config, t.shape, path + ": tensor '" + name + "'"); !st) return st;
     }
 
     // Every stored tensor present with its exact shape, and the size of the whole file representable.
@@ -150,6 +153,13 @@ Status write_llama2c(const std::string& path, const ModelConfig& config, const s
             const WriteTensor& t = *given.at({s.role, s.per_layer ? static_cast<int32_t>(i) : -1});
             uint64_t numel = 1;
             for (int64_t d : s.shape) numel *= static_cast<uint64_t>(d);  // checked above
+            if (rope_reorder_needed(t.role, config.rope_style, RopeStyle::Interleaved)) {
+                // run.c rotates adjacent pairs: q/k of a half-split (HF) model are reordered first
+                const auto reordered = rope_reorder(t.data, t.shape[0], t.shape[1], config.head_size(),
+                                                    config.rope_style, RopeStyle::Interleaved);
+                if (Status st = f.write(reordered.data(), numel * sizeof(float)); !st) return st;
+                continue;
+            }
             if (Status st = f.write(t.data, numel * sizeof(float)); !st) return st;
         }
     }

@@ -8,6 +8,7 @@
 #include "gkq/atomic_file.h"
 #include "gkq/convert.h"
 #include "gkq/model_writer.h"
+#include "formats/rope_layout.h"
 #include "gkq/naming.h"
 
 #include <algorithm>
@@ -52,20 +53,6 @@ Status write_data(AtomicFile& f, DType dtype, const float* src, uint64_t n) {
     return Status::ok();
 }
 
-// HF stores q/k rows half-split (rotate_half pairs i and i + head_size/2); a model whose rows are interleaved
-// (pairs 2i, 2i+1: llama2.c, GGUF) is reordered as HF's convert_llama_weights_to_hf does: within each head,
-// row 2i + j moves to j * head_size/2 + i. `rows` is a whole number of heads; returns the reordered copy.
-std::vector<float> interleaved_to_half_split(const float* src, int64_t rows, int64_t cols, int64_t head_size) {
-    std::vector<float> out(static_cast<size_t>(rows * cols));
-    const int64_t half = head_size / 2;
-    for (int64_t h = 0; h < rows / head_size; ++h)
-        for (int64_t i = 0; i < half; ++i)
-            for (int64_t j = 0; j < 2; ++j)
-                std::copy_n(src + (h * head_size + 2 * i + j) * cols, cols,
-                            out.data() + (h * head_size + j * half + i) * cols);
-    return out;
-}
-
 }  // namespace
 
 Status write_safetensors(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors,
@@ -106,19 +93,11 @@ Status write_safetensors(const std::string& path, const ModelConfig& config, con
     // q/k of an interleaved model are reordered into HF's layout, so that the file means what HF readers (and
     // ours, which label every safetensors model HalfSplit) take it to mean.
     std::vector<bool> reorder(tensors.size(), false);
-    if (config.rope_style == RopeStyle::Interleaved) {
-        const int64_t hs = config.head_size();
-        for (size_t i = 0; i < tensors.size(); ++i) {
-            const WriteTensor& t = tensors[i];
-            if (t.role != TensorRole::AttnQ && t.role != TensorRole::AttnK) continue;
-            if (hs <= 0 || hs % 2 != 0 || config.dim % config.n_heads != 0 || t.shape.size() != 2 ||
-                t.shape[0] % hs != 0)
-                return error(StatusCode::InvalidArgument,
-                             path + ": tensor '" + plan[i].name + "' (" + shape_to_string(t.shape) +
-                                 ") cannot be reordered from interleaved to HF's half-split rotary layout with dim " +
-                                 std::to_string(config.dim) + " and " + std::to_string(config.n_heads) + " heads");
-            reorder[i] = true;
-        }
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        if (!rope_reorder_needed(tensors[i].role, config.rope_style, RopeStyle::HalfSplit)) continue;
+        if (Status st = check_rope_reorderable(config, tensors[i].shape, path + ": tensor '" + plan[i].name + "'"); !st)
+            return st;
+        reorder[i] = true;
     }
 
     // "__metadata__": "format" first (what torch's loader expects), then the caller's strings.
@@ -162,7 +141,8 @@ Status write_safetensors(const std::string& path, const ModelConfig& config, con
     for (size_t i = 0; i < plan.size(); ++i) {
         const WriteTensor& t = tensors[i];
         std::vector<float> reordered;  // one tensor at a time, so memory stays at one matrix
-        if (reorder[i]) reordered = interleaved_to_half_split(t.data, t.shape[0], t.shape[1], config.head_size());
+        if (reorder[i]) reordered = rope_reorder(t.data, t.shape[0], t.shape[1], config.head_size(), config.rope_style,
+                                     RopeStyle::HalfSplit);
         if (Status s = write_data(*file, dtype, reorder[i] ? reordered.data() : t.data, plan[i].n_elements); !s)
             return s;
     }
