@@ -20,6 +20,13 @@ struct Command {
 
 const Command kCommands[] = {
     {"inspect", "list the format, architecture and tensors of a model file", gkq::cli::cmd_inspect},
+    {"generate", "generate text from a model (greedy or sampled), with tokens/s", gkq::cli::cmd_generate},
+    {"analyze", "singular-value spectrum of every weight matrix: ranks, errors, heavy-tail metrics",
+     gkq::cli::cmd_analyze},
+    {"quantize", "encode a model into a knot with a preset; per-tensor size and error table", gkq::cli::cmd_quantize},
+    {"verify", "check every record of a knot: CRC32, descriptor, payload decodes", gkq::cli::cmd_verify},
+    {"reconstruct", "decode a knot into a safetensors, GGUF or llama2.c model", gkq::cli::cmd_reconstruct},
+    {"merge", "combine the shard knots of a `quantize --shard i/N` run into one knot", gkq::cli::cmd_merge},
 };
 
 void print_help() {

@@ -81,6 +81,11 @@ void ArgParser::positional(const std::string& name, const std::string& help, std
     m_positionals.push_back({name, help, out, required});
 }
 
+void ArgParser::positional_list(const std::string& name, const std::string& help, std::vector<std::string>* out,
+                                size_t min_count) {
+    m_list = {name, help, out, min_count};
+}
+
 ArgParser::Spec* ArgParser::find(const std::string& name) {
     for (auto& s : m_specs)
         if (std::find(s.names.begin(), s.names.end(), name) != s.names.end()) return &s;
@@ -134,11 +139,16 @@ ParseOutcome ArgParser::parse(int argc, char** argv, int first) {
             if (!s->set(value, err)) return fail("option '" + name + "': " + err);
             continue;
         }
-        if (n_pos >= m_positionals.size()) return fail("unexpected argument '" + arg + "'");
+        if (n_pos >= m_positionals.size()) {
+            if (m_list.out == nullptr) return fail("unexpected argument '" + arg + "'");
+            m_list.out->push_back(arg);
+            continue;
+        }
         *m_positionals[n_pos++].out = arg;
     }
     for (size_t i = n_pos; i < m_positionals.size(); ++i)
         if (m_positionals[i].required) return fail("missing " + m_positionals[i].name);
+    if (m_list.out != nullptr && m_list.out->size() < m_list.min_count) return fail("missing " + m_list.name);
     return ParseOutcome::Ok;
 }
 
@@ -151,6 +161,12 @@ std::string ArgParser::help() const {
             left.resize(std::max<size_t>(left.size() + 2, 26), ' ');
             h += left + p.help + (p.required ? "" : " (optional)") + "\n";
         }
+    }
+    if (m_list.out != nullptr) {
+        if (m_positionals.empty()) h += "\narguments:\n";
+        std::string left = "  " + m_list.name + "...";
+        left.resize(std::max<size_t>(left.size() + 2, 26), ' ');
+        h += left + m_list.help + "\n";
     }
     h += "\noptions:\n";
     for (const auto& s : m_specs) {

@@ -30,6 +30,9 @@ public:
     void option_double(const std::string& names, const std::string& metavar, const std::string& help, double* out,
                        double min_value, double max_value);
     void positional(const std::string& name, const std::string& help, std::string* out, bool required = true);
+    // Every positional after the fixed ones goes into `out`; fewer than `min_count` is an error ("missing NAME").
+    void positional_list(const std::string& name, const std::string& help, std::vector<std::string>* out,
+                         size_t min_count = 1);
 
     // Parses argv[first..argc). On Help the help text was printed to stdout; on Error a one-line message
     // (plus "see --help") went to stderr.
@@ -59,6 +62,12 @@ private:
     std::string m_program;
     std::vector<Spec> m_specs;
     std::vector<Positional> m_positionals;
+    struct PositionalList {
+        std::string name;
+        std::string help;
+        std::vector<std::string>* out = nullptr;
+        size_t min_count = 0;
+    } m_list;
     std::vector<std::string> m_given;
 };
 

@@ -5,5 +5,11 @@
 namespace gkq::cli {
 
 int cmd_inspect(int argc, char** argv);
+int cmd_generate(int argc, char** argv);
+int cmd_analyze(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
+int cmd_verify(int argc, char** argv);
+int cmd_reconstruct(int argc, char** argv);
+int cmd_merge(int argc, char** argv);
 
 }  // namespace gkq::cli

@@ -1,0 +1,382 @@
+// gkq analyze MODEL [--topk K] [--full] [--json|--csv] [-o FILE]: the singular-value spectrum of every 2-D weight,
+// with what each rank would cost (exact Eckart-Young errors) and WeightWatcher-style heavy-tail metrics.
+#include "cli/args.h"
+#include "cli/commands.h"
+
+#include "gkq/atomic_file.h"
+#include "gkq/model_file.h"
+#include "gkq/spectrum.h"
+
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+
+namespace gkq::cli {
+
+namespace {
+
+constexpr int64_t kErrorRanks[] = {1, 3, 8, 32, 128};
+
+std::string fmt(const char* f, double v) {
+    if (!std::isfinite(v)) return "-";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+std::string rank_text(int64_t r, int64_t known) {
+    return r >= 0 ? std::to_string(r) : ">" + std::to_string(known);
+}
+
+// The alpha column: the number, or a short code for why there is none (the full reason is in --json / --csv).
+std::string alpha_text(const PowerLawFit& f) {
+    if (f.reliable) return fmt("%.2f", f.alpha);
+    switch (f.problem) {
+        case FitProblem::TooFewEigenvalues: return "n<50";
+        case FitProblem::AlphaTooLarge: return ">8";
+        case FitProblem::PartialSpectrum: return "top-k";
+        default: return "no fit";
+    }
+}
+
+// Singular values the metrics came from (full spectrum, else the randomized top-k).
+const std::vector<double>& values_of(const TensorSpectrum& t) {
+    return t.singular_values.empty() ? t.top_k_values : t.singular_values;
+}
+
+// Relative error at rank k, or NaN when k does not fit (k >= min(rows, cols)) or is beyond the known values.
+double error_at(const TensorSpectrum& t, int64_t k) {
+    const int64_t n = std::min(t.rows, t.cols);
+    const auto& s = values_of(t);
+    if (k >= n || s.empty()) return NAN;
+    if (!t.metrics.complete) return relative_error_at_rank(s.data(), int64_t(s.size()), k, t.frobenius_sq);
+    return relative_error_at_rank(s.data(), int64_t(s.size()), k);
+}
+
+struct RoleSummary {
+    int n = 0;
+    double sum_stable = 0.0;
+    double sum_rank99 = 0.0;
+    int n_rank99 = 0;  // matrices whose rank@99 is known (a top-k spectrum may not reach 99 %)
+};
+
+std::map<TensorRole, RoleSummary> summarize(const std::vector<TensorSpectrum>& r) {
+    std::map<TensorRole, RoleSummary> m;
+    for (const TensorSpectrum& t : r) {
+        if (!t.skipped.empty()) continue;
+        RoleSummary& s = m[t.role];
+        ++s.n;
+        s.sum_stable += t.metrics.stable_rank;
+        if (t.metrics.rank_99 >= 0) {
+            s.sum_rank99 += double(t.metrics.rank_99);
+            ++s.n_rank99;
+        }
+    }
+    return m;
+}
+
+std::string method_text(const AnalyzeOptions& o) {
+    std::string s;
+    if (o.full) s = "exact full spectrum (Gram matrix in double + dsyevd)";
+    if (o.top_k > 0) {
+        if (!s.empty()) s += "; ";
+        s += "randomized top-" + std::to_string(o.top_k) + " (oversampling " +
+             std::to_string(o.randomized.oversampling) + ", " + std::to_string(o.randomized.n_power_iterations) +
+             " power iterations, seed " + std::to_string(o.randomized.seed) + ")";
+        if (o.full) s += ", compared with the exact values";
+    }
+    return s;
+}
+
+std::string table(const ModelFile& m, const AnalyzeOptions& o, const std::vector<TensorSpectrum>& r, double seconds) {
+    std::string out;
+    char line[2048];  // one row; a longer tensor name is cut, never overflowed
+    size_t name_w = 4;
+    for (const auto& t : r) name_w = std::max(name_w, t.name.size());
+    const int nw = int(name_w);
+    std::snprintf(line, sizeof line, "model    %s (%s)\nmethod   %s\ntime     %.2f s for %zu matrices\n\n",
+                  m.path().c_str(), m.format_detail().c_str(), method_text(o).c_str(), seconds, r.size());
+    out += line;
+    std::snprintf(line, sizeof line, "%-*s  %-10s %5s  %-12s %8s %8s %5s %5s %6s %7s %6s %9s %7s %7s %7s %7s %7s", nw,
+                  "name", "role", "layer", "shape", "st.rank", "eff.rank", "r@90", "r@99", "r@99.9", "s1/s2", "alpha",
+                  "||W||_2", "err@1", "err@3", "err@8", "err@32", "err@128");
+    out += line;
+    if (o.full && o.top_k > 0) out += "  topk.err";
+    out += "\n";
+    for (const TensorSpectrum& t : r) {
+        const std::string layer = t.layer >= 0 ? std::to_string(t.layer) : "-";
+        const std::string shape = std::to_string(t.rows) + " x " + std::to_string(t.cols);
+        if (!t.skipped.empty()) {
+            std::snprintf(line, sizeof line, "%-*s  %-10s %5s  %-12s ", nw, t.name.c_str(),
+                          std::string(role_name(t.role)).c_str(), layer.c_str(), shape.c_str());
+            out += line + ("skipped: " + t.skipped) + "\n";
+            continue;
+        }
+        const SpectrumMetrics& x = t.metrics;
+        const int64_t known = x.n_values;
+        std::snprintf(line, sizeof line, "%-*s  %-10s %5s  %-12s %8s %8s %5s %5s %6s %7s %6s %9s", nw, t.name.c_str(),
+                      std::string(role_name(t.role)).c_str(), layer.c_str(), shape.c_str(),
+                      fmt("%.2f", x.stable_rank).c_str(), fmt("%.1f", x.effective_rank).c_str(),
+                      rank_text(x.rank_90, known).c_str(), rank_text(x.rank_99, known).c_str(),
+                      rank_text(x.rank_999, known).c_str(), fmt("%.3f", x.s1_over_s2).c_str(),
+                      alpha_text(t.heavy_tail.power_law).c_str(), fmt("%.4g", x.s1).c_str());
+        out += line;
+        for (int64_t k : kErrorRanks) {
+            std::snprintf(line, sizeof line, " %7s", fmt("%.4f", error_at(t, k)).c_str());
+            out += line;
+        }
+        if (o.full && o.top_k > 0) out += "  " + fmt("%.2e", t.top_k_max_rel_error);
+        out += "\n";
+    }
+    out += "\nper role (mean over its matrices)\n";
+    for (const auto& [role, s] : summarize(r)) {
+        std::snprintf(line, sizeof line, "%-11s %3d matrices  mean stable rank %8.2f  mean rank@99 %s\n",
+                      std::string(role_name(role)).c_str(), s.n, s.sum_stable / s.n,
+                      s.n_rank99 ? fmt("%.1f", s.sum_rank99 / s.n_rank99).c_str() : "- (beyond the top-k values)");
+        out += line;
+    }
+    out +=
+        "\nerr@k: exact relative Frobenius error of the best rank-k approximation, sqrt(sum_{i>k} s_i^2 / sum s_i^2)\n"
+        "       (\"-\" where k >= min(rows, cols)); r@p: smallest rank keeping p % of the energy sum s_i^2;\n"
+        "alpha: power-law exponent of the eigenvalues of W^T W (n<50: too few eigenvalues; >8: no heavy tail;\n"
+        "       top-k: needs the full spectrum); reasons in full with --json or --csv.\n";
+    return out;
+}
+
+nlohmann::ordered_json number(double v) {
+    return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+}
+
+nlohmann::ordered_json tensor_json(const TensorSpectrum& t) {
+    nlohmann::ordered_json j = {
+        {"name", t.name}, {"role", std::string(role_name(t.role))}, {"layer", t.layer}, {"shape", {t.rows, t.cols}}};
+    if (!t.skipped.empty()) {
+        j["skipped"] = t.skipped;
+        return j;
+    }
+    const SpectrumMetrics& x = t.metrics;
+    auto rank = [](int64_t r) { return r >= 0 ? nlohmann::ordered_json(r) : nlohmann::ordered_json(nullptr); };
+    j["complete_spectrum"] = x.complete;
+    j["frobenius_sq"] = t.frobenius_sq;
+    j["spectral_norm"] = x.s1;
+    j["s2"] = x.s2;
+    j["s1_over_s2"] = number(x.s1_over_s2);
+    j["stable_rank"] = x.stable_rank;
+    j["effective_rank"] = number(x.effective_rank);
+    j["rank_90"] = rank(x.rank_90);
+    j["rank_99"] = rank(x.rank_99);
+    j["rank_999"] = rank(x.rank_999);
+    nlohmann::ordered_json err = nlohmann::ordered_json::object();
+    for (int64_t k : kErrorRanks)
+        if (std::isfinite(error_at(t, k))) err[std::to_string(k)] = error_at(t, k);
+    j["relative_error_at_rank"] = std::move(err);
+    const HeavyTailMetrics& h = t.heavy_tail;
+    const PowerLawFit& p = h.power_law;
+    j["power_law"] = {{"reliable", p.reliable},
+                      {"reason", p.reason},
+                      {"alpha", number(p.alpha)},
+                      {"alpha_hat", number(h.alpha_hat)},
+                      {"xmin", number(p.xmin)},
+                      {"xmax", number(p.xmax)},
+                      {"ks_distance", number(p.ks_distance)},
+                      {"sigma", number(p.sigma)},
+                      {"n_fit", p.n_fit},
+                      {"n_tail", p.n_tail}};
+    const MarchenkoPasturFit& mp = h.marchenko_pastur;
+    j["marchenko_pastur"] = {{"reliable", mp.reliable},
+                             {"reason", mp.reason},
+                             {"q", number(mp.q)},
+                             {"sigma", number(mp.sigma)},
+                             {"bulk_min", number(mp.bulk_min)},
+                             {"bulk_max", number(mp.bulk_max)},
+                             {"softrank", number(mp.softrank)},
+                             {"n_spikes", mp.n_spikes}};
+    j["lambda_max"] = h.lambda_max;
+    j["log_spectral_norm"] = number(h.log_spectral_norm);
+    j["log_norm"] = number(h.log_norm);
+    if (!t.singular_values.empty()) j["singular_values"] = t.singular_values;
+    if (!t.top_k_values.empty()) j["top_k_values"] = t.top_k_values;
+    if (std::isfinite(t.top_k_max_rel_error)) j["top_k_max_rel_error"] = t.top_k_max_rel_error;
+    j["seconds"] = t.seconds;
+    return j;
+}
+
+std::string json_text(const ModelFile& m, const AnalyzeOptions& o, const std::vector<TensorSpectrum>& r,
+                      double seconds) {
+    nlohmann::ordered_json j;
+    j["path"] = m.path();
+    j["format"] = m.format_detail();
+    j["method"] = method_text(o);
+    j["options"] = {{"full", o.full},
+                    {"top_k", o.top_k},
+                    {"oversampling", o.randomized.oversampling},
+                    {"power_iterations", o.randomized.n_power_iterations},
+                    {"seed", o.randomized.seed}};
+    nlohmann::ordered_json tensors = nlohmann::ordered_json::array();
+    for (const TensorSpectrum& t : r) tensors.push_back(tensor_json(t));
+    j["tensors"] = std::move(tensors);
+    nlohmann::ordered_json roles = nlohmann::ordered_json::array();
+    for (const auto& [role, s] : summarize(r))
+        roles.push_back({{"role", std::string(role_name(role))},
+                         {"n_matrices", s.n},
+                         {"mean_stable_rank", s.sum_stable / s.n},
+                         {"mean_rank_99", s.n_rank99 ? nlohmann::ordered_json(s.sum_rank99 / s.n_rank99) : nullptr}});
+    j["summary"] = std::move(roles);
+    j["seconds"] = seconds;
+    return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+}
+
+std::string csv_number(double v) {
+    return std::isfinite(v) ? fmt("%.10g", v) : "";
+}
+
+std::string csv_text(const std::vector<TensorSpectrum>& r) {
+    std::string out =
+        "name,role,layer,rows,cols,skipped,stable_rank,effective_rank,rank_90,rank_99,rank_999,"
+        "s1_over_s2,spectral_norm,alpha,alpha_reason,alpha_hat,ks_distance,xmin,log_spectral_norm,"
+        "mp_bulk_max,mp_spikes,err_rank_1,err_rank_3,err_rank_8,err_rank_32,err_rank_128,seconds\n";
+    for (const TensorSpectrum& t : r) {
+        out += csv_field(t.name) + "," + std::string(role_name(t.role)) + "," + std::to_string(t.layer) + "," +
+               std::to_string(t.rows) + "," + std::to_string(t.cols) + "," + csv_field(t.skipped);
+        if (!t.skipped.empty()) {
+            out += std::string(21, ',') + "\n";
+            continue;
+        }
+        const SpectrumMetrics& x = t.metrics;
+        const HeavyTailMetrics& h = t.heavy_tail;
+        auto rank = [](int64_t v) { return v >= 0 ? std::to_string(v) : std::string(); };
+        out += "," + csv_number(x.stable_rank) + "," + csv_number(x.effective_rank) + "," + rank(x.rank_90) + "," +
+               rank(x.rank_99) + "," + rank(x.rank_999) + "," + csv_number(x.s1_over_s2) + "," + csv_number(x.s1) +
+               "," + csv_number(h.power_law.alpha) + "," + csv_field(h.power_law.reason) + "," +
+               csv_number(h.alpha_hat) + "," + csv_number(h.power_law.ks_distance) + "," +
+               csv_number(h.power_law.xmin) + "," + csv_number(h.log_spectral_norm) + "," +
+               csv_number(h.marchenko_pastur.bulk_max) + "," +
+               (h.marchenko_pastur.reliable ? std::to_string(h.marchenko_pastur.n_spikes) : std::string());
+        for (int64_t k : kErrorRanks) out += "," + csv_number(error_at(t, k));
+        out += "," + csv_number(t.seconds) + "\n";
+    }
+    return out;
+}
+
+// "[=========>          ]  45%  blk.3.ffn_up.weight" redrawn in place; only when stderr is a terminal.
+class ProgressBar {
+public:
+    ProgressBar() : m_enabled(isatty(2) != 0) {}
+    void update(double fraction, std::string_view what) {
+        if (!m_enabled) return;
+        const int width = 30, filled = int(std::lround(fraction * width));
+        std::string bar(size_t(filled), '=');
+        if (filled < width) bar += '>' + std::string(size_t(width - filled - 1), ' ');
+        std::fprintf(stderr, "\r[%s] %3d%%  %-40.40s", bar.c_str(), int(std::lround(fraction * 100)),
+                     std::string(what).c_str());
+        std::fflush(stderr);
+        m_drawn = true;
+    }
+    ~ProgressBar() {
+        if (m_drawn) std::fprintf(stderr, "\r%*s\r", 80, "");
+    }
+
+private:
+    bool m_enabled;
+    bool m_drawn = false;
+};
+
+int exit_code_for(const Status& s) {
+    switch (s.code()) {
+        case StatusCode::Cancelled: return kExitCancelled;
+        case StatusCode::Internal: return kExitFailure;
+        default: return kExitBadInput;
+    }
+}
+
+}  // namespace
+
+int cmd_analyze(int argc, char** argv) {
+    std::string path, output;
+    bool json = false, csv = false, full = false;
+    int64_t top_k = 0, threads = 0, oversampling = RandomizedSvdOptions{}.oversampling,
+            power_iterations = RandomizedSvdOptions{}.n_power_iterations;
+    ArgParser p(
+        "gkq analyze MODEL [--topk K] [--full] [--json|--csv] [-o FILE]",
+        "Singular values of every 2-D weight matrix and what each rank would cost. Per matrix: stable rank,\n"
+        "entropy effective rank, ranks keeping 90/99/99.9 % of the energy, s1/s2, power-law alpha of the\n"
+        "eigenvalues of W^T W (WeightWatcher's fit), spectral norm, and the exact relative error of the best\n"
+        "rank-1/3/8/32/128 approximation; a mean per role ends the table. The spectrum is exact (all singular\n"
+        "values) unless --topk is given alone: then ranks beyond K, the effective rank and alpha are unknown; with\n"
+        "--full as well, a column shows the top-K values' largest relative error against the exact ones.\n"
+        "A progress bar goes to stderr when it is a terminal.");
+    p.positional("MODEL", "model file or folder (safetensors, GGUF, llama2.c)", &path);
+    p.option_int("--topk", "K",
+                 "top K singular values by randomized SVD (alone: instead of the full spectrum; with --full: both)",
+                 &top_k, 1, 1000000);
+    p.flag("--full", "the exact full spectrum (the default unless --topk is given)", &full);
+    p.flag("--json", "one JSON document, including every singular value, instead of the table", &json);
+    p.flag("--csv", "one CSV row per matrix instead of the table", &csv);
+    p.option("-o,--output", "FILE", "write to FILE (replaced atomically) instead of stdout", &output);
+    p.option_int("--threads", "N", "matrices analyzed at once (default: one per CPU core)", &threads, 1, 1024);
+    p.option_int("--oversampling", "P", "randomized SVD: extra sketch columns (default 10)", &oversampling, 0, 100000);
+    p.option_int("--power-iterations", "Q", "randomized SVD: power iterations (default 2)", &power_iterations, 0, 100);
+    switch (p.parse(argc, argv)) {
+        case ParseOutcome::Help: return kExitOk;
+        case ParseOutcome::Error: return kExitBadInput;
+        case ParseOutcome::Ok: break;
+    }
+    if (json && csv) {
+        std::fprintf(stderr, "gkq analyze: --json and --csv exclude each other (see --help)\n");
+        return kExitBadInput;
+    }
+    AnalyzeOptions opt;
+    opt.full = full || top_k == 0;
+    opt.top_k = top_k;
+    opt.n_threads = int(threads);
+    opt.randomized.oversampling = oversampling;
+    opt.randomized.n_power_iterations = int(power_iterations);
+
+    auto model = ModelFile::open(path);
+    if (!model) {
+        std::fprintf(stderr, "gkq analyze: %s\n", model.message().c_str());
+        return exit_code_for(model.status());
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<std::vector<TensorSpectrum>> result = error(StatusCode::Internal, "not run");
+    {
+        ProgressBar bar;
+        result = analyze_model(*model, opt, [&](double f, std::string_view what) {
+            bar.update(f, what);
+            return true;
+        });
+    }
+    if (!result) {
+        std::fprintf(stderr, "gkq analyze: %s\n", result.message().c_str());
+        return exit_code_for(result.status());
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string text = json  ? json_text(*model, opt, *result, seconds)
+                             : csv ? csv_text(*result)
+                                   : table(*model, opt, *result, seconds);
+    if (output.empty()) {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        return kExitOk;
+    }
+    if (Status s = write_file_atomic(output, text); !s) {
+        std::fprintf(stderr, "gkq analyze: %s\n", s.message().c_str());
+        return kExitBadInput;
+    }
+    return kExitOk;
+}
+
+}  // namespace gkq::cli

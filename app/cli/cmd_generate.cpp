@@ -1,0 +1,167 @@
+// gkq generate MODEL [--tokenizer F] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N]:
+// text from a model, as llama2.c's run.c prints it; prompt and generation speed on stderr.
+#include "cli/args.h"
+#include "cli/commands.h"
+
+#include "gkq/generate.h"
+#include "gkq/model_file.h"
+#include "gkq/sampler.h"
+#include "gkq/tokenizer.h"
+#include "gkq/transformer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace gkq::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+int exit_code_for(const Status& s) {
+    return s.code() == StatusCode::Internal || s.code() == StatusCode::IoError ? kExitFailure : kExitBadInput;
+}
+
+// tokenizer.bin or tok*.bin files beside the model (in the model's folder when MODEL is one).
+std::vector<std::string> tokenizers_beside(const std::string& model_path) {
+    std::error_code ec;
+    const fs::path model(model_path);
+    const fs::path dir = fs::is_directory(model, ec) ? model : model.parent_path();
+    std::vector<std::string> found;
+    for (const auto& entry : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        const bool named = name == "tokenizer.bin" || (name.rfind("tok", 0) == 0 && entry.path().extension() == ".bin");
+        if (!named || !entry.is_regular_file(ec) || fs::equivalent(entry.path(), model, ec)) continue;
+        found.push_back(entry.path().string());
+    }
+    std::sort(found.begin(), found.end());
+    return found;
+}
+
+Result<Tokenizer> pick_tokenizer(const ModelFile& model, const std::string& given) {
+    if (!given.empty()) return Tokenizer::load_llama2c(given, model.config().vocab_size);
+    if (!model.vocabulary().empty()) return Tokenizer::from_vocabulary(model.vocabulary(), model.path());
+    const std::vector<std::string> found = tokenizers_beside(model.path());
+    if (found.size() == 1) return Tokenizer::load_llama2c(found.front(), model.config().vocab_size);
+    if (found.empty())
+        return error(StatusCode::NotFound, model.path() +
+                                               " has no vocabulary and no tokenizer.bin or tok*.bin is "
+                                               "next to it: pass --tokenizer FILE");
+    std::string list;
+    for (const std::string& f : found) list += (list.empty() ? "" : ", ") + f;
+    return error(StatusCode::InvalidArgument,
+                 model.path() + ": several tokenizers next to it (" + list + "): pass --tokenizer FILE");
+}
+
+// run.c's safe_printf: a lone control byte (a raw byte token) is not printed. Bytes >= 0x80 are kept, unlike
+// run.c, so characters that came out of byte-fallback tokens reach the terminal as UTF-8.
+bool printable(std::string_view piece) {
+    if (piece.empty()) return false;
+    if (piece.size() > 1) return true;
+    const auto c = static_cast<unsigned char>(piece[0]);
+    return c >= 0x80 || std::isprint(c) || std::isspace(c);
+}
+
+std::string rate(int64_t n, double seconds) {
+    char buf[160];
+    if (n <= 0) return "none";
+    if (seconds <= 0) {
+        std::snprintf(buf, sizeof buf, "%lld tokens (too fast to time)", static_cast<long long>(n));
+        return buf;
+    }
+    std::snprintf(buf, sizeof buf, "%lld tokens in %.2f ms, %.1f tokens/s", static_cast<long long>(n), seconds * 1e3,
+                  static_cast<double>(n) / seconds);
+    return buf;
+}
+
+}  // namespace
+
+int cmd_generate(int argc, char** argv) {
+    std::string model_path;
+    std::string tokenizer_path;
+    std::string prompt;
+    int64_t steps = 256;
+    double temperature = 1.0;
+    double top_p = 0.9;
+    int64_t seed = 0;
+    int64_t threads = 0;
+    ArgParser p(
+        "gkq generate MODEL [--tokenizer F] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] "
+        "[--threads N]",
+        "Generates text as llama2.c's run.c does: the prompt after BOS, then one sampled token per position,\n"
+        "ending after N positions or at BOS/EOS. Prints the text (prompt included) to stdout, and the prompt\n"
+        "and generation speed in tokens/s to stderr. The tokenizer is the model's own vocabulary (GGUF), else\n"
+        "the one tokenizer.bin or tok*.bin beside the model, else --tokenizer.");
+    p.positional("MODEL", "model file or folder (llama2.c .bin, GGUF, safetensors)", &model_path);
+    p.option("--tokenizer", "FILE", "llama2.c tokenizer.bin to use instead of the model's own", &tokenizer_path);
+    p.option("-p,--prompt", "TEXT", "text to start from (default: none, BOS only)", &prompt);
+    p.option_int("-n,--steps", "N",
+                 "positions to run, the prompt's included, as run.c's -n (default 256; 0: the whole context)", &steps,
+                 0, int64_t{1} << 31);
+    p.option_double("--temp", "T", "temperature; 0 is greedy (default 1.0)", &temperature, 0.0, 100.0);
+    p.option_double("--top-p", "P", "nucleus sampling threshold; 0 or 1 samples the whole distribution (default 0.9)",
+                    &top_p, 0.0, 1.0);
+    p.option_int("--seed", "S", "random seed (default: from the clock; printed on stderr)", &seed, 1, INT64_MAX);
+    p.option_int("--threads", "N", "threads per matrix product (default 0: all cores)", &threads, 0, 1024);
+    switch (p.parse(argc, argv)) {
+        case ParseOutcome::Help: return kExitOk;
+        case ParseOutcome::Error: return kExitBadInput;
+        case ParseOutcome::Ok: break;
+    }
+    if (!p.given("--seed"))
+        seed = std::max<int64_t>(1, std::chrono::system_clock::now().time_since_epoch().count() & INT64_MAX);
+
+    auto model = ModelFile::open(model_path);
+    if (!model) {
+        std::fprintf(stderr, "gkq generate: %s\n", model.message().c_str());
+        return exit_code_for(model.status());
+    }
+    auto tokenizer = pick_tokenizer(*model, tokenizer_path);
+    if (!tokenizer) {
+        std::fprintf(stderr, "gkq generate: %s\n", tokenizer.message().c_str());
+        return exit_code_for(tokenizer.status());
+    }
+    if (tokenizer->vocab_size() != model->config().vocab_size)
+        std::fprintf(stderr, "gkq generate: warning: the tokenizer has %d tokens, the model %lld\n",
+                     tokenizer->vocab_size(), static_cast<long long>(model->config().vocab_size));
+    TransformerOptions options;
+    options.n_threads = static_cast<int>(threads);
+    auto transformer = Transformer::load(*model, options);
+    if (!transformer) {
+        std::fprintf(stderr, "gkq generate: %s\n", transformer.message().c_str());
+        return exit_code_for(transformer.status());
+    }
+
+    SamplerOptions sampling;
+    sampling.temperature = static_cast<float>(temperature);
+    sampling.top_p = static_cast<float>(top_p);
+    sampling.seed = static_cast<uint64_t>(seed);
+    Sampler sampler(static_cast<int32_t>(model->config().vocab_size), sampling);
+    GenerateOptions generate_options;
+    generate_options.steps = steps;
+    auto stats = generate(*transformer, *tokenizer, sampler, prompt, generate_options, [](std::string_view piece) {
+        if (printable(piece)) {
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
+            std::fflush(stdout);
+        }
+        return true;
+    });
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (!stats) {
+        std::fprintf(stderr, "gkq generate: %s\n", stats.message().c_str());
+        return exit_code_for(stats.status());
+    }
+    std::fprintf(stderr, "prompt:     %s\n", rate(stats->n_prompt_tokens, stats->prompt_seconds).c_str());
+    std::fprintf(stderr, "generation: %s\n", rate(stats->n_generate_forwards, stats->generate_seconds).c_str());
+    std::fprintf(stderr, "seed %lld, temperature %g, top-p %g, %d threads\n", static_cast<long long>(seed), temperature,
+                 top_p, transformer->n_threads());
+    return kExitOk;
+}
+
+}  // namespace gkq::cli

@@ -1,0 +1,261 @@
+// gkq quantize MODEL -o OUT.knot --preset P [...]: encode a model into a knot and print, per tensor and for the
+// whole model, what it costs and what it changes — every number measured from what was written and decoded.
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/progress_bar.h"
+
+#include "gkq/model_file.h"
+#include "gkq/quantize.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#ifndef GKQ_VERSION
+#define GKQ_VERSION "unknown"
+#endif
+
+namespace gkq::cli {
+
+namespace {
+
+int exit_code_for(const Status& s) {
+    switch (s.code()) {
+    case StatusCode::Cancelled: return kExitCancelled;
+    case StatusCode::Internal:
+    case StatusCode::IoError: return kExitFailure;
+    default: return kExitBadInput;
+    }
+}
+
+// "i/N" with 0 <= i < N.
+bool parse_shard(const std::string& s, uint32_t& index, uint32_t& count) {
+    const size_t slash = s.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == s.size()) return false;
+    try {
+        size_t a = 0, b = 0;
+        const unsigned long i = std::stoul(s.substr(0, slash), &a);
+        const unsigned long n = std::stoul(s.substr(slash + 1), &b);
+        if (a != slash || b != s.size() - slash - 1 || n == 0 || i >= n || n > 1000000) return false;
+        index = static_cast<uint32_t>(i);
+        count = static_cast<uint32_t>(n);
+        return true;
+    } catch (...) {
+        return false;
+    }
+}
+
+std::string fmt(const char* f, double v) {
+    if (!std::isfinite(v)) return std::isnan(v) ? "nan" : "inf";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+// "2", "8+q4" (factor bits + residual blocks), "8" for q8_0, "16" for f16, "32" for f32.
+std::string bits_text(const TensorReport& r) {
+    switch (r.method) {
+    case Method::F32: return "32";
+    case Method::F16: return "16";
+    case Method::Q8_0: return "8";
+    case Method::Q4_0: return "4";
+    case Method::LowRank: return std::to_string(r.factor_bits);
+    case Method::LowRankResidual: return std::to_string(r.factor_bits) + "+q" + std::to_string(r.residual_bits);
+    }
+    return "?";
+}
+
+nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+void print_json(const ModelFile& model, const QuantizeReport& r) {
+    nlohmann::json j;
+    j["model"] = model.path();
+    j["knot"] = r.path;
+    j["preset"] = r.preset;
+    j["command"] = r.command;
+    j["shard"] = {{"index", r.shard_index}, {"count", r.shard_count}};
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const QuantizedTensor& q : r.tensors) {
+        const TensorReport& c = q.codec;
+        tensors.push_back({
+            {"name", c.name},
+            {"role", std::string(role_name(c.role))},
+            {"layer", c.layer},
+            {"shape", c.shape},
+            {"n_elements", c.n_elements},
+            {"method", std::string(method_name(c.method))},
+            {"rank", c.rank},
+            {"factor_bits", c.factor_bits},
+            {"residual_bits", c.residual_bits},
+            {"flags", c.flags},
+            {"payload_bytes", c.payload_bytes},
+            {"compression", q.compression == KnotCompression::Zlib ? "zlib" : "none"},
+            {"stored_bytes", q.stored_bytes},
+            {"record_bytes", q.record_bytes},
+            {"index_entry_bytes", q.index_entry_bytes},
+            {"bytes_on_disk", q.bytes_on_disk()},
+            {"bits_per_weight", q.bits_per_weight()},
+            {"rel_error", number_or_null(c.rel_error)},
+            {"max_abs_error", number_or_null(c.max_abs_error)},
+            {"energy_kept", c.energy_kept ? number_or_null(*c.energy_kept) : nlohmann::json()},
+            {"fold_applied", c.fold_applied},
+            {"fold_bytes_saved", c.fold_bytes_saved},
+            {"fold_fit_error", c.fold_fit_error ? number_or_null(*c.fold_fit_error) : nlohmann::json()},
+            {"fold_note", c.fold_note},
+            {"fallback", c.fallback},
+        });
+    }
+    j["tensors"] = std::move(tensors);
+    j["totals"] = {{"n_tensors", r.tensors.size()},
+                   {"n_params", r.n_params},
+                   {"file_bytes", r.file_bytes},
+                   {"container_bytes", r.container_bytes},
+                   {"bits_per_weight", r.bits_per_weight()},
+                   {"ratio_vs_bf16", r.ratio_vs_bf16()},
+                   {"ratio_vs_fp32", r.ratio_vs_fp32()}};
+    j["seconds"] = r.seconds;
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+void print_table(const ModelFile& model, const QuantizeReport& r) {
+    std::printf("model    %s (%s)\n", model.path().c_str(), model.format_detail().c_str());
+    std::printf("knot     %s\n", r.path.c_str());
+    std::printf("command  %s\n", r.command.c_str());
+    if (r.shard_count > 1) std::printf("shard    %u/%u\n", r.shard_index, r.shard_count);
+    size_t name_w = 4;
+    for (const QuantizedTensor& q : r.tensors) name_w = std::max(name_w, q.codec.name.size());
+    const int w = static_cast<int>(name_w);
+    std::printf("\n%-*s  %-16s  %4s  %5s  %12s  %7s  %10s  %10s  %8s\n", w, "name", "method", "rank", "bits",
+                "bytes", "bpw", "rel_err", "max_abs", "energy");
+    for (const QuantizedTensor& q : r.tensors) {
+        const TensorReport& c = q.codec;
+        const std::string rank = c.rank > 0 ? std::to_string(c.rank) : "-";
+        const std::string energy = c.energy_kept ? fmt("%.5f", *c.energy_kept) : "-";
+        std::printf("%-*s  %-16s  %4s  %5s  %12s  %7s  %10s  %10s  %8s\n", w, c.name.c_str(),
+                    std::string(method_name(c.method)).c_str(), rank.c_str(), bits_text(c).c_str(),
+                    with_commas(q.bytes_on_disk()).c_str(), fmt("%.3f", q.bits_per_weight()).c_str(),
+                    fmt("%.3e", c.rel_error).c_str(), fmt("%.3e", c.max_abs_error).c_str(), energy.c_str());
+    }
+    for (const QuantizedTensor& q : r.tensors)
+        if (!q.codec.fallback.empty()) std::printf("note: %s: %s\n", q.codec.name.c_str(), q.codec.fallback.c_str());
+    std::printf("\ntotal    %zu tensors, %s parameters; knot %s bytes (%s) = %.3f bits per weight; "
+                "%.2fx smaller than bf16, %.2fx smaller than fp32\n",
+                r.tensors.size(), with_commas(static_cast<uint64_t>(r.n_params)).c_str(),
+                with_commas(r.file_bytes).c_str(), human_bytes(r.file_bytes).c_str(), r.bits_per_weight(),
+                r.ratio_vs_bf16(), r.ratio_vs_fp32());
+    std::printf("         per-tensor bytes count the record (descriptor, stored payload, CRC) and its index entry; "
+                "the other %s bytes are the file header, config/tokenizer block, index head and trailer\n",
+                with_commas(r.container_bytes).c_str());
+}
+
+std::string presets_help() {
+    std::string h = "\npresets:\n";
+    for (const std::string& name : preset_names()) {
+        auto p = find_preset(name);
+        std::string text = p ? p->description : "";
+        h += "  " + name + "\n";
+        // wrap at about 100 columns, indented
+        std::string line = "     ";
+        size_t start = 0;
+        while (start < text.size()) {
+            size_t end = text.find(' ', start);
+            if (end == std::string::npos) end = text.size();
+            const std::string word = text.substr(start, end - start);
+            if (line.size() + word.size() + 1 > 100) {
+                h += line + "\n";
+                line = "     ";
+            }
+            line += " " + word;
+            start = end + 1;
+        }
+        h += line + "\n";
+    }
+    return h;
+}
+
+}  // namespace
+
+int cmd_quantize(int argc, char** argv) {
+    std::string model_path, out_path, preset, shard, tokenizer;
+    int64_t rank = 0, bits = 0, threads = 0;
+    double energy = 0.0;
+    bool json = false;
+    std::string names;
+    for (const std::string& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
+    ArgParser p("gkq quantize MODEL -o OUT.knot --preset P [--rank K] [--energy E] [--bits B] [--shard i/N] [--json]",
+                "Encodes every tensor of MODEL (safetensors, GGUF, llama2.c) with a preset into a knot file, with the\n"
+                "model's config and tokenizer, then prints per tensor: method, rank, bits, bytes on disk (record and\n"
+                "index entry), bits per weight, relative Frobenius error and max abs error of the decoded tensor,\n"
+                "energy kept by the truncated SVD; and the whole-model size, bits per weight and ratio against bf16\n"
+                "and fp32. A progress bar goes to stderr when it is a terminal; Ctrl-C cancels and writes nothing." +
+                    presets_help());
+    p.positional("MODEL", "model file or folder", &model_path);
+    p.option("-o,--output", "OUT.knot", "knot file to write (replaced only when complete)", &out_path);
+    p.option("--preset", "P", "encoding preset: " + names + " (required)", &preset);
+    p.option_int("--rank", "K", "fixed rank of every low-rank matrix (overrides the preset's rank rule)", &rank, 1,
+                 1 << 30);
+    p.option_double("--energy", "E", "rank = smallest reaching this energy fraction, in (0, 1]", &energy, 1e-12, 1.0);
+    p.option_int("--bits", "B", "bits of the low-rank factors: 2, 4 or 8", &bits, 2, 8);
+    p.option("--shard", "i/N", "encode only shard i of N (tensor groups g with g mod N = i; see docs/knot-format.md)",
+             &shard);
+    p.option("--tokenizer", "FILE", "llama2.c tokenizer.bin stored in the knot when the model carries none", &tokenizer);
+    p.option_int("--threads", "N", "worker threads (0: one per CPU)", &threads, 0, 4096);
+    p.flag("--json", "print one JSON document (tensors[], totals) instead of the table", &json);
+    switch (p.parse(argc, argv)) {
+    case ParseOutcome::Help: return kExitOk;
+    case ParseOutcome::Error: return kExitBadInput;
+    case ParseOutcome::Ok: break;
+    }
+    auto usage_error = [](const std::string& msg) {
+        std::fprintf(stderr, "gkq: %s\n(see 'gkq quantize --help')\n", msg.c_str());
+        return kExitBadInput;
+    };
+    if (out_path.empty()) return usage_error("missing -o OUT.knot");
+    if (preset.empty()) return usage_error("missing --preset (presets: " + names + ")");
+    if (p.given("--bits") && bits != 2 && bits != 4 && bits != 8)
+        return usage_error("option '--bits': " + std::to_string(bits) + " is not 2, 4 or 8");
+
+    QuantizeOptions options;
+    options.preset = preset;
+    options.n_threads = static_cast<int>(threads);
+    options.producer = std::string("gkq ") + GKQ_VERSION;
+    if (p.given("--rank")) options.global.rank = static_cast<int32_t>(rank);
+    if (p.given("--energy")) options.global.energy = energy;
+    if (p.given("--bits")) options.global.factor_bits = static_cast<int>(bits);
+    if (!shard.empty() && !parse_shard(shard, options.shard_index, options.shard_count))
+        return usage_error("option '--shard': '" + shard + "' is not i/N with 0 <= i < N");
+    if (!find_preset(preset)) return usage_error(find_preset(preset).message());
+
+    auto model = ModelFile::open(model_path);
+    if (!model) {
+        std::fprintf(stderr, "gkq quantize: %s\n", model.message().c_str());
+        return exit_code_for(model.status());
+    }
+    if (!tokenizer.empty()) {
+        auto vocab = read_llama2c_tokenizer(tokenizer, model->config().vocab_size);
+        if (!vocab) {
+            std::fprintf(stderr, "gkq quantize: %s\n", vocab.message().c_str());
+            return exit_code_for(vocab.status());
+        }
+        options.vocab = std::move(vocab).value();
+    }
+    Result<QuantizeReport> report = error(StatusCode::Internal, "not run");
+    {
+        ProgressBar bar("quantize");
+        report = quantize_model(*model, options, out_path, bar.callback());
+    }
+    if (!report) {
+        if (report.status().code() == StatusCode::Cancelled)
+            std::fprintf(stderr, "gkq quantize: cancelled; %s was not written\n", out_path.c_str());
+        else std::fprintf(stderr, "gkq quantize: %s\n", report.message().c_str());
+        return exit_code_for(report.status());
+    }
+    if (json) print_json(*model, *report);
+    else print_table(*model, *report);
+    return kExitOk;
+}
+
+}  // namespace gkq::cli

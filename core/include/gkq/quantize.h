@@ -1,0 +1,135 @@
+// The whole-model layer over the codec and the knot file: quantize a model into a knot (optionally one shard of
+// it), merge shard knots, verify a knot, and reconstruct a dense model from one.
+// Contract: every function is synchronous, runs its per-tensor work on `n_threads` threads with a bounded number
+// of tensors in flight, reports progress on the calling thread (returning false cancels: StatusCode::Cancelled,
+// and no output file is left), and writes its output through AtomicFile. Every number in a report is measured
+// from what was encoded, written or decoded. Errors name the file and the tensor or record.
+#pragma once
+
+#include "gkq/codec.h"
+#include "gkq/knot.h"
+#include "gkq/progress.h"
+#include "gkq/status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gkq {
+
+class ModelFile;
+
+// ---- sharding -------------------------------------------------------------------------------------------------
+// Tensors are grouped: group 0 holds every tensor outside the transformer blocks (layer < 0), group 1 + L the
+// tensors of block L. Shard i of N holds the groups g with g mod N == i, in source order.
+
+uint32_t knot_group(int32_t layer);
+bool in_shard(int32_t layer, uint32_t shard_index, uint32_t shard_count);
+
+// ---- quantize -------------------------------------------------------------------------------------------------
+
+struct QuantizeOptions {
+    std::string preset = "paper";          // see preset_names()
+    ParamOverride global;                  // command-line overrides of every matrix's parameters
+    std::vector<LayerOverride> per_layer;  // per-layer overrides (an rknot tuning); precedence: resolve_params()
+    uint32_t shard_index = 0;              // encode only shard `shard_index` of `shard_count`
+    uint32_t shard_count = 1;
+    int n_threads = 0;                     // 0: one per hardware thread
+    Vocabulary vocab;                      // stored when the model carries none (llama2.c checkpoints)
+    std::string producer = "gkq";          // the knot header's producer string
+};
+
+struct QuantizedTensor {
+    TensorReport codec;             // method, rank, bits, errors, energy kept, folding: measured by the codec
+    uint64_t source_index = 0;      // position in the source model
+    KnotCompression compression = KnotCompression::None;
+    uint64_t stored_bytes = 0;      // payload as stored in the knot (after zlib when that was smaller)
+    uint64_t record_bytes = 0;      // the whole record: descriptor, stored payload, CRC
+    uint64_t index_entry_bytes = 0; // its entry in the knot's index
+
+    // Everything the tensor costs in the file: record + index entry.
+    uint64_t bytes_on_disk() const { return record_bytes + index_entry_bytes; }
+    double bits_per_weight() const;
+};
+
+struct QuantizeReport {
+    std::string path;
+    std::string preset;
+    std::string command;                  // as stored in the knot header
+    uint32_t shard_index = 0;
+    uint32_t shard_count = 1;
+    std::vector<QuantizedTensor> tensors; // the tensors of this shard, in source order
+    uint64_t file_bytes = 0;              // size of the written knot
+    uint64_t container_bytes = 0;         // file header, header block, index head, trailer: no tensor's
+    int64_t n_params = 0;                 // elements of the tensors stored
+    double seconds = 0.0;
+
+    double bits_per_weight() const;  // 8 * file_bytes / n_params
+    double ratio_vs_bf16() const;    // 2 * n_params / file_bytes
+    double ratio_vs_fp32() const;    // 4 * n_params / file_bytes
+};
+
+// "quantize --preset P" and the overrides that are set, in a fixed order (no shard, no paths), as stored in the
+// knot header; equal options give equal strings.
+std::string quantize_command(const QuantizeOptions& options);
+
+// Encodes every tensor of `model` in the options' shard (matrices by the resolved parameters, tensors of fewer
+// than two dimensions as f32) and writes the knot `out_path` with the model's config, vocabulary and metadata.
+// Records are written in source order whatever the thread count, so the file is deterministic.
+Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOptions& options,
+                                      const std::string& out_path, const ProgressFn& progress = {});
+
+// ---- merge ----------------------------------------------------------------------------------------------------
+
+struct MergeReport {
+    std::string path;
+    size_t n_shards = 0;
+    size_t n_records = 0;
+    uint64_t file_bytes = 0;
+};
+
+// Combines the shard knots 0..N-1 of one run (any order) into one knot, byte for byte the one an unsharded run
+// writes. Checks that the headers agree apart from the shard index, that each shard appears once and that every
+// source tensor is present exactly once; records are copied CRC-checked, not re-encoded.
+Result<MergeReport> merge_knots(const std::vector<std::string>& inputs, const std::string& out_path,
+                                const ProgressFn& progress = {});
+
+// ---- verify ---------------------------------------------------------------------------------------------------
+
+struct VerifyReport {
+    std::string path;
+    uint64_t file_bytes = 0;
+    bool gzipped = false;
+    uint32_t shard_index = 0;
+    uint32_t shard_count = 1;
+    size_t n_records = 0;
+    size_t n_ok = 0;                        // records whose CRC, descriptor and payload all check out
+    std::vector<size_t> count_by_method;    // indexed by Method
+    int64_t n_params = 0;                   // elements of all records
+    uint64_t stored_bytes = 0;              // payloads as stored
+    uint64_t raw_bytes = 0;                 // payloads inflated
+    std::vector<std::string> failures;      // one line per bad record, naming the file and the record
+
+    bool ok() const { return failures.empty() && n_ok == n_records; }
+};
+
+// Opens the knot (failure: the Status), then reads every record (CRC32, descriptor) and decodes it to float32
+// (the codec's payload checks) — all of them, collecting one failure line per bad record.
+Result<VerifyReport> verify_knot(const std::string& path, int n_threads = 0, const ProgressFn& progress = {});
+
+// ---- reconstruct ----------------------------------------------------------------------------------------------
+
+struct ReconstructReport {
+    std::string path;
+    std::string format;  // "safetensors", "gguf", "llama2c"
+    size_t n_tensors = 0;
+    int64_t n_params = 0;
+    uint64_t file_bytes = 0;
+};
+
+// Decodes every record of the (whole, unsharded) knot `knot_path` to float32 and writes a model in the format
+// its extension names: .safetensors (+ config.json beside it), .gguf (with the vocabulary), .bin (llama2.c v0).
+Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::string& out_path, int n_threads = 0,
+                                      const ProgressFn& progress = {});
+
+}  // namespace gkq

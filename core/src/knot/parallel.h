@@ -1,0 +1,119 @@
+// Ordered parallel map for the whole-model operations: produce(i) runs on worker threads, consume(i, result) on the
+// calling thread in order i = 0, 1, ..., with at most `window` results produced ahead of consumption (memory
+// bound). The first failure of either side, or a consume() that returns non-OK (e.g. Cancelled), stops the workers.
+#pragma once
+
+#include "gkq/status.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+namespace gkq::knot {
+
+// OpenBLAS threads are a process-wide setting: while several workers each run LAPACK, every BLAS call runs on its
+// own worker's thread (two levels of threads only fight). Counted, so overlapping runs restore it once.
+class SingleThreadedBlas {
+public:
+    SingleThreadedBlas() {
+        std::lock_guard<std::mutex> lock(s_mutex);
+        if (s_users++ == 0) {
+            s_saved = openblas_get_num_threads();
+            openblas_set_num_threads(1);
+        }
+    }
+    ~SingleThreadedBlas() {
+        std::lock_guard<std::mutex> lock(s_mutex);
+        if (--s_users == 0) openblas_set_num_threads(s_saved);
+    }
+    SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+    SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+private:
+    static inline std::mutex s_mutex;
+    static inline int s_users = 0;
+    static inline int s_saved = 1;
+};
+
+// Threads to use for n items when the caller asked for `requested` (0: one per hardware thread).
+inline int worker_count(int requested, size_t n_items) {
+    int n = requested > 0 ? requested : static_cast<int>(std::thread::hardware_concurrency());
+    n = std::max(1, n);
+    return static_cast<int>(std::min<size_t>(static_cast<size_t>(n), std::max<size_t>(n_items, 1)));
+}
+
+template <class R, class Produce, class Consume>
+Status run_ordered(size_t n, int n_threads, size_t window, Produce produce, Consume consume) {
+    auto guarded = [&](size_t i) -> Result<R> {
+        try {
+            return produce(i);
+        } catch (const std::exception& e) {  // bad_alloc and the like: a Status, never an exception out of gkq
+            return error(StatusCode::Internal, std::string("out of memory or internal error: ") + e.what());
+        }
+    };
+    if (n_threads <= 1 || n <= 1) {
+        for (size_t i = 0; i < n; ++i) {
+            Result<R> r = guarded(i);
+            if (!r) return r.status();
+            if (Status s = consume(i, std::move(r).value()); !s) return s;
+        }
+        return Status::ok();
+    }
+    window = std::max<size_t>(window, 1);
+    std::mutex m;
+    std::condition_variable cv_claim, cv_done;
+    std::vector<std::optional<Result<R>>> slots(n);
+    size_t next_claim = 0, next_consume = 0;
+    bool stop = false;
+    auto worker = [&] {
+        while (true) {
+            size_t i = 0;
+            {
+                std::unique_lock<std::mutex> lock(m);
+                cv_claim.wait(lock, [&] { return stop || next_claim >= n || next_claim < next_consume + window; });
+                if (stop || next_claim >= n) return;
+                i = next_claim++;
+            }
+            Result<R> r = guarded(i);
+            std::lock_guard<std::mutex> lock(m);
+            slots[i].emplace(std::move(r));
+            cv_done.notify_all();
+        }
+    };
+    std::vector<std::thread> threads;
+    Status status;
+    try {
+        for (int t = 0; t < n_threads; ++t) threads.emplace_back(worker);
+    } catch (const std::exception& e) {
+        status = error(StatusCode::Internal, std::string("cannot start worker threads: ") + e.what());
+    }
+    for (size_t i = 0; status.is_ok() && i < n; ++i) {
+        std::optional<Result<R>> r;
+        {
+            std::unique_lock<std::mutex> lock(m);
+            if (threads.empty()) break;
+            cv_done.wait(lock, [&] { return slots[i].has_value(); });
+            r = std::move(slots[i]);
+            slots[i].reset();
+            next_consume = i + 1;
+        }
+        cv_claim.notify_all();
+        if (!*r) status = r->status();
+        else status = consume(i, std::move(*r).value());
+    }
+    {
+        std::lock_guard<std::mutex> lock(m);
+        stop = true;
+    }
+    cv_claim.notify_all();
+    for (auto& t : threads) t.join();
+    return status;
+}
+
+}  // namespace gkq::knot

@@ -1,0 +1,316 @@
+// quantize_model and merge_knots: a model (or one shard of it) into a knot, and shard knots into one. Workers
+// convert, encode and compress tensors; the calling thread writes the records in source order, so the file is the
+// same whatever the thread count, and a merge of shards equals an unsharded run byte for byte.
+#include "gkq/convert.h"
+#include "gkq/model_file.h"
+#include "gkq/quantize.h"
+#include "knot/knot_format.h"
+#include "knot/parallel.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <filesystem>
+#include <map>
+
+namespace gkq {
+
+namespace {
+
+std::string number(double v) {
+    char buf[64];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest form that reads back the same
+    return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
+}
+
+std::string on_off(bool b) { return b ? "on" : "off"; }
+
+// The overrides that are set, as options, in the field order of ParamOverride.
+std::string describe(const ParamOverride& o) {
+    std::string s;
+    auto add = [&](const std::string& name, const std::string& value) { s += " --" + name + " " + value; };
+    if (o.method) add("method", std::string(method_name(*o.method)));
+    if (o.rank) add("rank", std::to_string(*o.rank));
+    if (o.energy) add("energy", number(*o.energy));
+    if (o.max_rel_error) add("max-rel-error", number(*o.max_rel_error));
+    if (o.max_components) add("max-components", std::to_string(*o.max_components));
+    if (o.factor_bits) add("bits", std::to_string(*o.factor_bits));
+    if (o.delta) add("delta", on_off(*o.delta));
+    if (o.fold) add("fold", on_off(*o.fold));
+    if (o.fold_tolerance) add("fold-tolerance", number(*o.fold_tolerance));
+    if (o.sigma_quantized) add("sigma-quantized", on_off(*o.sigma_quantized));
+    if (o.residual) add("residual", std::string(residual_name(*o.residual)));
+    if (o.target) add("target", *o.target == LowRankTarget::Weights ? "weights" : "quant-error");
+    return s;
+}
+
+uint64_t index_entry_bytes(const KnotEntry& e) {
+    return knot::kIndexEntryPrefixBytes + knot::descriptor_bytes(e);
+}
+
+struct Encoded {
+    KnotRecord record;
+    TensorReport report;
+};
+
+}  // namespace
+
+uint32_t knot_group(int32_t layer) { return layer < 0 ? 0u : static_cast<uint32_t>(layer) + 1u; }
+
+bool in_shard(int32_t layer, uint32_t shard_index, uint32_t shard_count) {
+    return shard_count > 0 && knot_group(layer) % shard_count == shard_index;
+}
+
+double QuantizedTensor::bits_per_weight() const {
+    return codec.n_elements > 0 ? 8.0 * static_cast<double>(bytes_on_disk()) / static_cast<double>(codec.n_elements)
+                                : 0.0;
+}
+
+double QuantizeReport::bits_per_weight() const {
+    return n_params > 0 ? 8.0 * static_cast<double>(file_bytes) / static_cast<double>(n_params) : 0.0;
+}
+double QuantizeReport::ratio_vs_bf16() const {
+    return file_bytes > 0 ? 2.0 * static_cast<double>(n_params) / static_cast<double>(file_bytes) : 0.0;
+}
+double QuantizeReport::ratio_vs_fp32() const {
+    return file_bytes > 0 ? 4.0 * static_cast<double>(n_params) / static_cast<double>(file_bytes) : 0.0;
+}
+
+std::string quantize_command(const QuantizeOptions& options) {
+    std::string s = "quantize --preset " + options.preset + describe(options.global);
+    for (const LayerOverride& o : options.per_layer) {
+        s += "; layer " + (o.layer < 0 ? std::string("*") : std::to_string(o.layer));
+        if (o.role) s += " " + std::string(role_name(*o.role));
+        s += ":" + (o.params.empty() ? std::string(" (nothing)") : describe(o.params));
+    }
+    return s;
+}
+
+Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOptions& options,
+                                      const std::string& out_path, const ProgressFn& progress) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto preset = find_preset(options.preset);
+    if (!preset) return preset.status();
+    if (options.shard_count == 0 || options.shard_index >= options.shard_count)
+        return error(StatusCode::InvalidArgument, "shard " + std::to_string(options.shard_index) + "/" +
+                                                      std::to_string(options.shard_count) +
+                                                      ": the index must be below the count");
+
+    // Everything checkable is checked before the file is created: parameters and convertibility of each tensor.
+    const std::vector<Tensor>& tensors = model.tensors();
+    std::vector<size_t> selected;
+    std::vector<CodecParams> params;
+    int64_t total_elements = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const Tensor& t = tensors[i];
+        if (!in_shard(t.layer, options.shard_index, options.shard_count)) continue;
+        if (!dtype_is_float_convertible(t.dtype))
+            return error(StatusCode::Unsupported, model.path() + ": tensor '" + t.name + "' of type " + t.type_name +
+                                                      " cannot be converted to float32 for encoding");
+        CodecParams p = resolve_params(*preset, t.role, t.layer, t.n_dims(), options.global, options.per_layer);
+        if (Status s = validate_params(p); !s) return s.with_context(model.path() + ": tensor '" + t.name + "'");
+        selected.push_back(i);
+        params.push_back(p);
+        total_elements += t.n_elements();
+    }
+
+    KnotHeader header;
+    header.producer = options.producer;
+    header.command = quantize_command(options);
+    header.config = model.config();
+    header.vocab = model.vocabulary().empty() ? options.vocab : model.vocabulary();
+    header.metadata = model.metadata();
+    header.metadata.set("gkq.preset", MetaValue::of_string(options.preset));
+    header.metadata.set("gkq.source_format", MetaValue::of_string(model.format_detail()));
+    header.shard_index = options.shard_index;
+    header.shard_count = options.shard_count;
+    header.n_source_tensors = tensors.size();
+    auto writer = KnotWriter::create(out_path, header);
+    if (!writer) return writer.status();
+
+    QuantizeReport report;
+    report.path = out_path;
+    report.preset = options.preset;
+    report.command = header.command;
+    report.shard_index = options.shard_index;
+    report.shard_count = options.shard_count;
+    const int n_threads = knot::worker_count(options.n_threads, selected.size());
+    std::optional<knot::SingleThreadedBlas> one_blas_thread;
+    if (n_threads > 1) one_blas_thread.emplace();
+
+    int64_t done_elements = 0;
+    auto produce = [&](size_t j) -> Result<Encoded> {
+        const Tensor& t = tensors[selected[j]];
+        const std::string label = model.path() + ": tensor '" + t.name + "'";
+        auto data = tensor_to_f32(t);
+        if (!data) return data.status();
+        TensorInput in;
+        in.name = t.name;
+        in.role = t.role;
+        in.layer = t.layer;
+        in.shape = t.shape;
+        in.data = data->data();
+        in.n_heads = fold_head_count(t.role, model.config());
+        Encoded out;
+        auto enc = encode_tensor(in, params[j], &out.report);
+        if (!enc) return enc.status().with_context(model.path());
+        auto rec = make_knot_record(*enc, selected[j]);
+        if (!rec) return rec.status().with_context(model.path());
+        out.record = std::move(rec).value();
+        return out;
+    };
+    auto consume = [&](size_t j, Encoded&& e) -> Status {
+        if (Status s = writer->add(e.record); !s) return s;
+        QuantizedTensor q;
+        q.codec = std::move(e.report);
+        q.source_index = selected[j];
+        q.compression = e.record.entry.compression;
+        q.stored_bytes = e.record.entry.stored_bytes;
+        q.record_bytes = e.record.entry.record_bytes;
+        q.index_entry_bytes = index_entry_bytes(e.record.entry);
+        report.n_params += q.codec.n_elements;
+        done_elements += q.codec.n_elements;
+        const std::string name = q.codec.name;
+        report.tensors.push_back(std::move(q));
+        const double fraction = total_elements > 0 ? static_cast<double>(done_elements) / total_elements : 1.0;
+        if (!report_progress(progress, fraction, name))
+            return error(StatusCode::Cancelled, out_path + ": cancelled at tensor '" + name + "'");
+        return Status::ok();
+    };
+    // Window: a few tensors per worker in flight, so memory stays a small multiple of the largest tensor.
+    if (Status s = knot::run_ordered<Encoded>(selected.size(), n_threads, 2 * static_cast<size_t>(n_threads),
+                                              produce, consume);
+        !s)
+        return s;
+    if (Status s = writer->finish(); !s) return s;
+
+    // Sizes as the file has them, not as we meant to write them.
+    std::error_code ec;
+    report.file_bytes = std::filesystem::file_size(out_path, ec);
+    if (ec) return error(StatusCode::IoError, out_path + ": cannot stat the written knot: " + ec.message());
+    auto written = KnotFile::open(out_path);
+    if (!written) return written.status().with_context("reading back what was written");
+    if (written->n_records() != report.tensors.size())
+        return error(StatusCode::Internal, out_path + ": wrote " + std::to_string(report.tensors.size()) +
+                                               " records, the file lists " + std::to_string(written->n_records()));
+    uint64_t attributed = 0;
+    for (size_t i = 0; i < report.tensors.size(); ++i) {
+        QuantizedTensor& q = report.tensors[i];
+        const KnotEntry& e = written->entries()[i];
+        q.record_bytes = e.record_bytes;
+        q.stored_bytes = e.stored_bytes;
+        q.index_entry_bytes = index_entry_bytes(e);
+        attributed += q.bytes_on_disk();
+    }
+    report.container_bytes = report.file_bytes - attributed;
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return report;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// merge
+
+namespace {
+
+// The first header field in which b differs from a (shard index aside), or empty.
+std::string header_difference(const KnotHeader& a, const KnotHeader& b) {
+    if (a.producer != b.producer) return "producer '" + a.producer + "' vs '" + b.producer + "'";
+    if (a.command != b.command) return "command '" + a.command + "' vs '" + b.command + "'";
+    if (a.shard_count != b.shard_count)
+        return "shard count " + std::to_string(a.shard_count) + " vs " + std::to_string(b.shard_count);
+    if (a.n_source_tensors != b.n_source_tensors)
+        return "source tensor count " + std::to_string(a.n_source_tensors) + " vs " +
+               std::to_string(b.n_source_tensors);
+    KnotHeader x = a, y = b;
+    x.shard_index = y.shard_index = 0;
+    x.metadata = y.metadata = {};
+    x.vocab = y.vocab = {};
+    if (knot::encode_header_block(x) != knot::encode_header_block(y)) return "model config";
+    x.vocab = a.vocab;
+    y.vocab = b.vocab;
+    if (knot::encode_header_block(x) != knot::encode_header_block(y)) return "vocabulary";
+    x.metadata = a.metadata;
+    y.metadata = b.metadata;
+    if (knot::encode_header_block(x) != knot::encode_header_block(y)) return "metadata";
+    return {};
+}
+
+}  // namespace
+
+Result<MergeReport> merge_knots(const std::vector<std::string>& inputs, const std::string& out_path,
+                                const ProgressFn& progress) {
+    if (inputs.empty()) return error(StatusCode::InvalidArgument, "merge: no shard knots given");
+    std::vector<KnotFile> shards;
+    for (const std::string& path : inputs) {
+        auto k = KnotFile::open(path);
+        if (!k) return k.status();
+        shards.push_back(std::move(k).value());
+    }
+    const KnotHeader& first = shards.front().header();
+    const uint32_t n = first.shard_count;
+    std::vector<const std::string*> by_index(n, nullptr);
+    for (size_t s = 0; s < shards.size(); ++s) {
+        const KnotHeader& h = shards[s].header();
+        if (std::string diff = header_difference(first, h); !diff.empty())
+            return error(StatusCode::InvalidArgument, inputs[s] + ": not a shard of the same run as " + inputs[0] +
+                                                          " (" + diff + ")");
+        if (by_index[h.shard_index] != nullptr)
+            return error(StatusCode::InvalidArgument, inputs[s] + ": shard " + std::to_string(h.shard_index) + "/" +
+                                                          std::to_string(n) + " is also " + *by_index[h.shard_index]);
+        by_index[h.shard_index] = &inputs[s];
+    }
+    for (uint32_t i = 0; i < n; ++i)
+        if (by_index[i] == nullptr)
+            return error(StatusCode::InvalidArgument, "merge: shard " + std::to_string(i) + "/" + std::to_string(n) +
+                                                          " is missing (" + std::to_string(shards.size()) + " of " +
+                                                          std::to_string(n) + " shards given)");
+
+    // Every source tensor exactly once, in source order.
+    struct Ref {
+        uint64_t source_index;
+        size_t shard;
+        size_t record;
+    };
+    std::vector<Ref> refs;
+    for (size_t s = 0; s < shards.size(); ++s)
+        for (size_t r = 0; r < shards[s].n_records(); ++r) refs.push_back({shards[s].entries()[r].source_index, s, r});
+    std::sort(refs.begin(), refs.end(), [](const Ref& a, const Ref& b) { return a.source_index < b.source_index; });
+    for (size_t i = 0; i < refs.size(); ++i) {
+        if (i > 0 && refs[i].source_index == refs[i - 1].source_index)
+            return error(StatusCode::InvalidArgument,
+                         "merge: source tensor " + std::to_string(refs[i].source_index) + " ('" +
+                             shards[refs[i].shard].entries()[refs[i].record].name + "') is in both " +
+                             inputs[refs[i - 1].shard] + " and " + inputs[refs[i].shard]);
+        if (refs[i].source_index != i)  // sorted and unique from 0: a larger index means i was skipped
+            return error(StatusCode::InvalidArgument, "merge: source tensor " + std::to_string(i) +
+                                                          " is in none of the shards");
+    }
+    if (refs.size() != first.n_source_tensors)
+        return error(StatusCode::InvalidArgument, "merge: the shards hold " + std::to_string(refs.size()) +
+                                                      " tensors, the model has " +
+                                                      std::to_string(first.n_source_tensors));
+
+    KnotHeader header = first;
+    header.shard_index = 0;
+    header.shard_count = 1;
+    auto writer = KnotWriter::create(out_path, header);
+    if (!writer) return writer.status();
+    for (size_t i = 0; i < refs.size(); ++i) {
+        auto rec = shards[refs[i].shard].read_raw(refs[i].record);
+        if (!rec) return rec.status();
+        if (Status s = writer->add(*rec); !s) return s;
+        if (!report_progress(progress, static_cast<double>(i + 1) / static_cast<double>(refs.size()),
+                             rec->entry.name))
+            return error(StatusCode::Cancelled, out_path + ": merge cancelled");
+    }
+    if (Status s = writer->finish(); !s) return s;
+    MergeReport report;
+    report.path = out_path;
+    report.n_shards = shards.size();
+    report.n_records = refs.size();
+    std::error_code ec;
+    report.file_bytes = std::filesystem::file_size(out_path, ec);
+    return report;
+}
+
+}  // namespace gkq

@@ -1,0 +1,138 @@
+// verify_knot and reconstruct: read every record of a knot (CRC, descriptor, codec payload checks) and decode it to
+// float32 — to count and report, or to write a dense model that the readers (and other runtimes) load.
+#include "gkq/model_writer.h"
+#include "gkq/quantize.h"
+#include "knot/knot_format.h"
+#include "knot/parallel.h"
+
+#include <filesystem>
+
+namespace gkq {
+
+namespace {
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+struct Checked {
+    std::string failure;  // empty when the record is fine
+    Method method = Method::F32;
+};
+
+}  // namespace
+
+Result<VerifyReport> verify_knot(const std::string& path, int n_threads, const ProgressFn& progress) {
+    auto knot = KnotFile::open(path);
+    if (!knot) return knot.status();
+    VerifyReport report;
+    report.path = path;
+    report.file_bytes = knot->file_bytes();
+    report.gzipped = knot->gzipped();
+    report.shard_index = knot->header().shard_index;
+    report.shard_count = knot->header().shard_count;
+    report.n_records = knot->n_records();
+    report.count_by_method.assign(static_cast<size_t>(Method::LowRankResidual) + 1, 0);
+    for (const KnotEntry& e : knot->entries()) {
+        report.n_params += e.n_elements();
+        report.stored_bytes += e.stored_bytes;
+        report.raw_bytes += e.raw_bytes;
+        ++report.count_by_method[static_cast<size_t>(e.method)];
+    }
+    const int threads = knot::worker_count(n_threads, knot->n_records());
+    std::optional<knot::SingleThreadedBlas> one_blas_thread;
+    if (threads > 1) one_blas_thread.emplace();
+
+    auto produce = [&](size_t i) -> Result<Checked> {
+        Checked c;
+        c.method = knot->entries()[i].method;
+        auto t = knot->read(i);
+        if (!t) {
+            c.failure = t.message();
+            return c;
+        }
+        auto decoded = decode_tensor(*t);
+        if (!decoded)
+            c.failure = knot::record_label(path, i, t->name) + ": payload does not decode: " + decoded.message();
+        return c;
+    };
+    auto consume = [&](size_t i, Checked&& c) -> Status {
+        if (c.failure.empty()) ++report.n_ok;
+        else report.failures.push_back(std::move(c.failure));
+        if (!report_progress(progress, static_cast<double>(i + 1) / static_cast<double>(report.n_records),
+                             knot->entries()[i].name))
+            return error(StatusCode::Cancelled, path + ": verification cancelled");
+        return Status::ok();
+    };
+    if (Status s = knot::run_ordered<Checked>(knot->n_records(), threads, 4 * static_cast<size_t>(threads), produce,
+                                              consume);
+        !s)
+        return s;
+    return report;
+}
+
+Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::string& out_path, int n_threads,
+                                      const ProgressFn& progress) {
+    ReconstructReport report;
+    report.path = out_path;
+    if (ends_with(out_path, ".safetensors")) report.format = "safetensors";
+    else if (ends_with(out_path, ".gguf")) report.format = "gguf";
+    else if (ends_with(out_path, ".bin")) report.format = "llama2c";
+    else
+        return error(StatusCode::InvalidArgument, out_path + ": unknown output format (the name must end in "
+                                                             ".safetensors, .gguf or .bin)");
+    auto knot = KnotFile::open(knot_path);
+    if (!knot) return knot.status();
+    const KnotHeader& h = knot->header();
+    if (h.shard_count != 1)
+        return error(StatusCode::InvalidArgument, knot_path + ": shard " + std::to_string(h.shard_index) + "/" +
+                                                      std::to_string(h.shard_count) +
+                                                      " of a model; merge the shards first (gkq merge)");
+
+    const size_t n = knot->n_records();
+    std::vector<std::vector<float>> data(n);
+    std::vector<WriteTensor> tensors(n);
+    const int threads = knot::worker_count(n_threads, n);
+    std::optional<knot::SingleThreadedBlas> one_blas_thread;
+    if (threads > 1) one_blas_thread.emplace();
+    auto produce = [&](size_t i) -> Result<std::vector<float>> {
+        auto t = knot->read(i);
+        if (!t) return t.status();
+        auto decoded = decode_tensor(*t);
+        if (!decoded) return decoded.status().with_context(knot::record_label(knot_path, i, t->name));
+        return decoded;
+    };
+    auto consume = [&](size_t i, std::vector<float>&& d) -> Status {
+        const KnotEntry& e = knot->entries()[i];
+        data[i] = std::move(d);
+        tensors[i].role = e.role;
+        tensors[i].layer = e.layer;
+        tensors[i].shape = e.shape;
+        tensors[i].name = e.name;
+        tensors[i].data = data[i].data();
+        report.n_params += e.n_elements();
+        if (!report_progress(progress, static_cast<double>(i + 1) / static_cast<double>(n), e.name))
+            return error(StatusCode::Cancelled, out_path + ": reconstruction cancelled");
+        return Status::ok();
+    };
+    // Every decoded tensor is kept for the writer anyway: no window beyond the threads' own.
+    if (Status s = knot::run_ordered<std::vector<float>>(n, threads, 2 * static_cast<size_t>(threads), produce,
+                                                         consume);
+        !s)
+        return s;
+
+    WriteOptions options;  // float32 everywhere: the decoded values exactly
+    options.extra_metadata.set("gkq.knot_producer", MetaValue::of_string(h.producer));
+    options.extra_metadata.set("gkq.knot_command", MetaValue::of_string(h.command));
+    Status written;
+    if (report.format == "safetensors") written = write_safetensors(out_path, h.config, tensors, options);
+    else if (report.format == "gguf") written = write_gguf(out_path, h.config, tensors, h.vocab, options);
+    else written = write_llama2c(out_path, h.config, tensors);
+    if (!written) return written;
+    report.n_tensors = n;
+    std::error_code ec;
+    report.file_bytes = std::filesystem::file_size(out_path, ec);
+    return report;
+}
+
+}  // namespace gkq
