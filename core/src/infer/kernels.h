@@ -1,0 +1,42 @@
+// The forward pass's hot loops: matrix products and the attention of one head, each in a fixed summation order
+// whatever the thread count, the batch size or the CPU.
+// Matrix products, out (n, rows) = x (n, cols) . W^T for a row-major W (rows, cols): every out[t][r] is summed
+// by one thread as 8 lane sums (lane k takes the j = k (mod 8) terms below cols - cols % 8, in ascending j),
+// combined as ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), then the remaining terms added in order.
+// The AVX2 and generic (SSE2 on x86-64) versions execute the same IEEE operations without FMA, so they agree
+// bit for bit.
+#pragma once
+
+#include <cstdint>
+
+namespace gkq {
+
+class ThreadPool;
+
+enum class KernelIsa { Generic, Avx2 };
+
+// The kernels in use: Avx2 where the CPU has it, unless GKQ_KERNEL=generic is set in the environment.
+KernelIsa active_kernel_isa();
+// For tests: force a kernel set (Avx2 only takes effect when the CPU supports it). Returns the one in effect.
+KernelIsa set_kernel_isa(KernelIsa isa);
+const char* kernel_isa_name(KernelIsa isa);
+
+// Multiply-adds below which a product runs on the calling thread alone (waking workers costs more than the
+// product). Tests set it to 0 to split every product across the pool.
+int64_t min_parallel_macs();
+void set_min_parallel_macs(int64_t macs);
+
+// out (n, rows) = x (n, cols) . W^T; `pool` may be null (single thread).
+void matmul(float* out, const float* x, const float* w, int64_t n, int64_t rows, int64_t cols, ThreadPool* pool);
+
+// Attention of one query head over positions 0..n_pos-1: scores q.k / sqrt(head_size) (terms in interleaved
+// pair order for both rope layouts, so both give the same bits), run.c's softmax into att (n_pos), then
+// out (head_size) = sum over positions of att * v in ascending position order. keys and values point at the
+// head's slice of position 0; consecutive positions lie `stride` floats apart.
+void attend_head(const float* q, const float* keys, const float* values, int64_t stride, int64_t n_pos,
+                 int64_t head_size, bool interleaved, float* att, float* out);
+
+// The single dot product with the same summation order as matmul (for tests and small helpers).
+float dot_fixed_order(const float* a, const float* b, int64_t n);
+
+}  // namespace gkq

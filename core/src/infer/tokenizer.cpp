@@ -1,0 +1,284 @@
+// Tokenizer: run.c's encode()/decode() over llama2.c and GGUF (SPM) vocabularies. See tokenizer.h.
+#include "gkq/tokenizer.h"
+
+#include "gkq/model_file.h"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <queue>
+
+namespace gkq {
+
+namespace {
+
+// GGUF tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
+constexpr int32_t kTypeNormal = 1;
+constexpr int32_t kTypeUnknown = 2;
+constexpr int32_t kTypeControl = 3;
+constexpr int32_t kTypeUserDefined = 4;
+constexpr int32_t kTypeByte = 6;
+
+// run.c's best_score starts at -1e10 and only a strictly higher score wins.
+constexpr float kNoMergeScore = -1e10f;
+
+const std::string kEmpty;
+
+const std::array<char, 256>& byte_chars() {
+    static const std::array<char, 256> table = [] {
+        std::array<char, 256> t{};
+        for (int i = 0; i < 256; ++i) t[static_cast<size_t>(i)] = static_cast<char>(i);
+        return t;
+    }();
+    return table;
+}
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+// The byte of a "<0xXX>" piece, or -1.
+int byte_piece_value(std::string_view p) {
+    if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>') return -1;
+    const int hi = hex_value(p[3]);
+    const int lo = hex_value(p[4]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+std::string spm_to_text(const std::string& piece) {
+    static const std::string kSpace = "\xE2\x96\x81";  // U+2581, sentencepiece's word-boundary mark
+    std::string out;
+    out.reserve(piece.size());
+    for (size_t i = 0; i < piece.size();) {
+        if (piece.compare(i, kSpace.size(), kSpace) == 0) {
+            out.push_back(' ');
+            i += kSpace.size();
+        } else {
+            out.push_back(piece[i++]);
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// construction
+
+Result<Tokenizer> Tokenizer::load_llama2c(const std::string& path, int64_t vocab_size) {
+    auto vocab = read_llama2c_tokenizer(path, vocab_size);
+    if (!vocab) return vocab.status();
+    return from_vocabulary(*vocab, path);
+}
+
+Result<Tokenizer> Tokenizer::from_vocabulary(const Vocabulary& v, const std::string& label) {
+    const bool spm = v.model == "llama";
+    if (!spm && v.model != "llama2.c")
+        return error(StatusCode::Unsupported, label + ": tokenizer model '" + v.model +
+                                                  "' is not supported (llama2.c tokenizer.bin and GGUF 'llama' "
+                                                  "sentencepiece vocabularies are)");
+    const size_t n = v.tokens.size();
+    if (n == 0) return error(StatusCode::NotFound, label + ": the vocabulary is empty");
+    if (n > static_cast<size_t>(INT32_MAX))
+        return error(StatusCode::Unsupported, label + ": " + std::to_string(n) + " tokens are too many");
+    if (v.scores.size() != n)
+        return error(StatusCode::Corrupt, label + ": " + std::to_string(v.scores.size()) + " scores for " +
+                                              std::to_string(n) + " tokens (BPE merges need one score per token)");
+    if (!v.token_types.empty() && v.token_types.size() != n)
+        return error(StatusCode::Corrupt, label + ": " + std::to_string(v.token_types.size()) + " token types for " +
+                                              std::to_string(n) + " tokens");
+
+    Tokenizer t;
+    t.m_scores = v.scores;
+    t.m_pieces.reserve(n);
+    t.m_mergeable.assign(n, 1);
+    t.m_control.assign(n, 0);
+    t.m_drop_control = spm;
+    for (size_t i = 0; i < n; ++i) t.m_pieces.push_back(spm ? spm_to_text(v.tokens[i]) : v.tokens[i]);
+    auto in_range = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < n; };
+    if (spm) {
+        t.m_bos_id = in_range(v.bos_id) ? v.bos_id : -1;
+        t.m_eos_id = in_range(v.eos_id) ? v.eos_id : -1;
+        t.m_unk_id = -1;
+        for (size_t i = 0; i < n; ++i) {
+            const int32_t type = v.token_types.empty() ? kTypeNormal : v.token_types[i];
+            // Only text pieces take part in merges; specials and bytes never come out of a merge in SPM.
+            t.m_mergeable[i] = type == kTypeNormal || type == kTypeUserDefined;
+            t.m_control[i] = type == kTypeControl;
+            if (type == kTypeUnknown && t.m_unk_id < 0) t.m_unk_id = static_cast<int32_t>(i);
+            if (type == kTypeByte || (v.token_types.empty() && byte_piece_value(v.tokens[i]) >= 0))
+                t.m_mergeable[i] = 0;
+        }
+        if (t.m_bos_id >= 0) t.m_mergeable[static_cast<size_t>(t.m_bos_id)] = 0;
+        if (t.m_eos_id >= 0) t.m_mergeable[static_cast<size_t>(t.m_eos_id)] = 0;
+        if (t.m_unk_id < 0) t.m_unk_id = 0;
+    } else {
+        // llama2.c: sentencepiece's fixed ids, every piece searchable as in run.c's sorted_vocab.
+        t.m_bos_id = in_range(1) ? 1 : -1;
+        t.m_eos_id = in_range(2) ? 2 : -1;
+        t.m_unk_id = 0;
+    }
+    if (Status s = t.build(); !s) return s.with_context(label);
+    return t;
+}
+
+Status Tokenizer::build() {
+    m_byte_value.assign(m_pieces.size(), -1);
+    m_byte_token.fill(-1);
+    m_index.reserve(m_pieces.size());
+    for (size_t i = 0; i < m_pieces.size(); ++i) {
+        const int b = byte_piece_value(m_pieces[i]);
+        if (b >= 0) {
+            m_byte_value[i] = static_cast<int16_t>(b);
+            if (m_byte_token[static_cast<size_t>(b)] < 0)
+                m_byte_token[static_cast<size_t>(b)] = static_cast<int32_t>(i);
+            m_has_byte_tokens = true;
+        }
+        if (m_mergeable[i]) {
+            m_index.emplace(m_pieces[i], static_cast<int32_t>(i));  // keeps the lowest id of a duplicate
+            m_max_piece_bytes = std::max(m_max_piece_bytes, m_pieces[i].size());
+        }
+    }
+    return Status::ok();
+}
+
+const std::string& Tokenizer::piece(int32_t id) const {
+    return id >= 0 && id < vocab_size() ? m_pieces[static_cast<size_t>(id)] : kEmpty;
+}
+
+float Tokenizer::score(int32_t id) const {
+    return id >= 0 && id < vocab_size() ? m_scores[static_cast<size_t>(id)] : 0.0f;
+}
+
+int32_t Tokenizer::lookup(std::string_view s) const {
+    if (s.size() > m_max_piece_bytes) return -1;
+    auto it = m_index.find(std::string(s));
+    return it == m_index.end() ? -1 : it->second;
+}
+
+// ----------------------------------------------------------------------------
+// encode
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool bos, bool eos) const {
+    std::vector<int32_t> tokens;
+    tokens.reserve(text.size() + 3);
+    if (bos && m_bos_id >= 0) tokens.push_back(m_bos_id);
+
+    // One character's bytes: its piece, else its byte tokens, else <unk>.
+    auto emit = [&](std::string_view ch) {
+        const int32_t id = lookup(ch);
+        if (id >= 0) {
+            tokens.push_back(id);
+            return;
+        }
+        bool all_bytes = true;
+        for (char c : ch) all_bytes = all_bytes && m_byte_token[static_cast<uint8_t>(c)] >= 0;
+        if (all_bytes) {
+            for (char c : ch) tokens.push_back(m_byte_token[static_cast<uint8_t>(c)]);
+        } else {
+            tokens.push_back(m_unk_id);
+        }
+    };
+
+    // run.c: "add_dummy_prefix is true by default ... but only if text != ''"
+    if (!text.empty()) emit(" ");
+
+    // UTF-8 characters exactly as run.c groups them: a lead byte and up to three continuation bytes.
+    size_t start = 0;
+    size_t len = 0;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const auto c = static_cast<uint8_t>(text[i]);
+        if ((c & 0xC0) != 0x80) len = 0;
+        if (len == 0) start = i;
+        ++len;
+        const bool next_continues = i + 1 < text.size() && (static_cast<uint8_t>(text[i + 1]) & 0xC0) == 0x80;
+        if (next_continues && len < 4) continue;
+        emit(text.substr(start, len));
+        len = 0;
+    }
+
+    // Merge the best adjacent pair until none forms a piece. Symbols form a linked list over `tokens`;
+    // candidate pairs wait in a heap ordered by score, then by position (run.c takes the leftmost of equal
+    // scores); a popped pair whose symbols changed since it was pushed is stale and skipped.
+    const int32_t n = static_cast<int32_t>(tokens.size());
+    std::vector<int32_t> next(static_cast<size_t>(n));
+    std::vector<int32_t> prev(static_cast<size_t>(n));
+    std::vector<uint8_t> alive(static_cast<size_t>(n), 1);
+    for (int32_t i = 0; i < n; ++i) {
+        next[static_cast<size_t>(i)] = i + 1 < n ? i + 1 : -1;
+        prev[static_cast<size_t>(i)] = i - 1;
+    }
+    struct Pair {
+        float score;
+        int32_t left;
+        int32_t right;
+        int32_t left_id;
+        int32_t right_id;
+        int32_t merged;
+    };
+    auto worse = [](const Pair& a, const Pair& b) {
+        if (a.score != b.score) return a.score < b.score;
+        return a.left > b.left;
+    };
+    std::priority_queue<Pair, std::vector<Pair>, decltype(worse)> heap(worse);
+    std::string buf;
+    auto consider = [&](int32_t left, int32_t right) {
+        if (left < 0 || right < 0) return;
+        const int32_t a = tokens[static_cast<size_t>(left)];
+        const int32_t b = tokens[static_cast<size_t>(right)];
+        buf = piece(a);
+        buf += piece(b);
+        const int32_t id = lookup(buf);
+        if (id < 0 || !(m_scores[static_cast<size_t>(id)] > kNoMergeScore)) return;
+        heap.push({m_scores[static_cast<size_t>(id)], left, right, a, b, id});
+    };
+    for (int32_t i = 0; i + 1 < n; ++i) consider(i, i + 1);
+    while (!heap.empty()) {
+        const Pair p = heap.top();
+        heap.pop();
+        const auto l = static_cast<size_t>(p.left);
+        const auto r = static_cast<size_t>(p.right);
+        if (!alive[l] || !alive[r] || next[l] != p.right || tokens[l] != p.left_id || tokens[r] != p.right_id) continue;
+        tokens[l] = p.merged;
+        alive[r] = 0;
+        next[l] = next[r];
+        if (next[r] >= 0) prev[static_cast<size_t>(next[r])] = p.left;
+        consider(prev[l], p.left);
+        consider(p.left, next[l]);
+    }
+    std::vector<int32_t> out;
+    out.reserve(tokens.size() + 1);
+    for (int32_t i = 0; i < n; ++i)
+        if (alive[static_cast<size_t>(i)]) out.push_back(tokens[static_cast<size_t>(i)]);
+    if (eos && m_eos_id >= 0) out.push_back(m_eos_id);
+    return out;
+}
+
+// ----------------------------------------------------------------------------
+// decode
+
+std::string_view Tokenizer::decode(int32_t prev_token, int32_t token) const {
+    if (token < 0 || token >= vocab_size()) return {};
+    const auto i = static_cast<size_t>(token);
+    if (m_byte_value[i] >= 0) return {&byte_chars()[static_cast<size_t>(m_byte_value[i])], 1};
+    if (m_drop_control && m_control[i]) return {};
+    std::string_view p = m_pieces[i];
+    // run.c: "following BOS (1) token, sentencepiece decoder strips any leading whitespace"
+    if (prev_token == m_bos_id && !p.empty() && p[0] == ' ') p.remove_prefix(1);
+    return p;
+}
+
+std::string Tokenizer::decode_all(const std::vector<int32_t>& tokens, bool after_bos) const {
+    std::string out;
+    int32_t prev = after_bos ? m_bos_id : -1;
+    for (int32_t t : tokens) {
+        out += decode(prev, t);
+        prev = t;
+    }
+    return out;
+}
+
+}  // namespace gkq

@@ -1,0 +1,243 @@
+// The forward pass, block by block as in llama2.c's run.c forward(), generalised to a block of n tokens at
+// consecutive positions. Elementwise steps repeat run.c's float expressions; the matrix products and the
+// attention use the fixed-order kernels of kernels.h (attention sums in run.c's order, one (token, head) pair
+// per thread), so a block gives the same bits as its tokens run one at a time.
+#include "gkq/transformer.h"
+
+#include "infer/kernels.h"
+#include "infer/thread_pool.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+// Every float expression rounds as written (run.c's), whatever -march allows: no contraction into fused
+// multiply-adds, so logits do not change between builds for different CPUs.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace gkq {
+
+// ----------------------------------------------------------------------------
+// small math helpers (run.c's rmsnorm and SwiGLU; the attention's softmax is the sampler's)
+
+namespace {
+
+void rmsnorm(float* o, const float* x, const float* weight, int64_t size, float eps) {
+    float ss = 0.0f;
+    for (int64_t j = 0; j < size; j++) ss += x[j] * x[j];
+    ss /= static_cast<float>(size);
+    ss += eps;
+    ss = 1.0f / std::sqrt(ss);
+    for (int64_t j = 0; j < size; j++) o[j] = weight[j] * (ss * x[j]);
+}
+
+void swiglu(float* hb, const float* hb2, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float val = hb[i];
+        val *= (1.0f / (1.0f + std::exp(-val)));  // silu(x) = x * sigmoid(x)
+        val *= hb2[i];
+        hb[i] = val;
+    }
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// the pieces of a block
+
+int Transformer::n_threads() const {
+    return m_pool ? m_pool->n_threads() : 1;
+}
+
+void Transformer::apply(const Matrix& m, const float* x, float* out, int64_t n) {
+    if (!m.factored()) {
+        matmul(out, x, m.dense.data(), n, m.rows, m.cols, m_pool.get());
+        return;
+    }
+    float* tmp = m_state.factor_tmp.data();
+    matmul(tmp, x, m.svt.data(), n, m.rank, m.cols, m_pool.get());
+    matmul(out, tmp, m.u.data(), n, m.rows, m.rank, m_pool.get());
+}
+
+// Rotates the pairs of every head of `vec` (n_heads_here heads of head_size) by the angles of `pos`.
+// Interleaved pairs are (2i, 2i+1) as run.c rotates them; half-split pairs are (i, i + head_size/2) as HF
+// transformers' rotate_half does. Pair i turns by pos * theta^(-2i/head_size) in both.
+void Transformer::rope(float* vec, int64_t n_heads_here, int64_t pos) {
+    const int64_t hs = m_config.head_size();
+    const int64_t half = hs / 2;
+    const bool interleaved = m_config.rope_style == RopeStyle::Interleaved;
+    for (int64_t i = 0; i < half; i++) {
+        const float val = static_cast<float>(pos) * m_inv_freq[static_cast<size_t>(i)];
+        const float fcr = std::cos(val);
+        const float fci = std::sin(val);
+        for (int64_t h = 0; h < n_heads_here; h++) {
+            float* head = vec + h * hs;
+            float* a = interleaved ? head + 2 * i : head + i;
+            float* b = interleaved ? head + 2 * i + 1 : head + i + half;
+            const float v0 = *a;
+            const float v1 = *b;
+            *a = v0 * fcr - v1 * fci;
+            *b = v0 * fci + v1 * fcr;
+        }
+    }
+}
+
+// Multi-head attention of tokens pos..pos+n-1 in `layer` over the cache (their own keys and values already
+// written); writes the concatenated head outputs to xb.
+void Transformer::attention(int64_t layer, int64_t n, int64_t pos) {
+    const int64_t dim = m_config.dim;
+    const int64_t kv_dim = m_config.kv_dim();
+    const int64_t hs = m_config.head_size();
+    const int64_t n_heads = m_config.n_heads;
+    const int64_t kv_mul = n_heads / m_config.n_kv_heads;  // query heads sharing one key/value head
+    const int64_t ctx = m_state.n_context;
+    const float* key_layer = m_state.key_cache.data() + layer * ctx * kv_dim;
+    const float* value_layer = m_state.value_cache.data() + layer * ctx * kv_dim;
+    const bool interleaved = m_config.rope_style == RopeStyle::Interleaved;
+
+    auto one_head = [&](int64_t t, int64_t h) {
+        const int64_t kv_offset = (h / kv_mul) * hs;
+        attend_head(m_state.q.data() + t * dim + h * hs, key_layer + kv_offset, value_layer + kv_offset, kv_dim,
+                    pos + t + 1, hs, interleaved, m_state.att.data() + (t * n_heads + h) * ctx,
+                    m_state.xb.data() + t * dim + h * hs);
+    };
+
+    const int64_t n_pairs = n * n_heads;
+    const int64_t work = n_pairs * (pos + n) * hs * 2;
+    m_pool->parallel_for(n_pairs, m_pool->chunk_for(n_pairs, 1), work >= min_parallel_macs(),
+                         [&](int64_t begin, int64_t end) {
+                             for (int64_t i = begin; i < end; i++) one_head(i / n_heads, i % n_heads);
+                         });
+}
+
+// ----------------------------------------------------------------------------
+// forward
+
+void Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, bool want_all_logits) {
+    const ModelConfig& c = m_config;
+    RunState& s = m_state;
+    const int64_t dim = c.dim;
+    const int64_t kv_dim = c.kv_dim();
+    const int64_t hidden = c.hidden_dim;
+    const float eps = static_cast<float>(c.norm_eps);
+    float* x = s.x.data();
+
+    for (int64_t t = 0; t < n; t++)
+        std::memcpy(x + t * dim, m_weights.token_embedding.data() + static_cast<int64_t>(tokens[t]) * dim,
+                    static_cast<size_t>(dim) * sizeof(float));
+
+    for (int64_t l = 0; l < c.n_layers; l++) {
+        const LayerWeights& w = m_weights.layers[static_cast<size_t>(l)];
+
+        // attention rmsnorm, then q, k, v; k and v go straight into the cache rows pos..pos+n-1
+        for (int64_t t = 0; t < n; t++) rmsnorm(s.xb.data() + t * dim, x + t * dim, w.rms_att.data(), dim, eps);
+        float* k = s.key_cache.data() + (l * s.n_context + pos) * kv_dim;
+        float* v = s.value_cache.data() + (l * s.n_context + pos) * kv_dim;
+        apply(w.wq, s.xb.data(), s.q.data(), n);
+        apply(w.wk, s.xb.data(), k, n);
+        apply(w.wv, s.xb.data(), v, n);
+
+        // rotary position embedding of q and k
+        for (int64_t t = 0; t < n; t++) {
+            rope(s.q.data() + t * dim, c.n_heads, pos + t);
+            rope(k + t * kv_dim, c.n_kv_heads, pos + t);
+        }
+
+        attention(l, n, pos);
+
+        // output projection and residual
+        apply(w.wo, s.xb.data(), s.xb2.data(), n);
+        for (int64_t i = 0; i < n * dim; i++) x[i] += s.xb2[static_cast<size_t>(i)];
+
+        // ffn rmsnorm, then w2(silu(w1(x)) * w3(x)) and residual
+        for (int64_t t = 0; t < n; t++) rmsnorm(s.xb.data() + t * dim, x + t * dim, w.rms_ffn.data(), dim, eps);
+        apply(w.w1, s.xb.data(), s.hb.data(), n);
+        apply(w.w3, s.xb.data(), s.hb2.data(), n);
+        swiglu(s.hb.data(), s.hb2.data(), n * hidden);
+        apply(w.w2, s.hb.data(), s.xb2.data(), n);
+        for (int64_t i = 0; i < n * dim; i++) x[i] += s.xb2[static_cast<size_t>(i)];
+    }
+
+    // final rmsnorm and classifier, for every position or only the last
+    const int64_t first = want_all_logits ? 0 : n - 1;
+    for (int64_t t = first; t < n; t++) rmsnorm(x + t * dim, x + t * dim, m_weights.rms_final.data(), dim, eps);
+    const float* xs = x + first * dim;
+    if (m_weights.shared_classifier)
+        matmul(s.logits.data(), xs, m_weights.token_embedding.data(), n - first, c.vocab_size, dim, m_pool.get());
+    else
+        apply(m_weights.classifier, xs, s.logits.data(), n - first);
+}
+
+Result<const float*> Transformer::forward(int32_t token, int64_t pos) {
+    return forward_batch(&token, 1, pos);
+}
+
+Result<const float*> Transformer::forward_batch(const int32_t* tokens, int64_t n, int64_t pos, float* all_logits) {
+    if (n <= 0) return error(StatusCode::InvalidArgument, "forward: no tokens to run");
+    if (pos < 0 || pos > m_state.n_context || n > m_state.n_context - pos)
+        return error(StatusCode::InvalidArgument, "forward: positions " + std::to_string(pos) + ".." +
+                                                      std::to_string(pos + n - 1) + " are outside the context of " +
+                                                      std::to_string(m_state.n_context) + " positions");
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= m_config.vocab_size)
+            return error(StatusCode::InvalidArgument, "forward: token " + std::to_string(tokens[i]) + " at position " +
+                                                          std::to_string(pos + i) + " is outside the vocabulary of " +
+                                                          std::to_string(m_config.vocab_size));
+    const int64_t vocab = m_config.vocab_size;
+    const float* last = nullptr;
+    for (int64_t done = 0; done < n;) {
+        const int64_t block = std::min(m_state.n_batch, n - done);
+        const bool want_all = all_logits != nullptr;
+        run_block(tokens + done, block, pos + done, want_all);
+        if (want_all) {
+            std::memcpy(all_logits + done * vocab, m_state.logits.data(),
+                        static_cast<size_t>(block * vocab) * sizeof(float));
+            last = m_state.logits.data() + (block - 1) * vocab;
+        } else {
+            last = m_state.logits.data();
+        }
+        done += block;
+    }
+    return last;
+}
+
+// ----------------------------------------------------------------------------
+// accounting
+
+uint64_t Transformer::weight_bytes_per_token() const {
+    const ModelConfig& c = m_config;
+    uint64_t floats = static_cast<uint64_t>(c.dim);  // one embedding row
+    for (const LayerWeights& w : m_weights.layers) {
+        floats += w.rms_att.size() + w.rms_ffn.size();
+        for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3})
+            floats += static_cast<uint64_t>(m->n_weights());
+    }
+    floats += m_weights.rms_final.size();
+    floats += m_weights.shared_classifier ? static_cast<uint64_t>(c.vocab_size * c.dim)
+                                          : static_cast<uint64_t>(m_weights.classifier.n_weights());
+    return floats * sizeof(float);
+}
+
+uint64_t Transformer::matrix_macs_per_token() const {
+    uint64_t macs = 0;
+    for (const LayerWeights& w : m_weights.layers)
+        for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3})
+            macs += static_cast<uint64_t>(m->n_weights());
+    macs += m_weights.shared_classifier ? static_cast<uint64_t>(m_config.vocab_size * m_config.dim)
+                                        : static_cast<uint64_t>(m_weights.classifier.n_weights());
+    return macs;
+}
+
+int Transformer::n_factored_matrices() const {
+    int n = m_weights.classifier.factored() ? 1 : 0;
+    for (const LayerWeights& w : m_weights.layers)
+        for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3}) n += m->factored() ? 1 : 0;
+    return n;
+}
+
+}  // namespace gkq

@@ -1,0 +1,327 @@
+// Tokenizer: run.c's encode()/decode() on the shared llama2.c vocabularies (tok512 with byte fallback, the
+// character-level tok105 without), the same vocabulary as a GGUF sentencepiece one, a literal transcription
+// of run.c's O(n^2) merge loop as the oracle for the heap-based merges, tie-breaking, and errors.
+#include "gkq/model_file.h"
+#include "gkq/tokenizer.h"
+#include "test_support.h"
+
+#include <QtTest>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace gkq;
+
+namespace {
+
+using Ids = std::vector<int32_t>;
+
+QString ids_text(const Ids& ids) {
+    QStringList s;
+    for (int32_t i : ids) s << QString::number(i);
+    return s.join(",");
+}
+
+// run.c's encode() as written (bos on, eos off), with its rescanning merge loop; a byte without a piece
+// becomes byte + 3 as run.c does, which is what the byte tokens of tok512 are.
+Ids run_c_encode(const Vocabulary& v, const std::string& text) {
+    std::map<std::string, int32_t> lookup;
+    for (size_t i = 0; i < v.tokens.size(); ++i) lookup.emplace(v.tokens[i], static_cast<int32_t>(i));
+    auto find = [&](const std::string& s) {
+        auto it = lookup.find(s);
+        return it == lookup.end() ? -1 : it->second;
+    };
+    Ids tokens{1};
+    if (!text.empty()) tokens.push_back(find(" "));
+    std::string buf;
+    for (size_t i = 0; i < text.size(); ++i) {
+        if ((static_cast<uint8_t>(text[i]) & 0xC0) != 0x80) buf.clear();
+        buf.push_back(text[i]);
+        if (i + 1 < text.size() && (static_cast<uint8_t>(text[i + 1]) & 0xC0) == 0x80 && buf.size() < 4) continue;
+        const int32_t id = find(buf);
+        if (id != -1) {
+            tokens.push_back(id);
+        } else {
+            for (char c : buf) tokens.push_back(static_cast<uint8_t>(c) + 3);
+        }
+        buf.clear();
+    }
+    for (;;) {
+        float best_score = -1e10f;
+        int32_t best_id = -1;
+        int best_idx = -1;
+        for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+            const int32_t id =
+                find(v.tokens[static_cast<size_t>(tokens[i])] + v.tokens[static_cast<size_t>(tokens[i + 1])]);
+            if (id != -1 && v.scores[static_cast<size_t>(id)] > best_score) {
+                best_score = v.scores[static_cast<size_t>(id)];
+                best_id = id;
+                best_idx = static_cast<int>(i);
+            }
+        }
+        if (best_idx == -1) break;
+        tokens[static_cast<size_t>(best_idx)] = best_id;
+        tokens.erase(tokens.begin() + best_idx + 1);
+    }
+    return tokens;
+}
+
+// tok512 as a GGUF file stores it: sentencepiece pieces with U+2581 for spaces and token types.
+Vocabulary as_gguf_spm(const Vocabulary& l2c) {
+    Vocabulary v;
+    v.model = "llama";
+    v.scores = l2c.scores;
+    v.bos_id = 1;
+    v.eos_id = 2;
+    for (size_t i = 0; i < l2c.tokens.size(); ++i) {
+        std::string p;
+        for (char c : l2c.tokens[i]) p += c == ' ' ? std::string("\xE2\x96\x81") : std::string(1, c);
+        int32_t type = 1;  // normal
+        if (i == 0) type = 2, p = "<unk>";
+        if (i == 1) type = 3, p = "<s>";
+        if (i == 2) type = 3, p = "</s>";
+        if (i >= 3 && i < 259) type = 6;  // byte
+        v.tokens.push_back(p);
+        v.token_types.push_back(type);
+    }
+    return v;
+}
+
+const char* const kTexts[] = {
+    "Once upon a time",
+    "Once upon a time, there was a little girl named Lily. She loved to play outside.",
+    "  two leading spaces and trailing  ",
+    "Tom said, \xE2\x80\x9CLet\xE2\x80\x99s go!\xE2\x80\x9D",  // curly quotes are pieces of tok512
+    "caf\xC3\xA9 na\xC3\xAF"
+    "ve \xC3\xBC"
+    "ber",  // é is a piece; ï and ü fall back to bytes
+    "tabs\tand\nnewlines\r\n",
+    "emoji \xF0\x9F\x98\x80 and CJK \xE4\xB8\xAD",
+    "\xC3",  // a lone lead byte
+    "x",
+};
+
+}  // namespace
+
+class TestTokenizer : public QObject {
+    Q_OBJECT
+
+    std::optional<Vocabulary> m_tok512;
+    std::optional<Vocabulary> m_tok105;
+
+private slots:
+    void initTestCase() {
+        if (auto p = test::shared_model("llama2xs-279K/tok512.bin")) {
+            auto v = read_llama2c_tokenizer(*p, 512);
+            QVERIFY2(v, v.message().c_str());
+            m_tok512 = *v;
+        }
+        if (auto p = test::shared_model("babyllama-tok105/tok105.bin")) {
+            auto v = read_llama2c_tokenizer(*p, 105);
+            QVERIFY2(v, v.message().c_str());
+            m_tok105 = *v;
+        }
+    }
+
+    // ---- tok512: merges and byte fallback ----
+
+    void tok512EncodesKnownIds() {
+        if (!m_tok512) QSKIP(test::shared_models_skip_reason("llama2xs-279K/tok512.bin").c_str());
+        auto tok = Tokenizer::from_vocabulary(*m_tok512, "tok512.bin");
+        QVERIFY2(tok, tok.message().c_str());
+        QCOMPARE(tok->bos_id(), 1);
+        QCOMPARE(tok->eos_id(), 2);
+        QVERIFY(tok->has_byte_fallback());
+        // With the dummy prefix every word is one piece of this vocabulary: " Once" 403, " upon" 407, " a" 261,
+        // " time" 378 (the pieces along the way, like " t" 259, score 0, merge first and are absorbed).
+        QCOMPARE(ids_text(tok->encode("Once upon a time", true, false)), QString("1,403,407,261,378"));
+        QCOMPARE(ids_text(tok->encode("Once upon a time", false, true)), QString("403,407,261,378,2"));
+        QCOMPARE(tok->piece(403), std::string(" Once"));
+        QCOMPARE(ids_text(tok->encode("the", true, false)), QString("1,265"));
+        // "ü" (C3 BC) is no piece: byte tokens <0xC3> = 195 + 3 and <0xBC> = 188 + 3; "é" is piece 485
+        QCOMPARE(ids_text(tok->encode("\xC3\xBC", true, false)), QString("1,410,198,191"));
+        QCOMPARE(ids_text(tok->encode("\xC3\xA9", true, false)), QString("1,410,485"));
+        QCOMPARE(tok->piece(198), std::string("<0xC3>"));
+        // "\n" has no piece either: <0x0A> is token 13
+        QCOMPARE(ids_text(tok->encode("\n", false, false)), QString("410,13"));
+        // empty text: no dummy prefix (run.c: "only if text != ''")
+        QCOMPARE(ids_text(tok->encode("", true, false)), QString("1"));
+        QVERIFY(tok->encode("", false, false).empty());
+    }
+
+    void tok512DecodesLikeRunC() {
+        if (!m_tok512) QSKIP(test::shared_models_skip_reason("llama2xs-279K/tok512.bin").c_str());
+        auto tok = Tokenizer::from_vocabulary(*m_tok512, "tok512.bin");
+        QVERIFY2(tok, tok.message().c_str());
+        QCOMPARE(std::string(tok->decode(1, 403)), std::string("Once"));     // leading space dropped after BOS
+        QCOMPARE(std::string(tok->decode(261, 403)), std::string(" Once"));  // kept elsewhere
+        QCOMPARE(std::string(tok->decode(5, 13)), std::string("\n"));        // <0x0A> is the byte itself
+        QCOMPARE(std::string(tok->decode(1, 35)), std::string(" "));         // <0x20> after BOS: a byte, kept
+        QCOMPARE(std::string(tok->decode(5, 2)), std::string("\n</s>\n"));   // run.c prints EOS's piece
+        QVERIFY(tok->decode(5, 512).empty());
+        QVERIFY(tok->decode(5, -1).empty());
+    }
+
+    void tok512RoundTrips() {
+        if (!m_tok512) QSKIP(test::shared_models_skip_reason("llama2xs-279K/tok512.bin").c_str());
+        auto tok = Tokenizer::from_vocabulary(*m_tok512, "tok512.bin");
+        QVERIFY2(tok, tok.message().c_str());
+        for (const char* text : kTexts) {
+            Ids ids = tok->encode(text, true, false);
+            ids.erase(ids.begin());
+            QCOMPARE(tok->decode_all(ids), std::string(text));
+        }
+    }
+
+    void heapMergesEqualRunCLoop() {
+        if (!m_tok512) QSKIP(test::shared_models_skip_reason("llama2xs-279K/tok512.bin").c_str());
+        auto tok = Tokenizer::from_vocabulary(*m_tok512, "tok512.bin");
+        QVERIFY2(tok, tok.message().c_str());
+        for (const char* text : kTexts)
+            QCOMPARE(ids_text(tok->encode(text, true, false)), ids_text(run_c_encode(*m_tok512, text)));
+        // random texts from word fragments, punctuation and multi-byte characters
+        const std::vector<std::string> parts = {
+            "the",      " cat",     "Lily", " was", "  ",   "ing",   "ed", ",", ".",  "\n", "\xE2\x80\x9C",
+            "\xC3\xA9", "\xC3\xBC", "a",    "b",    "Once", " upon", "!",  "q", "zz", "0",  "12"};
+        uint64_t state = 7;
+        for (int trial = 0; trial < 300; ++trial) {
+            std::string text;
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            const int n = static_cast<int>((state >> 40) % 24);
+            for (int i = 0; i < n; ++i) {
+                state = state * 6364136223846793005ull + 1442695040888963407ull;
+                text += parts[(state >> 33) % parts.size()];
+            }
+            QCOMPARE(ids_text(tok->encode(text, true, false)), ids_text(run_c_encode(*m_tok512, text)));
+        }
+    }
+
+    void longTextEncodesFast() {
+        if (!m_tok512) QSKIP(test::shared_models_skip_reason("llama2xs-279K/tok512.bin").c_str());
+        auto tok = Tokenizer::from_vocabulary(*m_tok512, "tok512.bin");
+        QVERIFY2(tok, tok.message().c_str());
+        std::string text;
+        while (text.size() < 400000) text += "Once upon a time, there was a little girl named Lily. ";
+        QElapsedTimer timer;
+        timer.start();
+        const Ids ids = tok->encode(text, true, false);
+        // run.c's rescanning loop would need ~10^10 pair lookups here
+        QVERIFY2(timer.elapsed() < 20000, qPrintable(QString("%1 ms").arg(timer.elapsed())));
+        QCOMPARE(tok->decode_all(Ids(ids.begin() + 1, ids.end())), text);
+        QVERIFY(ids.size() < text.size() / 3);
+    }
+
+    // ---- tok105: character level, no byte tokens ----
+
+    void tok105CharacterLevel() {
+        if (!m_tok105) QSKIP(test::shared_models_skip_reason("babyllama-tok105/tok105.bin").c_str());
+        auto tok = Tokenizer::from_vocabulary(*m_tok105, "tok105.bin");
+        QVERIFY2(tok, tok.message().c_str());
+        QVERIFY(!tok->has_byte_fallback());
+        // no two characters form a piece: one token per character, " " is 3
+        QCOMPARE(ids_text(tok->encode("Once upon", true, false)), QString("1,3,34,9,22,4,3,18,20,7,9"));
+        // multi-byte characters that are pieces: “ 58, é 78, ” 59
+        QCOMPARE(ids_text(tok->encode("\xE2\x80\x9C\xC3\xA9\xE2\x80\x9D", false, false)), QString("3,58,78,59"));
+        QCOMPARE(ids_text(tok->encode("Once upon", true, false)), ids_text(run_c_encode(*m_tok105, "Once upon")));
+    }
+
+    void tok105UnknownCharacterIsUnk() {
+        if (!m_tok105) QSKIP(test::shared_models_skip_reason("babyllama-tok105/tok105.bin").c_str());
+        auto tok = Tokenizer::from_vocabulary(*m_tok105, "tok105.bin");
+        QVERIFY2(tok, tok.message().c_str());
+        // '#' is no piece. run.c would emit byte + 3 = 38, which is 'B' in this vocabulary ("a#b" -> "aBb"),
+        // and for 'ü' ids 198 and 191, past the vocabulary's end; sentencepiece (and this tokenizer) say <unk>.
+        QCOMPARE(ids_text(run_c_encode(*m_tok105, "a#b")), QString("1,3,5,38,23"));
+        QCOMPARE(ids_text(tok->encode("a#b", true, false)), QString("1,3,5,0,23"));
+        QCOMPARE(ids_text(tok->encode("\xC3\xBC", true, false)), QString("1,3,0"));  // one <unk> per character
+        // decoding <unk> prints its piece, as run.c's decode() does
+        QCOMPARE(tok->decode_all({3, 5, 0, 23}), std::string("a<unk>b"));
+    }
+
+    // ---- GGUF sentencepiece vocabulary ----
+
+    void ggufSpmVocabularyEncodesLikeTokenizerBin() {
+        if (!m_tok512) QSKIP(test::shared_models_skip_reason("llama2xs-279K/tok512.bin").c_str());
+        auto bin = Tokenizer::from_vocabulary(*m_tok512, "tok512.bin");
+        auto spm = Tokenizer::from_vocabulary(as_gguf_spm(*m_tok512), "model.gguf");
+        QVERIFY2(bin, bin.message().c_str());
+        QVERIFY2(spm, spm.message().c_str());
+        QCOMPARE(spm->piece(403), std::string(" Once"));  // U+2581 became a space
+        for (const char* text : kTexts) {
+            const Ids ids = bin->encode(text, true, false);
+            QCOMPARE(ids_text(spm->encode(text, true, false)), ids_text(ids));
+            QCOMPARE(spm->decode_all(Ids(ids.begin() + 1, ids.end())), std::string(text));
+        }
+        // control tokens decode to nothing; the literal text "<s>" is not BOS
+        QVERIFY(spm->decode(5, 1).empty());
+        QVERIFY(spm->decode(5, 2).empty());
+        const Ids lit = spm->encode("<s>", false, false);
+        QVERIFY(std::find(lit.begin(), lit.end(), 1) == lit.end());
+    }
+
+    // ---- merge order ----
+
+    void equalScoresMergeLeftmostFirst() {
+        Vocabulary v;
+        v.model = "llama2.c";
+        v.tokens = {"<unk>", "\n<s>\n", "\n</s>\n", " ", "a", "b", "ab", "ba", " x", "x"};
+        v.scores = {0, 0, 0, -1, -1, -1, -5, -5, -2, -1};
+        auto tok = Tokenizer::from_vocabulary(v, "synthetic");
+        QVERIFY2(tok, tok.message().c_str());
+        // " a b a": "ab" (index 1) and "ba" (index 2) score the same; run.c takes the leftmost
+        QCOMPARE(ids_text(tok->encode("aba", false, false)), QString("3,6,4"));
+        const Ids oracle = run_c_encode(v, "aba");
+        QCOMPARE(ids_text(tok->encode("aba", true, false)), ids_text(oracle));
+        QCOMPARE(ids_text(tok->encode("bab", false, false)), QString("3,7,5"));
+        // the higher score wins over position: " x" (-2) merges, and "xab" stays " x","ab"
+        QCOMPARE(ids_text(tok->encode("xab", false, false)), QString("8,6"));
+        // no byte tokens and no piece for 'z': <unk>
+        QCOMPARE(ids_text(tok->encode("z", false, false)), QString("3,0"));
+    }
+
+    // ---- errors ----
+
+    void rejectsUnusableVocabularies() {
+        Vocabulary gpt2;
+        gpt2.model = "gpt2";
+        gpt2.tokens = {"a"};
+        gpt2.scores = {0};
+        auto a = Tokenizer::from_vocabulary(gpt2, "llama3.gguf");
+        QVERIFY(!a);
+        QCOMPARE(a.status().code(), StatusCode::Unsupported);
+        QVERIFY2(a.message().rfind("llama3.gguf: tokenizer model 'gpt2' is not supported", 0) == 0,
+                 a.message().c_str());
+
+        Vocabulary no_scores;
+        no_scores.model = "llama";
+        no_scores.tokens = {"<unk>", "<s>", "</s>", "a"};
+        auto b = Tokenizer::from_vocabulary(no_scores, "m.gguf");
+        QVERIFY(!b);
+        QCOMPARE(QString::fromStdString(b.message()),
+                 QString("m.gguf: 0 scores for 4 tokens (BPE merges need one score per token)"));
+
+        Vocabulary empty;
+        empty.model = "llama2.c";
+        auto c = Tokenizer::from_vocabulary(empty, "tok.bin");
+        QVERIFY(!c);
+        QCOMPARE(QString::fromStdString(c.message()), QString("tok.bin: the vocabulary is empty"));
+    }
+
+    void loadLlama2cChecksVocabSize() {
+        auto path = test::shared_model("llama2xs-279K/tok512.bin");
+        if (!path) QSKIP(test::shared_models_skip_reason("llama2xs-279K/tok512.bin").c_str());
+        auto ok = Tokenizer::load_llama2c(*path, 512);
+        QVERIFY2(ok, ok.message().c_str());
+        QCOMPARE(ok->vocab_size(), 512);
+        auto wrong = Tokenizer::load_llama2c(*path, 500);
+        QVERIFY(!wrong);
+        QVERIFY2(wrong.message().find("more than the 500 tokens expected") != std::string::npos,
+                 wrong.message().c_str());
+    }
+};
+
+QTEST_APPLESS_MAIN(TestTokenizer)
+#include "test_tokenizer.moc"
