@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace gkq;
@@ -152,6 +153,18 @@ Comparison compare(const TestMatrix& m, int reps, const std::function<void()>& e
     return c;
 }
 
+// The 1-minute load average: timings on a shared machine mean little without it.
+std::string load_average() {
+    std::FILE* f = std::fopen("/proc/loadavg", "r");
+    if (!f) return "unknown";
+    char buf[64] = {};
+    const bool ok = std::fgets(buf, sizeof buf, f) != nullptr;
+    std::fclose(f);
+    if (!ok) return "unknown";
+    std::string s(buf);
+    return s.substr(0, s.find(' '));
+}
+
 // Least-squares slope of log t against log n.
 double fitted_exponent(const std::vector<double>& n, const std::vector<double>& t) {
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
@@ -191,8 +204,8 @@ int main(int argc, char** argv) {
               : std::vector<Case>{{512, 512, 7}, {1024, 1024, 5}, {2048, 2048, 3}, {4096, 4096, 3}};
     const Case big = quick ? Case{512, 1376, 3} : Case{4096, 11008, 3};
 
-    std::printf("bench_spectrum: OpenBLAS %d thread(s); singular values s_i = 1/(1+i); medians of the runs shown\n\n",
-                openblas_get_num_threads());
+    std::printf("bench_spectrum: OpenBLAS %d thread(s), %u CPU(s), load average %s; singular values s_i = 1/(1+i)\n\n",
+                openblas_get_num_threads(), std::thread::hardware_concurrency(), load_average().c_str());
     std::printf("%-14s %5s %12s %12s %8s %14s %14s\n", "shape", "runs", "ours (s)", "sgesdd (s)", "ratio",
                 "ours max rel", "sgesdd max rel");
     std::vector<double> ns, t_ours, t_lapack;
@@ -238,5 +251,6 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < ns.size(); ++i) std::printf("%8.0f %12.4f %12.4f\n", ns[i], t_ours[i], t_lapack[i]);
     std::printf("fitted exponent (time ~ n^p, least squares over these n): ours p = %.2f, sgesdd p = %.2f\n",
                 fitted_exponent(ns, t_ours), fitted_exponent(ns, t_lapack));
+    std::printf("load average at the end: %s\n", load_average().c_str());
     return 0;
 }

@@ -1,18 +1,22 @@
 // Exact singular values through the Gram matrix in double precision.
 //
-// Why the Gram matrix and not LAPACK's SVD: measured on this project's 2-core AVX-512 build machine (OpenBLAS
-// 0.3.21, 2 threads, random float32 matrices, median of runs; bench_spectrum prints the current numbers):
-//   n x n      Gram + dsyevd    sgesdd 'N'    dgesdd 'N'    Gram + dsyevd_2stage
-//   1024       0.18 s           0.26 s        0.53 s        0.43 s
-//   4096       14.0 s           25.3 s        -             21.6 s
-// The Gram matrix costs rows * cols * n flops of dsyrk (BLAS-3, the fast part); the rest is dsyevd's
-// tridiagonal reduction of one n x n matrix, where sgesdd bidiagonalizes the whole (rows, cols) matrix with
-// half of its flops in memory-bound BLAS-2. The 2-stage reduction was slower here (its bulge chasing is serial).
-// Accuracy: products of two floats are exact in double and the sums carry eps64, so each eigenvalue of W W^T
-// is off by about eps64 * n * s_1^2 and s_i by that over 2 s_i: relative 1e-10 at s_i = 1e-3 s_1. sgesdd works
-// in float and is off by about eps32 * s_1 absolute, i.e. 6e-5 relative at s_i = 1e-3 s_1 (measured 3e-6 on the
-// 512 x 2048 case above, against dgesdd). The Gram route loses only for s_i below ~1e-5 s_1, where a float32
-// matrix's own rounding already decides the value.
+// Why the Gram matrix and not LAPACK's SVD, by measurement on this project's 2-core AVX-512 machine (OpenBLAS
+// 0.3.21, 2 threads, shared with other builds: load average about 7), with bench_spectrum (float32 matrices with
+// s_i = 1/(1+i), medians of back-to-back runs, errors against the true values):
+//   shape          Gram + dsyevd   sgesdd 'N'   ratio   max rel error (ours / sgesdd)
+//   512 x 512      0.11 s          0.25 s       0.42    7.0e-8 / 1.8e-6
+//   1024 x 1024    0.65 s          1.40 s       0.52    1.0e-7 / 2.3e-6
+//   2048 x 2048    2.2 s           5.1 s        0.40    1.1e-7 / 6.8e-6
+//   4096 x 4096    19.2 s          29.5 s       0.65    9.4e-8 / 9.9e-6
+//   4096 x 11008   22.1 s          40.0 s       0.55    8.5e-8 / 9.7e-6
+// dgesdd 'N' (exact, in double) was 2-3x slower than sgesdd, and dsyevd_2stage 1.1-2.4x slower than dsyevd (its
+// bulge chasing runs serially here). The Gram matrix costs rows * cols * n flops of dsyrk (BLAS-3); the rest is
+// dsyevd's tridiagonal reduction of one n x n matrix, where sgesdd bidiagonalizes the whole (rows, cols) matrix
+// with half of its flops in memory-bound BLAS-2 on twice the data per step.
+// Accuracy: products of two floats are exact in double and the sums carry eps64, so each eigenvalue of W W^T is
+// off by about eps64 * n * s_1^2 and s_i by that over 2 s_i: relative 1e-10 at s_i = 1e-3 s_1. sgesdd works in
+// float and is off by about eps32 * s_1 absolute (the 1e-5 above at s_n = s_1 / 4096). The Gram route loses only
+// for s_i below ~1e-5 s_1, where a float32 matrix's own rounding already decides the value.
 #include "gkq/spectrum.h"
 
 #include <cblas.h>

@@ -51,32 +51,72 @@ Status householder_qr(float* y, int64_t m, int64_t l) {
     return Status::ok();
 }
 
-// Replaces the column-major (m, l) matrix y (m >= l) by the Q factor of its QR factorization.
-// CholeskyQR2 in double (Fukaya et al. 2014): R from the Cholesky factor of Y^T Y, Q = Y R^-1, done twice so Q
-// is orthonormal to working precision. All BLAS-3: on 11008 x 128 it took 0.02 s where sgeqrf + sorgqr took
-// 0.3 s (their panels are BLAS-2), which was a tenth of the whole top-64. It needs cond(Y) well below 1e8; a
-// sketch that is (nearly) rank deficient (a zero or low-rank matrix) goes to Householder QR instead.
-Status orthonormalize(float* y, int64_t m, int64_t l) {
-    std::vector<double> yd(y, y + m * l);
+// CholeskyQR2 in double (Fukaya et al. 2014): R from the Cholesky factor of Y^T Y, Y <- Y R^-1, done twice so the
+// column-major (m, l) yd becomes orthonormal to working precision; `r` (when given) receives the (l, l) upper
+// triangular R = R_2 R_1 (column-major, zero below the diagonal). All BLAS-3: on 11008 x 128 it took 0.02 s where
+// sgeqrf + sorgqr took 0.3 s (their panels are BLAS-2), a tenth of the whole top-64. It needs cond(Y) well below
+// 1e8: false (yd then unusable) when Y is (nearly) rank deficient, e.g. the sketch of a zero or low-rank matrix.
+bool cholesky_qr2(std::vector<double>& yd, int64_t m, int64_t l, std::vector<double>* r) {
     std::vector<double> g(static_cast<size_t>(l * l));
     const int im = static_cast<int>(m), il = static_cast<int>(l);
     for (int pass = 0; pass < 2; ++pass) {
         cblas_dsyrk(CblasColMajor, CblasUpper, CblasTrans, il, im, 1.0, yd.data(), im, 0.0, g.data(), il);
-        bool ok = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'U', il, g.data(), il) == 0;
-        if (ok && pass == 0) {
+        if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'U', il, g.data(), il) != 0) return false;
+        for (int64_t j = 0; j < l; ++j)
+            for (int64_t i = j + 1; i < l; ++i) g[static_cast<size_t>(j * l + i)] = 0.0;
+        if (pass == 0) {
             // diag(R) spans at least the conditioning of Y's columns: a tiny ratio means Q would not be orthonormal.
             double lo = g[0], hi = g[0];
             for (int64_t i = 1; i < l; ++i) {
                 lo = std::min(lo, g[static_cast<size_t>(i * l + i)]);
                 hi = std::max(hi, g[static_cast<size_t>(i * l + i)]);
             }
-            ok = std::isfinite(hi) && lo > 1e-6 * hi;
+            if (!std::isfinite(hi) || !(lo > 1e-6 * hi)) return false;
+            if (r) *r = g;
+        } else if (r) {
+            cblas_dtrmm(CblasColMajor, CblasLeft, CblasUpper, CblasNoTrans, CblasNonUnit, il, il, 1.0, g.data(), il,
+                        r->data(), il);
         }
-        if (!ok) return householder_qr(y, m, l);
         cblas_dtrsm(CblasColMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, im, il, 1.0, g.data(), il,
                     yd.data(), im);
     }
+    return true;
+}
+
+// Replaces the column-major (m, l) matrix y (m >= l) by the Q factor of its QR factorization.
+Status orthonormalize(float* y, int64_t m, int64_t l) {
+    std::vector<double> yd(y, y + m * l);
+    if (!cholesky_qr2(yd, m, l, nullptr)) return householder_qr(y, m, l);
     std::copy(yd.begin(), yd.end(), y);
+    return Status::ok();
+}
+
+// SVD of the column-major (m, l) matrix z (m >= l) in double: z = U diag(s) V^T with U (m, l) column-major in `u`
+// and V^T (l, l) column-major in `vt`. Through Z = Q R (CholeskyQR2) and the SVD of the small R when Z is well
+// conditioned (0.01 s instead of dgesdd's 0.27 s on 11008 x 128, whose Householder QR is BLAS-2 bound).
+Status small_svd(const std::vector<float>& z, int64_t m, int64_t l, std::vector<double>& s, std::vector<double>& u,
+                 std::vector<double>& vt) {
+    const int im = static_cast<int>(m), il = static_cast<int>(l);
+    std::vector<double> zd(z.begin(), z.end());
+    s.resize(static_cast<size_t>(l));
+    u.resize(static_cast<size_t>(m * l));
+    vt.resize(static_cast<size_t>(l * l));
+    std::vector<double> r;
+    lapack_int info = 0;
+    if (cholesky_qr2(zd, m, l, &r)) {
+        std::vector<double> ur(static_cast<size_t>(l * l));
+        info = LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'S', il, il, r.data(), il, s.data(), ur.data(), il, vt.data(), il);
+        if (info == 0)
+            cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, im, il, il, 1.0, zd.data(), im, ur.data(), il, 0.0,
+                        u.data(), im);
+    } else {
+        zd.assign(z.begin(), z.end());
+        info = LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'S', im, il, zd.data(), im, s.data(), u.data(), im, vt.data(), il);
+    }
+    if (info != 0)
+        return error(info > 0 ? StatusCode::InvalidArgument : StatusCode::Internal,
+                     "randomized_svd: dgesdd failed (info " + std::to_string(info) +
+                         (info > 0 ? "; the matrix holds NaN or Inf?)" : ")"));
     return Status::ok();
 }
 
@@ -126,17 +166,9 @@ Result<TopKSvd> randomized_svd(const float* w, int64_t rows, int64_t cols, int64
         // B = V_z S U_z^T and W ~ (Q V_z) S U_z^T.
         cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, ic, il, ir, 1.0f, w, ic, q.data(), ir, 0.0f, z.data(),
                     ic);
-        std::vector<double> zd(z.begin(), z.end());
+        std::vector<double> sv, uz, vzt;  // (l), (cols, l), (l, l) = V_z^T
+        if (Status st = small_svd(z, cols, l, sv, uz, vzt); !st) return st;
         z = {};
-        std::vector<double> sv(static_cast<size_t>(l));
-        std::vector<double> uz(static_cast<size_t>(cols * l));  // (cols, l)
-        std::vector<double> vzt(static_cast<size_t>(l * l));    // (l, l) = V_z^T
-        const lapack_int info =
-            LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'S', ic, il, zd.data(), ic, sv.data(), uz.data(), ic, vzt.data(), il);
-        if (info != 0)
-            return error(info > 0 ? StatusCode::InvalidArgument : StatusCode::Internal,
-                         "randomized_svd: dgesdd failed (info " + std::to_string(info) +
-                             (info > 0 ? "; the matrix holds NaN or Inf?)" : ")"));
 
         TopKSvd r;
         r.rows = rows;
