@@ -27,6 +27,15 @@ const Command kCommands[] = {
     {"verify", "check every record of a knot: CRC32, descriptor, payload decodes", gkq::cli::cmd_verify},
     {"reconstruct", "decode a knot into a safetensors, GGUF or llama2.c model", gkq::cli::cmd_reconstruct},
     {"merge", "combine the shard knots of a `quantize --shard i/N` run into one knot", gkq::cli::cmd_merge},
+    {"eval", "KL divergence, top-token agreement and perplexity of a candidate against its base model",
+     gkq::cli::cmd_eval},
+    {"profile", "FFN neuron saturation masks from a calibration text (per block: counts, histogram, RLE mask)",
+     gkq::cli::cmd_profile},
+    {"rknot", "rknot tuning files: encode from a knot, show, verify, set fields (validated)", gkq::cli::cmd_rknot},
+    {"bench", "reconstruction kernels: GB/s against memset, sgemm and memcpy measured in the same run",
+     gkq::cli::cmd_bench},
+    {"serve", "HTTP inference endpoint (io_uring/epoll): /health /infer /metrics /v1/completions ...",
+     gkq::cli::cmd_serve},
 };
 
 void print_help() {

@@ -1,6 +1,8 @@
-// gkq-workbench: the GUI. Opens the model given on the command line (or none), and refuses clearly when
-// there is no display instead of letting Qt abort on a missing platform plugin.
+// gkq-workbench: the GUI. Opens the model given on the command line (else the bundled demo model when this
+// build's source tree has it), and refuses clearly when there is no display instead of letting Qt abort on a
+// missing platform plugin. --screenshot DIR renders each main view to DIR/*.png and exits (offscreen by default).
 #include "widgets/main_window.h"
+#include "widgets/screenshot_session.h"
 
 #include <QApplication>
 #include <cstdio>
@@ -13,13 +15,16 @@
 
 namespace {
 const char* const kHelp =
-    "usage: gkq-workbench [MODEL]\n\n"
-    "GKQ Workbench: open a model (safetensors file or folder, GGUF, llama2.c checkpoint) and see what it holds.\n\n"
+    "usage: gkq-workbench [--screenshot DIR] [MODEL]\n\n"
+    "GKQ Workbench: open a model (safetensors file or folder, GGUF, llama2.c checkpoint), look at its spectra,\n"
+    "quantize it and export the result.\n\n"
     "arguments:\n"
-    "  MODEL          model file or folder to open (optional)\n\n"
+    "  MODEL             model file or folder to open (default: the bundled demo model, when present)\n\n"
     "options:\n"
-    "  -h, --help     show this help and exit\n"
-    "  -v, --version  print the version and exit\n\n"
+    "  --screenshot DIR  open the model, compute each main view and save it as DIR/<view>.png, then exit\n"
+    "                    (uses the offscreen platform unless QT_QPA_PLATFORM is set)\n"
+    "  -h, --help        show this help and exit\n"
+    "  -v, --version     print the version and exit\n\n"
     "Needs a display: a desktop session, 'xvfb-run -a gkq-workbench', or QT_QPA_PLATFORM=offscreen.\n";
 
 bool has_display() {
@@ -32,6 +37,7 @@ bool has_display() {
 }  // namespace
 
 int main(int argc, char** argv) {
+    bool screenshot = false;
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (a == "--help" || a == "-h") {
@@ -42,7 +48,9 @@ int main(int argc, char** argv) {
             std::printf("gkq-workbench %s\n", GKQ_VERSION);
             return 0;
         }
+        if (a == "--screenshot") screenshot = true;
     }
+    if (screenshot && !std::getenv("QT_QPA_PLATFORM")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
     if (!has_display()) {
         std::fprintf(stderr,
                      "gkq-workbench: no display (DISPLAY and WAYLAND_DISPLAY are unset); run it in a desktop session, "
@@ -54,7 +62,17 @@ int main(int argc, char** argv) {
     QApplication::setOrganizationName("gkq");
     QApplication::setApplicationVersion(GKQ_VERSION);
 
-    const QStringList args = QApplication::arguments().mid(1);
+    QStringList args = QApplication::arguments().mid(1);
+    QString screenshotDir;
+    const qsizetype shot = args.indexOf(QStringLiteral("--screenshot"));
+    if (shot >= 0) {
+        if (shot + 1 >= args.size()) {
+            std::fprintf(stderr, "gkq-workbench: --screenshot needs a directory (see --help)\n");
+            return 2;
+        }
+        screenshotDir = args[shot + 1];
+        args.remove(shot, 2);
+    }
     for (const QString& a : args) {
         if (a.startsWith('-')) {
             std::fprintf(stderr, "gkq-workbench: unknown option '%s' (see --help)\n", qPrintable(a));
@@ -65,11 +83,26 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "gkq-workbench: one model at a time (see --help)\n");
         return 2;
     }
+    const QString model = args.isEmpty() ? gkq::ui::MainWindow::demoModelPath() : args.first();
 
     gkq::ui::MainWindow window;
-    if (!args.isEmpty() && !window.openModel(args.first())) {
-        std::fprintf(stderr, "gkq-workbench: %s\n", qPrintable(window.lastError()));
+    if (!screenshotDir.isEmpty()) {
+        if (model.isEmpty()) {
+            std::fprintf(stderr, "gkq-workbench: --screenshot needs a model (the demo model is not in this build)\n");
+            return 2;
+        }
+        QString error;
+        const QStringList files = gkq::ui::renderScreenshots(window, model, screenshotDir, &error);
+        if (files.isEmpty()) {
+            std::fprintf(stderr, "gkq-workbench: screenshots failed: %s\n", qPrintable(error));
+            return 1;
+        }
+        for (const QString& f : files) std::printf("wrote %s\n", qPrintable(f));
+        return 0;
     }
+    QObject::connect(&window, &gkq::ui::MainWindow::loadFailed, &window,
+                     [](const QString& m) { std::fprintf(stderr, "gkq-workbench: %s\n", qPrintable(m)); });
+    if (!model.isEmpty()) window.openModel(model);
     window.show();
     return QApplication::exec();
 }

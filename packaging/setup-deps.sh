@@ -8,10 +8,14 @@ packages=(
     build-essential cmake ninja-build pkg-config git
     # engine
     zlib1g-dev libeigen3-dev nlohmann-json3-dev liburing-dev libopenblas-dev liblapacke-dev
+    # the HTTP server's parser: llhttp's C sources (/usr/share/llhttp), built by cmake/GkqServerDeps.cmake
+    node-llhttp
     # workbench (libqt6opengl6-dev is needed by Qt6Charts' CMake config under --no-install-recommends)
     qt6-base-dev qt6-charts-dev libqt6opengl6-dev qt6-qpa-plugins libgl-dev
     # running the GUI without a desktop
     xvfb xauth
+    # WebAssembly-SIMD kernels (emcc) and their tests (node --test)
+    emscripten nodejs
 )
 
 missing=()

@@ -1,9 +1,11 @@
-// gkq generate MODEL [--tokenizer F] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N]:
+// gkq generate [MODEL|KNOT] [--tokenizer F] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N]:
 // text from a model, as llama2.c's run.c prints it; prompt and generation speed on stderr.
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/demo_model.h"
 
 #include "gkq/generate.h"
+#include "gkq/knot_model.h"
 #include "gkq/model_file.h"
 #include "gkq/sampler.h"
 #include "gkq/tokenizer.h"
@@ -43,19 +45,19 @@ std::vector<std::string> tokenizers_beside(const std::string& model_path) {
     return found;
 }
 
-Result<Tokenizer> pick_tokenizer(const ModelFile& model, const std::string& given) {
-    if (!given.empty()) return Tokenizer::load_llama2c(given, model.config().vocab_size);
-    if (!model.vocabulary().empty()) return Tokenizer::from_vocabulary(model.vocabulary(), model.path());
-    const std::vector<std::string> found = tokenizers_beside(model.path());
-    if (found.size() == 1) return Tokenizer::load_llama2c(found.front(), model.config().vocab_size);
+Result<Tokenizer> pick_tokenizer(const LoadedModel& model, const std::string& given) {
+    if (!given.empty()) return Tokenizer::load_llama2c(given, model.config.vocab_size);
+    if (!model.vocab.empty()) return Tokenizer::from_vocabulary(model.vocab, model.path);
+    const std::vector<std::string> found = tokenizers_beside(model.path);
+    if (found.size() == 1) return Tokenizer::load_llama2c(found.front(), model.config.vocab_size);
     if (found.empty())
-        return error(StatusCode::NotFound, model.path() +
+        return error(StatusCode::NotFound, model.path +
                                                " has no vocabulary and no tokenizer.bin or tok*.bin is "
                                                "next to it: pass --tokenizer FILE");
     std::string list;
     for (const std::string& f : found) list += (list.empty() ? "" : ", ") + f;
     return error(StatusCode::InvalidArgument,
-                 model.path() + ": several tokenizers next to it (" + list + "): pass --tokenizer FILE");
+                 model.path + ": several tokenizers next to it (" + list + "): pass --tokenizer FILE");
 }
 
 // run.c's safe_printf: a lone control byte (a raw byte token) is not printed. Bytes >= 0x80 are kept, unlike
@@ -91,13 +93,15 @@ int cmd_generate(int argc, char** argv) {
     int64_t seed = 0;
     int64_t threads = 0;
     ArgParser p(
-        "gkq generate MODEL [--tokenizer F] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] "
+        "gkq generate [MODEL|KNOT] [--tokenizer F] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] "
         "[--threads N]",
         "Generates text as llama2.c's run.c does: the prompt after BOS, then one sampled token per position,\n"
         "ending after N positions or at BOS/EOS. Prints the text (prompt included) to stdout, and the prompt\n"
         "and generation speed in tokens/s to stderr. The tokenizer is the model's own vocabulary (GGUF), else\n"
-        "the one tokenizer.bin or tok*.bin beside the model, else --tokenizer.");
-    p.positional("MODEL", "model file or folder (llama2.c .bin, GGUF, safetensors)", &model_path);
+        "the one tokenizer.bin or tok*.bin beside the model, else --tokenizer. A knot runs directly: its\n"
+        "low-rank records factored where that is cheaper, its vocabulary as the tokenizer.");
+    p.positional("MODEL", "model file or folder (llama2.c .bin, GGUF, safetensors) or a knot " + demo_model_help(),
+                 &model_path, false);
     p.option("--tokenizer", "FILE", "llama2.c tokenizer.bin to use instead of the model's own", &tokenizer_path);
     p.option("-p,--prompt", "TEXT", "text to start from (default: none, BOS only)", &prompt);
     p.option_int("-n,--steps", "N",
@@ -116,7 +120,14 @@ int cmd_generate(int argc, char** argv) {
     if (!p.given("--seed"))
         seed = std::max<int64_t>(1, std::chrono::system_clock::now().time_since_epoch().count() & INT64_MAX);
 
-    auto model = ModelFile::open(model_path);
+    if (model_path.empty()) model_path = demo_model_dir();
+    if (model_path.empty()) {
+        std::fprintf(stderr, "gkq generate: missing MODEL (no bundled demo model was found; see --help)\n");
+        return kExitBadInput;
+    }
+    TransformerOptions options;
+    options.n_threads = static_cast<int>(threads);
+    auto model = load_model(model_path, options);
     if (!model) {
         std::fprintf(stderr, "gkq generate: %s\n", model.message().c_str());
         return exit_code_for(model.status());
@@ -126,22 +137,16 @@ int cmd_generate(int argc, char** argv) {
         std::fprintf(stderr, "gkq generate: %s\n", tokenizer.message().c_str());
         return exit_code_for(tokenizer.status());
     }
-    if (tokenizer->vocab_size() != model->config().vocab_size)
+    if (tokenizer->vocab_size() != model->config.vocab_size)
         std::fprintf(stderr, "gkq generate: warning: the tokenizer has %d tokens, the model %lld\n",
-                     tokenizer->vocab_size(), static_cast<long long>(model->config().vocab_size));
-    TransformerOptions options;
-    options.n_threads = static_cast<int>(threads);
-    auto transformer = Transformer::load(*model, options);
-    if (!transformer) {
-        std::fprintf(stderr, "gkq generate: %s\n", transformer.message().c_str());
-        return exit_code_for(transformer.status());
-    }
+                     tokenizer->vocab_size(), static_cast<long long>(model->config.vocab_size));
+    Transformer* transformer = model->transformer.get();
 
     SamplerOptions sampling;
     sampling.temperature = static_cast<float>(temperature);
     sampling.top_p = static_cast<float>(top_p);
     sampling.seed = static_cast<uint64_t>(seed);
-    Sampler sampler(static_cast<int32_t>(model->config().vocab_size), sampling);
+    Sampler sampler(static_cast<int32_t>(model->config.vocab_size), sampling);
     GenerateOptions generate_options;
     generate_options.steps = steps;
     auto stats = generate(*transformer, *tokenizer, sampler, prompt, generate_options, [](std::string_view piece) {

@@ -1,6 +1,7 @@
-// gkq inspect FILE [--json]: what a model file holds, exactly as stored.
+// gkq inspect [FILE] [--json]: what a model file holds, exactly as stored.
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/demo_model.h"
 
 #include "gkq/model_file.h"
 
@@ -99,16 +100,21 @@ void print_table(const ModelFile& m) {
 int cmd_inspect(int argc, char** argv) {
     std::string path;
     bool json = false;
-    ArgParser p("gkq inspect FILE [--json]",
+    ArgParser p("gkq inspect [FILE] [--json]",
                 "Lists the format, architecture and every tensor (name, role, layer, shape, type, bytes) of a model:\n"
                 "safetensors (file, folder, or model.safetensors.index.json), GGUF v2/v3, llama2.c checkpoint.");
-    p.positional("FILE", "model file or folder", &path);
+    p.positional("FILE", "model file or folder " + demo_model_help(), &path, false);
     p.flag("--json", "print one JSON document (format, config, tensors[], n_params, n_bytes, ...) instead of a table",
            &json);
     switch (p.parse(argc, argv)) {
     case ParseOutcome::Help: return kExitOk;
     case ParseOutcome::Error: return kExitBadInput;
     case ParseOutcome::Ok: break;
+    }
+    if (path.empty()) path = demo_model_dir();
+    if (path.empty()) {
+        std::fprintf(stderr, "gkq inspect: missing FILE (no bundled demo model was found; see --help)\n");
+        return kExitBadInput;
     }
     auto model = ModelFile::open(path);
     if (!model) {

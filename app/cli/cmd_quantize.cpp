@@ -2,10 +2,12 @@
 // whole model, what it costs and what it changes — every number measured from what was written and decoded.
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/demo_model.h"
 #include "cli/progress_bar.h"
 
 #include "gkq/model_file.h"
 #include "gkq/quantize.h"
+#include "gkq/rknot.h"
 
 #include <nlohmann/json.hpp>
 
@@ -179,22 +181,27 @@ std::string presets_help() {
 }  // namespace
 
 int cmd_quantize(int argc, char** argv) {
-    std::string model_path, out_path, preset, shard, tokenizer;
+    std::string model_path, out_path, preset, shard, tokenizer, tuning;
     int64_t rank = 0, bits = 0, threads = 0;
     double energy = 0.0;
     bool json = false;
     std::string names;
     for (const std::string& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
-    ArgParser p("gkq quantize MODEL -o OUT.knot --preset P [--rank K] [--energy E] [--bits B] [--shard i/N] [--json]",
+    ArgParser p("gkq quantize [MODEL] -o OUT.knot [--preset P] [--rank K] [--energy E] [--bits B] [--shard i/N] [--json]",
                 "Encodes every tensor of MODEL (safetensors, GGUF, llama2.c) with a preset into a knot file, with the\n"
                 "model's config and tokenizer, then prints per tensor: method, rank, bits, bytes on disk (record and\n"
                 "index entry), bits per weight, relative Frobenius error and max abs error of the decoded tensor,\n"
                 "energy kept by the truncated SVD; and the whole-model size, bits per weight and ratio against bf16\n"
                 "and fp32. A progress bar goes to stderr when it is a terminal; Ctrl-C cancels and writes nothing." +
                     presets_help());
-    p.positional("MODEL", "model file or folder", &model_path);
+    p.positional("MODEL", "model file or folder " + demo_model_help(), &model_path, false);
     p.option("-o,--output", "OUT.knot", "knot file to write (replaced only when complete)", &out_path);
-    p.option("--preset", "P", "encoding preset: " + names + " (required)", &preset);
+    // Default chosen by measurement: docs/presets-measured.md (lowest KLD at <= 5 bits per weight on the demo model).
+    p.option("--preset", "P",
+             "encoding preset: " + names + " (default " + kDefaultPreset +
+                 ": the lowest measured KLD at or under 5 bits per weight on the demo model; "
+                 "docs/presets-measured.md)",
+             &preset);
     p.option_int("--rank", "K", "fixed rank of every low-rank matrix (overrides the preset's rank rule)", &rank, 1,
                  1 << 30);
     p.option_double("--energy", "E", "rank = smallest reaching this energy fraction, in (0, 1]", &energy, 1e-12, 1.0);
@@ -202,6 +209,8 @@ int cmd_quantize(int argc, char** argv) {
     p.option("--shard", "i/N", "encode only shard i of N (tensor groups g with g mod N = i; see docs/knot-format.md)",
              &shard);
     p.option("--tokenizer", "FILE", "llama2.c tokenizer.bin stored in the knot when the model carries none", &tokenizer);
+    p.option("--tuning", "X.rknot", "per-matrix method, rank and bit width from an rknot (over the preset and "
+             "the options above)", &tuning);
     p.option_int("--threads", "N", "worker threads (0: one per CPU)", &threads, 0, 4096);
     p.flag("--json", "print one JSON document (tensors[], totals) instead of the table", &json);
     switch (p.parse(argc, argv)) {
@@ -214,7 +223,7 @@ int cmd_quantize(int argc, char** argv) {
         return kExitBadInput;
     };
     if (out_path.empty()) return usage_error("missing -o OUT.knot");
-    if (preset.empty()) return usage_error("missing --preset (presets: " + names + ")");
+    if (preset.empty()) preset = kDefaultPreset;
     if (p.given("--bits") && bits != 2 && bits != 4 && bits != 8)
         return usage_error("option '--bits': " + std::to_string(bits) + " is not 2, 4 or 8");
 
@@ -228,7 +237,22 @@ int cmd_quantize(int argc, char** argv) {
     if (!shard.empty() && !parse_shard(shard, options.shard_index, options.shard_count))
         return usage_error("option '--shard': '" + shard + "' is not i/N with 0 <= i < N");
     if (!find_preset(preset)) return usage_error(find_preset(preset).message());
+    if (!tuning.empty()) {
+        auto rk = read_rknot(tuning);
+        auto overrides = rk ? rknot_layer_overrides(*rk, tuning) : Result<std::vector<LayerOverride>>(rk.status());
+        if (!overrides) {
+            std::fprintf(stderr, "gkq quantize: %s\n", overrides.message().c_str());
+            return exit_code_for(overrides.status());
+        }
+        options.per_layer = std::move(overrides).value();
+    }
 
+    if (model_path.empty()) {
+        model_path = demo_model_dir();
+        if (model_path.empty()) return usage_error("missing MODEL (no bundled demo model was found)");
+        // The demo model keeps its vocabulary in tokenizer.bin beside it; the knot should carry it.
+        if (tokenizer.empty()) tokenizer = model_path + "/tokenizer.bin";
+    }
     auto model = ModelFile::open(model_path);
     if (!model) {
         std::fprintf(stderr, "gkq quantize: %s\n", model.message().c_str());

@@ -11,5 +11,10 @@ int cmd_quantize(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
 int cmd_reconstruct(int argc, char** argv);
 int cmd_merge(int argc, char** argv);
+int cmd_eval(int argc, char** argv);
+int cmd_profile(int argc, char** argv);
+int cmd_rknot(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 
 }  // namespace gkq::cli

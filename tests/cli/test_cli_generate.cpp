@@ -77,7 +77,7 @@ private slots:
         QVERIFY(r.out.contains("generate"));
         Run h = run_gkq({"generate", "--help"});
         QCOMPARE(h.code, 0);
-        QVERIFY2(h.out.startsWith("usage: gkq generate MODEL [--tokenizer F] [-p PROMPT] [-n N]"), qPrintable(h.out));
+        QVERIFY2(h.out.startsWith("usage: gkq generate [MODEL|KNOT] [--tokenizer F] [-p PROMPT] [-n N]"), qPrintable(h.out));
         for (const char* opt : {"--tokenizer", "--prompt", "--steps", "--temp", "--top-p", "--seed", "--threads"})
             QVERIFY2(h.out.contains(opt), opt);
     }
@@ -165,7 +165,6 @@ private slots:
     void badOptionsExitTwo_data() {
         QTest::addColumn<QStringList>("args");
         QTest::addColumn<QString>("message");
-        QTest::newRow("no model") << QStringList{"generate"} << "missing MODEL";
         QTest::newRow("negative temperature")
             << QStringList{"generate", "m.bin", "--temp", "-1"} << "option '--temp': -1 is out of range [0, 100]";
         QTest::newRow("top-p above 1") << QStringList{"generate", "m.bin", "--top-p", "1.5"}

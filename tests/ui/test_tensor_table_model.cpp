@@ -7,6 +7,7 @@
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
+#include <QSignalSpy>
 #include <QtTest>
 
 using namespace gkq;
@@ -39,18 +40,25 @@ private slots:
     }
 
     void windowShowsErrorsWithoutDying() {
+        // Opening runs as a job: wait for modelLoaded / loadFailed.
         ui::MainWindow w;
-        QVERIFY(!w.openModel(QStringLiteral("/nonexistent/x.gguf")));
+        QSignalSpy loaded(&w, &ui::MainWindow::modelLoaded);
+        QSignalSpy failed(&w, &ui::MainWindow::loadFailed);
+        w.openModel(QStringLiteral("/nonexistent/x.gguf"));
+        QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 30000);
         QVERIFY(w.lastError().contains(QStringLiteral("/nonexistent/x.gguf")));
         test::TempDir dir;
         const std::string path = dir.file("tiny.gguf");
         auto m = test::make_tiny_model(test::tiny_config(false));
         QVERIFY(write_gguf(path, m.config, m.tensors).is_ok());
-        QVERIFY(w.openModel(QString::fromStdString(path)));
+        w.openModel(QString::fromStdString(path));
+        QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 30000);
         QCOMPARE(w.tensorModel()->rowCount(), 21);
         QVERIFY(w.windowTitle().startsWith(QStringLiteral("tiny.gguf")));
         // a failed open keeps the model that was open
-        QVERIFY(!w.openModel(QString::fromStdString(dir.file("missing.bin"))));
+        w.openModel(QString::fromStdString(dir.file("missing.bin")));
+        QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 2, 30000);
+        QVERIFY(w.lastError().contains(QString::fromStdString(dir.file("missing.bin"))));
         QCOMPARE(w.tensorModel()->rowCount(), 21);
     }
 };

@@ -1,84 +1,206 @@
 #include "widgets/main_window.h"
 
+#include "jobs/job_runner.h"
+#include "models/model_tree_model.h"
 #include "models/tensor_table_model.h"
+#include "widgets/compare_panel.h"
+#include "widgets/model_browser.h"
+#include "widgets/quantize_panel.h"
+#include "widgets/spectrum_panel.h"
 
 #include <QApplication>
+#include <QCloseEvent>
+#include <QDir>
+#include <QDockWidget>
+#include <QDragEnterEvent>
+#include <QDropEvent>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHeaderView>
 #include <QLabel>
-#include <QLineEdit>
+#include <QLocale>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
 #include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTableView>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 namespace gkq::ui {
 
+namespace {
+constexpr int kMaxRecentFiles = 8;
+const QString kLoadKey = QStringLiteral("load");
+}  // namespace
+
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     setWindowTitle(tr("GKQ Workbench"));
-    m_tensorModel = new TensorTableModel(this);
-    m_proxy = new QSortFilterProxyModel(this);
-    m_proxy->setSourceModel(m_tensorModel);
-    m_proxy->setFilterKeyColumn(-1);
-    m_proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
+    setObjectName(QStringLiteral("gkqMainWindow"));
+    setAcceptDrops(true);
+    m_runner = new JobRunner(this);
 
-    auto* central = new QWidget(this);
-    auto* layout = new QVBoxLayout(central);
-    m_summary = new QLabel(tr("No model open. Use File > Open (Ctrl+O)."), central);
+    // Overview: configuration summary and the flat tensor table.
+    m_tensorModel = new TensorTableModel(this);
+    m_tableProxy = new QSortFilterProxyModel(this);
+    m_tableProxy->setSourceModel(m_tensorModel);
+    m_tableProxy->setSortRole(Qt::UserRole);  // raw numbers for the numeric columns
+    auto* overview = new QWidget(this);
+    auto* overviewLayout = new QVBoxLayout(overview);
+    m_summary = new QLabel(tr("No model open. Use File > Open (Ctrl+O), or drop a model file here."), overview);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_summary->setWordWrap(true);
-    auto* filter = new QLineEdit(central);
-    filter->setPlaceholderText(tr("Filter tensors (name, role, type...)"));
-    filter->setClearButtonEnabled(true);
-    connect(filter, &QLineEdit::textChanged, m_proxy, &QSortFilterProxyModel::setFilterFixedString);
-    m_table = new QTableView(central);
-    m_table->setModel(m_proxy);
-    m_table->setSortingEnabled(false);
+    m_table = new QTableView(overview);
+    m_table->setModel(m_tableProxy);
+    m_table->setSortingEnabled(true);
+    m_table->sortByColumn(-1, Qt::AscendingOrder);  // file order until the user clicks a header
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_table->horizontalHeader()->setStretchLastSection(true);
     m_table->verticalHeader()->hide();
-    layout->addWidget(m_summary);
-    layout->addWidget(filter);
-    layout->addWidget(m_table);
-    setCentralWidget(central);
+    overviewLayout->addWidget(m_summary);
+    overviewLayout->addWidget(m_table, 1);
 
-    QMenu* file = menuBar()->addMenu(tr("&File"));
-    file->addAction(tr("&Open..."), QKeySequence::Open, this, &MainWindow::openDialog);
-    file->addSeparator();
-    file->addAction(tr("&Quit"), QKeySequence::Quit, qApp, &QApplication::closeAllWindows);
+    m_spectrum = new SpectrumPanel(m_runner, this);
+    m_quantize = new QuantizePanel(m_runner, this);
+    m_tabs = new QTabWidget(this);
+    m_tabs->addTab(overview, tr("Overview"));
+    m_tabs->addTab(m_spectrum, tr("Spectrum"));
+    m_tabs->addTab(m_quantize, tr("Quantize"));
+    m_compare = new ComparePanel(m_runner, this);
+    m_tabs->addTab(m_compare, tr("Compare"));
+    setCentralWidget(m_tabs);
+    connect(m_quantize, &QuantizePanel::exported, this,
+            [this](const QString& path) { statusBar()->showMessage(tr("Wrote %1").arg(path)); });
 
+    m_browser = new ModelBrowser(this);
+    auto* dock = new QDockWidget(tr("Model browser"), this);
+    dock->setObjectName(QStringLiteral("modelBrowserDock"));
+    dock->setWidget(m_browser);
+    addDockWidget(Qt::LeftDockWidgetArea, dock);
+    resizeDocks({dock}, {540}, Qt::Horizontal);
+    connect(m_browser, &ModelBrowser::tensorSelected, m_spectrum, &SpectrumPanel::showTensor);
+
+    // Status bar: the running job, its progress, Cancel.
+    m_jobLabel = new QLabel(this);
+    m_jobProgress = new QProgressBar(this);
+    m_jobProgress->setRange(0, 1000);
+    m_jobProgress->setMaximumWidth(200);
+    m_jobProgress->hide();
+    m_jobCancel = new QToolButton(this);
+    m_jobCancel->setText(tr("Cancel"));
+    m_jobCancel->hide();
+    statusBar()->addPermanentWidget(m_jobLabel);
+    statusBar()->addPermanentWidget(m_jobProgress);
+    statusBar()->addPermanentWidget(m_jobCancel);
+    connect(m_jobCancel, &QToolButton::clicked, m_runner, &JobRunner::cancelAll);
+    connect(m_runner, &JobRunner::started, this, [this](quint64, const QString& label) {
+        m_jobLabel->setText(label);
+        m_jobProgress->setValue(0);
+        m_jobProgress->show();
+        m_jobCancel->show();
+    });
+    connect(m_runner, &JobRunner::progressChanged, this, [this](quint64, double fraction, const QString& what) {
+        m_jobProgress->setValue(static_cast<int>(fraction * 1000.0));
+        m_jobProgress->setToolTip(what);
+    });
+    connect(m_runner, &JobRunner::idle, this, [this] {
+        m_jobLabel->clear();
+        m_jobProgress->hide();
+        m_jobCancel->hide();
+    });
+    connect(m_runner, &JobRunner::failed, this, [this](quint64 id, const QString& message) {
+        showError(message);
+        if (id == m_loadJob) emit loadFailed(message);
+    });
+    connect(m_runner, &JobRunner::cancelled, this,
+            [this](quint64) { statusBar()->showMessage(tr("Cancelled"), 5000); });
+
+    buildMenus();
     QSettings settings;
-    if (!restoreGeometry(settings.value("mainWindow/geometry").toByteArray())) resize(1100, 700);
+    if (!restoreGeometry(settings.value(QStringLiteral("mainWindow/geometry")).toByteArray())) resize(1280, 800);
+    restoreState(settings.value(QStringLiteral("mainWindow/state")).toByteArray());
+    m_tabs->setCurrentIndex(settings.value(QStringLiteral("mainWindow/tab"), 0).toInt());
     statusBar()->showMessage(tr("Ready"));
 }
 
 MainWindow::~MainWindow() {
-    QSettings settings;
-    settings.setValue("mainWindow/geometry", saveGeometry());
+    saveLayout();
+    m_runner->waitForAll();
+}
+
+QString MainWindow::demoModelPath() {
+#ifdef GKQ_DEMO_MODEL_DIR
+    const QString dir = QStringLiteral(GKQ_DEMO_MODEL_DIR);
+    if (QFileInfo::exists(dir + QStringLiteral("/model.safetensors"))) return dir;
+#endif
+    return {};
+}
+
+void MainWindow::buildMenus() {
+    QMenu* file = menuBar()->addMenu(tr("&File"));
+    file->addAction(tr("&Open..."), QKeySequence::Open, this, &MainWindow::openDialog);
+    m_recentMenu = file->addMenu(tr("Open &Recent"));
+    if (!demoModelPath().isEmpty())
+        file->addAction(tr("Open &Demo Model"), this, [this] { openModel(demoModelPath()); });
+    file->addSeparator();
+    file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+    rebuildRecentMenu();
+
+    QMenu* analysis = menuBar()->addMenu(tr("&Model"));
+    analysis->addAction(tr("&Analyze spectra"), this, [this] {
+        m_tabs->setCurrentWidget(m_spectrum);
+        m_spectrum->analyze();
+    });
+    analysis->addAction(tr("&Quantize"), QKeySequence(Qt::CTRL | Qt::Key_R), this, [this] {
+        m_tabs->setCurrentWidget(m_quantize);
+        m_quantize->startQuantize();
+    });
+    analysis->addAction(tr("&Cancel running jobs"), QKeySequence(Qt::Key_Escape), m_runner, &JobRunner::cancelAll);
+
+    QMenu* view = menuBar()->addMenu(tr("&View"));
+    for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
+    view->addAction(tr("&Overview"), QKeySequence(Qt::CTRL | Qt::Key_1), this, [this] { m_tabs->setCurrentIndex(OverviewTab); });
+    view->addAction(tr("&Spectrum"), QKeySequence(Qt::CTRL | Qt::Key_2), this, [this] { m_tabs->setCurrentIndex(SpectrumTab); });
+    view->addAction(tr("&Quantize"), QKeySequence(Qt::CTRL | Qt::Key_3), this, [this] { m_tabs->setCurrentIndex(QuantizeTab); });
+    view->addAction(tr("&Compare"), QKeySequence(Qt::CTRL | Qt::Key_4), this, [this] { m_tabs->setCurrentIndex(CompareTab); });
 }
 
 void MainWindow::openDialog() {
     QSettings settings;
     const QString path = QFileDialog::getOpenFileName(
-        this, tr("Open model"), settings.value("lastDir").toString(),
+        this, tr("Open model"), settings.value(QStringLiteral("lastDir")).toString(),
         tr("Models (*.safetensors *.gguf *.bin *.json);;All files (*)"));
     if (path.isEmpty()) return;
-    settings.setValue("lastDir", QFileInfo(path).absolutePath());
+    settings.setValue(QStringLiteral("lastDir"), QFileInfo(path).absolutePath());
     openModel(path);
 }
 
-bool MainWindow::openModel(const QString& path) {
-    auto opened = ModelFile::open(path.toStdString());
-    if (!opened) {
-        showError(QString::fromStdString(opened.message()));
-        return false;
-    }
-    m_tensorModel->clear();
-    m_model.emplace(std::move(opened).value());
+quint64 MainWindow::openModel(const QString& path) {
+    const std::string p = path.toStdString();
+    statusBar()->showMessage(tr("Opening %1...").arg(path));
+    m_loadJob = m_runner->run<std::shared_ptr<const ModelFile>>(
+        kLoadKey, tr("Opening %1").arg(QFileInfo(path).fileName()),
+        [p](const ProgressFn&) -> Result<std::shared_ptr<const ModelFile>> {
+            auto opened = ModelFile::open(p);
+            if (!opened) return opened.status();
+            return std::shared_ptr<const ModelFile>(std::make_shared<ModelFile>(std::move(opened).value()));
+        },
+        [this, path](std::shared_ptr<const ModelFile>& model) { onModelOpened(path, std::move(model)); });
+    return m_loadJob;
+}
+
+void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const ModelFile> model) {
+    m_model = std::move(model);
+    m_modelPath = path;
     m_tensorModel->setModelFile(*m_model);
+    m_browser->treeModel()->setModelFile(*m_model);
+    m_spectrum->setModel(m_model);
+    m_quantize->setModel(m_model);
+    m_compare->setModel(m_model);
     const ModelConfig& c = m_model->config();
     m_summary->setText(tr("<b>%1</b> — %2<br>dim %3, hidden %4, %5 layers, %6 heads (%7 kv), vocab %8, context %9; "
                           "%10 tensors, %11 parameters, %12 bytes")
@@ -92,14 +214,65 @@ bool MainWindow::openModel(const QString& path) {
     setWindowTitle(tr("%1 — GKQ Workbench").arg(QFileInfo(path).fileName()));
     statusBar()->showMessage(tr("Opened %1").arg(path));
     m_lastError.clear();
-    return true;
+    addRecentFile(path);
+    m_spectrum->analyze();
+    emit modelLoaded(path);
+}
+
+QStringList MainWindow::recentFiles() const {
+    return QSettings().value(QStringLiteral("recentFiles")).toStringList();
+}
+
+void MainWindow::addRecentFile(const QString& path) {
+    const QString abs = QFileInfo(path).absoluteFilePath();
+    QStringList files = recentFiles();
+    files.removeAll(abs);
+    files.prepend(abs);
+    while (files.size() > kMaxRecentFiles) files.removeLast();
+    QSettings().setValue(QStringLiteral("recentFiles"), files);
+    rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+    m_recentMenu->clear();
+    const QStringList files = recentFiles();
+    for (const QString& f : files) m_recentMenu->addAction(f, this, [this, f] { openModel(f); });
+    m_recentMenu->setEnabled(!files.isEmpty());
 }
 
 void MainWindow::showError(const QString& message) {
     m_lastError = message;
     statusBar()->showMessage(message);
-    if (QGuiApplication::platformName() != QLatin1String("offscreen"))
-        QMessageBox::warning(this, tr("GKQ Workbench"), message);
+    if (QGuiApplication::platformName() == QLatin1String("offscreen")) return;
+    // Window-modal but not blocking: no nested event loop, jobs keep reporting while the message is up.
+    auto* box = new QMessageBox(QMessageBox::Warning, tr("GKQ Workbench"), message, QMessageBox::Ok, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();
+}
+
+void MainWindow::saveLayout() {
+    QSettings settings;
+    settings.setValue(QStringLiteral("mainWindow/geometry"), saveGeometry());
+    settings.setValue(QStringLiteral("mainWindow/state"), saveState());
+    settings.setValue(QStringLiteral("mainWindow/tab"), m_tabs->currentIndex());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+    saveLayout();
+    m_runner->cancelAll();
+    event->accept();
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+    const auto urls = event->mimeData()->urls();
+    if (!urls.isEmpty() && urls.first().isLocalFile()) event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+    const auto urls = event->mimeData()->urls();
+    if (urls.isEmpty() || !urls.first().isLocalFile()) return;
+    openModel(urls.first().toLocalFile());
+    event->acceptProposedAction();
 }
 
 }  // namespace gkq::ui

@@ -1,42 +1,97 @@
-// MainWindow: the workbench's top-level window. For now it opens a model and shows its configuration and
-// tensors; the spectrum, quantize, compare, saturation, rknot and export panels attach here later.
+// MainWindow: the workbench's top-level window — the model browser (dock), and the Overview, Spectrum, Quantize
+// and Compare views (tabs); a status bar with the running job, its progress and a Cancel button.
+// Models open from the command line, File > Open, File > Open Recent, or by dropping a file on the window; the
+// load runs through the JobRunner, then the spectra are analyzed in the background. Window layout, recent files
+// and the last directory persist in QSettings. Errors show in the window (status bar and a message box on a real
+// display) and never take the app down.
 #pragma once
 
 #include "gkq/model_file.h"
 
 #include <QMainWindow>
+#include <QStringList>
 #include <memory>
-#include <optional>
 
 class QLabel;
+class QMenu;
+class QProgressBar;
 class QSortFilterProxyModel;
+class QTabWidget;
 class QTableView;
+class QToolButton;
 
 namespace gkq::ui {
 
+class ComparePanel;
+class JobRunner;
+class ModelBrowser;
+class QuantizePanel;
+class SpectrumPanel;
 class TensorTableModel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
+    enum Tab { OverviewTab, SpectrumTab, QuantizeTab, CompareTab };
+
     explicit MainWindow(QWidget* parent = nullptr);
     ~MainWindow() override;
 
-    // Opens a model; on failure shows the error in the window (and returns false), never exits.
-    bool openModel(const QString& path);
+    // The bundled demo model's folder when it exists in the source tree this was built from, else empty.
+    static QString demoModelPath();
+
+    // Starts loading `path` (job id); on failure the window shows the error (lastError()) and keeps the model
+    // that was open. Emits modelLoaded or loadFailed.
+    quint64 openModel(const QString& path);
     QString lastError() const { return m_lastError; }
+    QString modelPath() const { return m_modelPath; }
+    std::shared_ptr<const ModelFile> model() const { return m_model; }
+    QStringList recentFiles() const;
+
+    JobRunner* runner() const { return m_runner; }
     TensorTableModel* tensorModel() const { return m_tensorModel; }
+    ModelBrowser* browser() const { return m_browser; }
+    SpectrumPanel* spectrumPanel() const { return m_spectrum; }
+    QuantizePanel* quantizePanel() const { return m_quantize; }
+    ComparePanel* comparePanel() const { return m_compare; }
+    QTabWidget* tabs() const { return m_tabs; }
+
+signals:
+    void modelLoaded(const QString& path);
+    void loadFailed(const QString& message);
+
+protected:
+    void closeEvent(QCloseEvent* event) override;
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
 
 private:
+    void buildMenus();
     void openDialog();
+    void onModelOpened(const QString& path, std::shared_ptr<const ModelFile> model);
+    void addRecentFile(const QString& path);
+    void rebuildRecentMenu();
     void showError(const QString& message);
+    void saveLayout();
 
+    JobRunner* m_runner = nullptr;
     TensorTableModel* m_tensorModel = nullptr;
-    QSortFilterProxyModel* m_proxy = nullptr;
+    QSortFilterProxyModel* m_tableProxy = nullptr;
     QTableView* m_table = nullptr;
     QLabel* m_summary = nullptr;
-    std::optional<ModelFile> m_model;
+    ModelBrowser* m_browser = nullptr;
+    SpectrumPanel* m_spectrum = nullptr;
+    QuantizePanel* m_quantize = nullptr;
+    ComparePanel* m_compare = nullptr;
+    QTabWidget* m_tabs = nullptr;
+    QMenu* m_recentMenu = nullptr;
+    QLabel* m_jobLabel = nullptr;
+    QProgressBar* m_jobProgress = nullptr;
+    QToolButton* m_jobCancel = nullptr;
+    std::shared_ptr<const ModelFile> m_model;
+    QString m_modelPath;
     QString m_lastError;
+    quint64 m_loadJob = 0;
 };
 
 }  // namespace gkq::ui

@@ -173,6 +173,21 @@ Result<std::vector<float>> decode_tensor(const EncodedTensor& t);
 // The same into caller memory of exactly n_dst = t.n_elements() floats.
 Status decode_tensor_into(const EncodedTensor& t, float* dst, uint64_t n_dst);
 
+// The factors of a LowRank / LowRankResidual tensor as decoded, without multiplying them out:
+// W' = U diag(S) V^T (+ residual). For running a low-rank matrix factored (x -> V^T x -> S -> U).
+struct LowRankFactors {
+    int64_t rows = 0;             // matrix view of the tensor's shape
+    int64_t cols = 0;
+    int64_t rank = 0;             // k
+    std::vector<float> u;         // (rows, k) row-major, folding and delta undone
+    std::vector<float> s;         // (k)
+    std::vector<float> v;         // (cols, k)
+    std::vector<float> residual;  // (rows, cols) the dequantized residual blocks; empty for LowRank
+};
+
+// InvalidArgument for other methods; Corrupt naming the tensor as decode_tensor does.
+Result<LowRankFactors> decode_lowrank_factors(const EncodedTensor& t);
+
 // The accounting fields that follow from `encoded` and the original data (decodes `encoded`): method, sizes, bpw
 // and errors. encode_tensor adds energy and folding on top.
 Result<TensorReport> measure_encoded(const float* original, const EncodedTensor& encoded);

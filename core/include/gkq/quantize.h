@@ -28,8 +28,12 @@ bool in_shard(int32_t layer, uint32_t shard_index, uint32_t shard_count);
 
 // ---- quantize -------------------------------------------------------------------------------------------------
 
+// The default preset: the lowest mean KLD at or under 5 bits per weight on the demo model, as measured by
+// packaging/measure-presets.sh (table and commands: docs/presets-measured.md). "paper" stays available.
+inline constexpr const char* kDefaultPreset = "lowrank-q4";
+
 struct QuantizeOptions {
-    std::string preset = "paper";          // see preset_names()
+    std::string preset = kDefaultPreset;   // see preset_names()
     ParamOverride global;                  // command-line overrides of every matrix's parameters
     std::vector<LayerOverride> per_layer;  // per-layer overrides (an rknot tuning); precedence: resolve_params()
     uint32_t shard_index = 0;              // encode only shard `shard_index` of `shard_count`

@@ -95,6 +95,19 @@ struct TransformerOptions {
 
 class ThreadPool;
 
+// Called after the SwiGLU of every block with that block's FFN hidden activations silu(w1 x) * w3 x,
+// act (n_tokens, hidden_dim) row-major, valid during the call only. Only while no FFN routing is set.
+using FfnObserver = std::function<void(int64_t layer, const float* act, int64_t n_tokens)>;
+
+// One block's feed-forward restricted to its hot hidden neurons (routing by a saturation mask): the rows of
+// w1 and w3 and the columns of w2 of the hot neurons, in ascending neuron order.
+struct RoutedFfn {
+    int64_t n_hot = 0;
+    Matrix w1;  // (n_hot, dim)
+    Matrix w3;  // (n_hot, dim)
+    Matrix w2;  // (dim, n_hot)
+};
+
 class Transformer {
 public:
     static Result<Transformer> load(const ModelFile& file, const TransformerOptions& options = {});
@@ -125,6 +138,17 @@ public:
     uint64_t matrix_macs_per_token() const;
     int n_factored_matrices() const;
 
+    // FFN routing: hot[l][j] != 0 keeps hidden neuron j of block l; a cold neuron's rows of w1 and w3 and
+    // column of w2 are skipped (its activation taken as 0). An all-hot mask gives bit-identical logits (the
+    // kept rows are the same dot products in the same order). One entry per block, hidden_dim values each;
+    // InvalidArgument naming the block otherwise. An empty vector turns routing off.
+    Status set_ffn_routing(const std::vector<std::vector<uint8_t>>& hot);
+    bool ffn_routing() const { return !m_routed.empty(); }
+    // Hidden neurons that run per token over all blocks (n_layers * hidden_dim without routing).
+    int64_t n_active_ffn_neurons() const;
+    // Observes the FFN hidden activations (see FfnObserver); an empty function removes it.
+    void set_ffn_observer(FfnObserver observer) { m_ffn_observer = std::move(observer); }
+
 private:
     Transformer() = default;
     Status init_state(const TransformerOptions& options);
@@ -138,6 +162,8 @@ private:
     RunState m_state;
     std::vector<float> m_inv_freq;  // (head_size / 2) rotary frequency of each pair
     std::unique_ptr<ThreadPool> m_pool;
+    std::vector<RoutedFfn> m_routed;  // (n_layers) when routing is set, else empty
+    FfnObserver m_ffn_observer;
 };
 
 }  // namespace gkq

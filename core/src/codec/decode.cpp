@@ -152,4 +152,29 @@ Result<std::vector<float>> decode_tensor(const EncodedTensor& t) {
     }
 }
 
+Result<LowRankFactors> decode_lowrank_factors(const EncodedTensor& t) {
+    if (t.method != Method::LowRank && t.method != Method::LowRankResidual)
+        return error(StatusCode::InvalidArgument, label_of(t) + ": not a low-rank tensor");
+    try {
+        DecodePlan plan;
+        if (Status s = plan_decode(t, plan); !s) return s;
+        LowRankFactors f;
+        f.rows = plan.ms.rows;
+        f.cols = plan.ms.cols;
+        f.rank = plan.section.k;
+        decoded_factors(plan.section, f.u, f.s, f.v);
+        if (t.method == Method::LowRankResidual) {
+            const auto n = static_cast<uint64_t>(plan.ms.n);
+            f.residual.resize(static_cast<size_t>(n));
+            if (Status s = convert_to_f32(plan.residual_type, t.payload.data() + plan.residual_offset, n,
+                                          f.residual.data());
+                !s)
+                return s.with_context(label_of(t));
+        }
+        return f;
+    } catch (const std::bad_alloc&) {
+        return error(StatusCode::Unsupported, label_of(t) + ": does not fit in memory while decoding");
+    }
+}
+
 }  // namespace gkq

@@ -156,10 +156,21 @@ void Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, bool 
 
         // ffn rmsnorm, then w2(silu(w1(x)) * w3(x)) and residual
         for (int64_t t = 0; t < n; t++) rmsnorm(s.xb.data() + t * dim, x + t * dim, w.rms_ffn.data(), dim, eps);
-        apply(w.w1, s.xb.data(), s.hb.data(), n);
-        apply(w.w3, s.xb.data(), s.hb2.data(), n);
-        swiglu(s.hb.data(), s.hb2.data(), n * hidden);
-        apply(w.w2, s.hb.data(), s.xb2.data(), n);
+        if (!m_routed.empty()) {
+            // routed: only the hot neurons' rows of w1, w3 and columns of w2 (no hot neuron: no FFN output)
+            const RoutedFfn& r = m_routed[static_cast<size_t>(l)];
+            if (r.n_hot == 0) continue;
+            apply(r.w1, s.xb.data(), s.hb.data(), n);
+            apply(r.w3, s.xb.data(), s.hb2.data(), n);
+            swiglu(s.hb.data(), s.hb2.data(), n * r.n_hot);
+            apply(r.w2, s.hb.data(), s.xb2.data(), n);
+        } else {
+            apply(w.w1, s.xb.data(), s.hb.data(), n);
+            apply(w.w3, s.xb.data(), s.hb2.data(), n);
+            swiglu(s.hb.data(), s.hb2.data(), n * hidden);
+            if (m_ffn_observer) m_ffn_observer(l, s.hb.data(), n);
+            apply(w.w2, s.hb.data(), s.xb2.data(), n);
+        }
         for (int64_t i = 0; i < n * dim; i++) x[i] += s.xb2[static_cast<size_t>(i)];
     }
 
@@ -204,6 +215,83 @@ Result<const float*> Transformer::forward_batch(const int32_t* tokens, int64_t n
         done += block;
     }
     return last;
+}
+
+// ----------------------------------------------------------------------------
+// FFN routing
+
+namespace {
+
+// The rows `keep` of m (rows, cols) — of U when factored, S V^T shared.
+Matrix select_rows(const Matrix& m, const std::vector<int64_t>& keep) {
+    Matrix o;
+    o.rows = static_cast<int64_t>(keep.size());
+    o.cols = m.cols;
+    o.rank = m.rank;
+    const int64_t width = m.factored() ? m.rank : m.cols;
+    const std::vector<float>& src = m.factored() ? m.u : m.dense;
+    std::vector<float>& dst = m.factored() ? o.u : o.dense;
+    dst.resize(keep.size() * static_cast<size_t>(width));
+    for (size_t i = 0; i < keep.size(); ++i)
+        std::memcpy(dst.data() + i * static_cast<size_t>(width), src.data() + keep[i] * width,
+                    static_cast<size_t>(width) * sizeof(float));
+    if (m.factored()) o.svt = m.svt;
+    return o;
+}
+
+// The columns `keep` of m (rows, cols) — of S V^T when factored, U shared.
+Matrix select_cols(const Matrix& m, const std::vector<int64_t>& keep) {
+    Matrix o;
+    o.rows = m.rows;
+    o.cols = static_cast<int64_t>(keep.size());
+    o.rank = m.rank;
+    const int64_t height = m.factored() ? m.rank : m.rows;
+    const std::vector<float>& src = m.factored() ? m.svt : m.dense;
+    std::vector<float>& dst = m.factored() ? o.svt : o.dense;
+    dst.resize(static_cast<size_t>(height) * keep.size());
+    for (int64_t r = 0; r < height; ++r)
+        for (size_t i = 0; i < keep.size(); ++i)
+            dst[static_cast<size_t>(r) * keep.size() + i] = src[static_cast<size_t>(r * m.cols + keep[i])];
+    if (m.factored()) o.u = m.u;
+    return o;
+}
+
+}  // namespace
+
+Status Transformer::set_ffn_routing(const std::vector<std::vector<uint8_t>>& hot) {
+    if (hot.empty()) {
+        m_routed.clear();
+        return Status::ok();
+    }
+    const int64_t hidden = m_config.hidden_dim;
+    if (static_cast<int64_t>(hot.size()) != m_config.n_layers)
+        return error(StatusCode::InvalidArgument, "ffn routing: the mask has " + std::to_string(hot.size()) +
+                                                      " blocks, the model " + std::to_string(m_config.n_layers));
+    for (size_t l = 0; l < hot.size(); ++l)
+        if (static_cast<int64_t>(hot[l].size()) != hidden)
+            return error(StatusCode::InvalidArgument, "ffn routing: block " + std::to_string(l) + " of the mask has " +
+                                                          std::to_string(hot[l].size()) + " neurons, the model " +
+                                                          std::to_string(hidden));
+    std::vector<RoutedFfn> routed(hot.size());
+    for (size_t l = 0; l < hot.size(); ++l) {
+        std::vector<int64_t> keep;
+        for (int64_t j = 0; j < hidden; ++j)
+            if (hot[l][static_cast<size_t>(j)]) keep.push_back(j);
+        const LayerWeights& w = m_weights.layers[l];
+        routed[l].n_hot = static_cast<int64_t>(keep.size());
+        routed[l].w1 = select_rows(w.w1, keep);
+        routed[l].w3 = select_rows(w.w3, keep);
+        routed[l].w2 = select_cols(w.w2, keep);
+    }
+    m_routed = std::move(routed);
+    return Status::ok();
+}
+
+int64_t Transformer::n_active_ffn_neurons() const {
+    if (m_routed.empty()) return m_config.n_layers * m_config.hidden_dim;
+    int64_t n = 0;
+    for (const RoutedFfn& r : m_routed) n += r.n_hot;
+    return n;
 }
 
 // ----------------------------------------------------------------------------

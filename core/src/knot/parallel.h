@@ -5,7 +5,7 @@
 
 #include "gkq/status.h"
 
-#include <cblas.h>
+#include "common/blas_threads.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -17,29 +17,6 @@
 
 namespace gkq::knot {
 
-// OpenBLAS threads are a process-wide setting: while several workers each run LAPACK, every BLAS call runs on its
-// own worker's thread (two levels of threads only fight). Counted, so overlapping runs restore it once.
-class SingleThreadedBlas {
-public:
-    SingleThreadedBlas() {
-        std::lock_guard<std::mutex> lock(s_mutex);
-        if (s_users++ == 0) {
-            s_saved = openblas_get_num_threads();
-            openblas_set_num_threads(1);
-        }
-    }
-    ~SingleThreadedBlas() {
-        std::lock_guard<std::mutex> lock(s_mutex);
-        if (--s_users == 0) openblas_set_num_threads(s_saved);
-    }
-    SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-    SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
-private:
-    static inline std::mutex s_mutex;
-    static inline int s_users = 0;
-    static inline int s_saved = 1;
-};
 
 // Threads to use for n items when the caller asked for `requested` (0: one per hardware thread).
 inline int worker_count(int requested, size_t n_items) {

@@ -135,7 +135,7 @@ Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOpti
     report.shard_index = options.shard_index;
     report.shard_count = options.shard_count;
     const int n_threads = knot::worker_count(options.n_threads, selected.size());
-    std::optional<knot::SingleThreadedBlas> one_blas_thread;
+    std::optional<SingleThreadedBlas> one_blas_thread;
     if (n_threads > 1) one_blas_thread.emplace();
 
     int64_t done_elements = 0;

@@ -40,7 +40,7 @@ Result<VerifyReport> verify_knot(const std::string& path, int n_threads, const P
         ++report.count_by_method[static_cast<size_t>(e.method)];
     }
     const int threads = knot::worker_count(n_threads, knot->n_records());
-    std::optional<knot::SingleThreadedBlas> one_blas_thread;
+    std::optional<SingleThreadedBlas> one_blas_thread;
     if (threads > 1) one_blas_thread.emplace();
 
     auto produce = [&](size_t i) -> Result<Checked> {
@@ -93,7 +93,7 @@ Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::s
     std::vector<std::vector<float>> data(n);
     std::vector<WriteTensor> tensors(n);
     const int threads = knot::worker_count(n_threads, n);
-    std::optional<knot::SingleThreadedBlas> one_blas_thread;
+    std::optional<SingleThreadedBlas> one_blas_thread;
     if (threads > 1) one_blas_thread.emplace();
     auto produce = [&](size_t i) -> Result<std::vector<float>> {
         auto t = knot->read(i);

@@ -5,7 +5,7 @@
 #include "gkq/model_file.h"
 #include "gkq/spectrum.h"
 
-#include <cblas.h>
+#include "common/blas_threads.h"
 
 #include <algorithm>
 #include <atomic>
@@ -22,30 +22,6 @@ namespace gkq {
 
 namespace {
 
-// OpenBLAS threads are a process-wide setting: while any analysis runs several workers, every BLAS call runs on
-// its own worker's thread (two levels of threads on two cores only fight). Counted so overlapping analyses
-// restore the setting once, at the end of the last one.
-class SingleThreadedBlas {
-public:
-    SingleThreadedBlas() {
-        std::lock_guard<std::mutex> lock(s_mutex);
-        if (s_users++ == 0) {
-            s_saved = openblas_get_num_threads();
-            openblas_set_num_threads(1);
-        }
-    }
-    ~SingleThreadedBlas() {
-        std::lock_guard<std::mutex> lock(s_mutex);
-        if (--s_users == 0) openblas_set_num_threads(s_saved);
-    }
-    SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-    SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
-private:
-    static inline std::mutex s_mutex;
-    static inline int s_users = 0;
-    static inline int s_saved = 1;
-};
 
 double work_of(const Tensor& t) {
     const double r = static_cast<double>(t.rows()), c = static_cast<double>(t.cols());

@@ -1,0 +1,153 @@
+// gkq profile MODEL --text FILE [--threshold T] [--min-frequency F] [--tokenizer F] -o MASKS: runs a calibration
+// text through the model and writes, per block and per FFN hidden neuron, how often its activation saturated
+// (|silu(gate) * up| > T * the block's activation RMS), the frequency histogram and the hot/cold mask (RLE +
+// sha256). Definitions: docs/rknot-format.md.
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/progress_bar.h"
+
+#include "gkq/model_file.h"
+#include "gkq/saturation.h"
+#include "gkq/tokenizer.h"
+#include "gkq/transformer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace gkq::cli {
+
+namespace {
+
+int exit_code_for(const Status& s) {
+    switch (s.code()) {
+        case StatusCode::Cancelled: return kExitCancelled;
+        case StatusCode::Internal:
+        case StatusCode::IoError: return kExitFailure;
+        default: return kExitBadInput;
+    }
+}
+
+// The model's own vocabulary, else the one tokenizer.bin / tok*.bin beside it, else --tokenizer (as generate).
+Result<Tokenizer> pick_tokenizer(const ModelFile& model, const std::string& given) {
+    if (!given.empty()) return Tokenizer::load_llama2c(given, model.config().vocab_size);
+    if (!model.vocabulary().empty()) return Tokenizer::from_vocabulary(model.vocabulary(), model.path());
+    std::error_code ec;
+    const fs::path mp(model.path());
+    const fs::path dir = fs::is_directory(mp, ec) ? mp : mp.parent_path();
+    std::vector<std::string> found;
+    for (const auto& entry : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if ((name == "tokenizer.bin" || (name.rfind("tok", 0) == 0 && entry.path().extension() == ".bin")) &&
+            entry.is_regular_file(ec) && !fs::equivalent(entry.path(), mp, ec))
+            found.push_back(entry.path().string());
+    }
+    if (found.size() == 1) return Tokenizer::load_llama2c(found.front(), model.config().vocab_size);
+    return error(StatusCode::NotFound, model.path() +
+                                           ": no vocabulary and not exactly one tokenizer.bin / tok*.bin "
+                                           "next to it: pass --tokenizer FILE");
+}
+
+}  // namespace
+
+int cmd_profile(int argc, char** argv) {
+    std::string model_path, text_path, out_path, tokenizer_path;
+    double threshold = 1.0, min_frequency = 0.0;
+    int64_t max_tokens = 0, threads = 0;
+    ArgParser p("gkq profile MODEL --text FILE [--threshold T] [--min-frequency F] [--tokenizer F] -o MASKS",
+                "Runs the calibration text FILE through MODEL (windows of the model's context, each from position 0)\n"
+                "and counts, per block and per FFN hidden neuron j, the tokens on which |silu(gate) * up|_j exceeds\n"
+                "T times the block's activation scale (the RMS of all its hidden activations over the text). A\n"
+                "neuron is hot when that frequency is above F. Writes MASKS (JSON: counts, frequency histogram,\n"
+                "run-length encoded mask with its sha256 per block) and prints a per-block summary.");
+    p.positional("MODEL", "model file or folder", &model_path);
+    p.option("--text", "FILE", "calibration text (UTF-8)", &text_path);
+    p.option_double("--threshold", "T", "saturated when |a| > T * block RMS (default 1)", &threshold, 0.0, 1e6);
+    p.option_double("--min-frequency", "F", "hot when the saturation frequency is above F, in [0, 1) (default 0)",
+                    &min_frequency, 0.0, 0.999999);
+    p.option("--tokenizer", "FILE", "llama2.c tokenizer.bin when the model carries none", &tokenizer_path);
+    p.option_int("--max-tokens", "N", "profile only the first N tokens (0: all)", &max_tokens, 0, int64_t{1} << 40);
+    p.option_int("--threads", "N", "threads (0: all)", &threads, 0, 4096);
+    p.option("-o,--output", "MASKS", "masks file to write (JSON, replaced only when complete)", &out_path);
+    switch (p.parse(argc, argv)) {
+        case ParseOutcome::Help: return kExitOk;
+        case ParseOutcome::Error: return kExitBadInput;
+        case ParseOutcome::Ok: break;
+    }
+    if (text_path.empty() || out_path.empty()) {
+        std::fprintf(stderr, "gkq: missing %s\n(see 'gkq profile --help')\n",
+                     text_path.empty() ? "--text FILE" : "-o MASKS");
+        return kExitBadInput;
+    }
+    auto model = ModelFile::open(model_path);
+    if (!model) {
+        std::fprintf(stderr, "gkq profile: %s\n", model.message().c_str());
+        return exit_code_for(model.status());
+    }
+    auto tokenizer = pick_tokenizer(*model, tokenizer_path);
+    if (!tokenizer) {
+        std::fprintf(stderr, "gkq profile: %s\n", tokenizer.message().c_str());
+        return exit_code_for(tokenizer.status());
+    }
+    std::ifstream in(text_path, std::ios::binary);
+    if (!in) {
+        std::fprintf(stderr, "gkq profile: %s: cannot open the text\n", text_path.c_str());
+        return kExitBadInput;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::vector<int32_t> tokens = tokenizer->encode(ss.str(), true, false);
+    if (max_tokens > 0 && static_cast<int64_t>(tokens.size()) > max_tokens)
+        tokens.resize(static_cast<size_t>(max_tokens));
+    TransformerOptions topt;
+    topt.n_threads = static_cast<int>(threads);
+    auto transformer = Transformer::load(*model, topt);
+    if (!transformer) {
+        std::fprintf(stderr, "gkq profile: %s\n", transformer.message().c_str());
+        return exit_code_for(transformer.status());
+    }
+    SaturationOptions sopt;
+    sopt.thresholds = {threshold};
+    sopt.min_frequency = min_frequency;
+    Result<std::vector<SaturationProfile>> profiles = error(StatusCode::Internal, "not run");
+    {
+        ProgressBar bar("profile");
+        profiles = profile_saturation(*transformer, tokens, sopt, bar.callback());
+    }
+    if (!profiles) {
+        std::fprintf(stderr, "gkq profile: %s\n", profiles.message().c_str());
+        return exit_code_for(profiles.status());
+    }
+    SaturationProfile& prof = profiles->front();
+    prof.model = model_path;
+    prof.text = text_path;
+    std::ostringstream cmd;
+    cmd << "gkq profile " << model_path << " --text " << text_path << " --threshold " << threshold
+        << " --min-frequency " << min_frequency;
+    if (max_tokens > 0) cmd << " --max-tokens " << max_tokens;
+    prof.command = cmd.str();
+    if (Status s = write_saturation_profile(out_path, prof); !s) {
+        std::fprintf(stderr, "gkq profile: %s\n", s.message().c_str());
+        return exit_code_for(s);
+    }
+    std::printf(
+        "model     %s\ntext      %s (%lld tokens)\nthreshold |a| > %g x block RMS; hot when frequency > %g\n"
+        "masks     %s\n\n",
+        model_path.c_str(), text_path.c_str(), static_cast<long long>(prof.n_tokens), threshold, min_frequency,
+        out_path.c_str());
+    std::printf("%5s  %12s  %7s  %7s  %s\n", "layer", "rms", "hot", "cold",
+                "neurons by saturation frequency: 0 | <=.001 | <=.01 | <=.05 | <=.1 | <=.2 | <=.5 | <=1");
+    for (const LayerSaturation& l : prof.layers) {
+        std::string hist;
+        for (uint64_t c : l.histogram) hist += (hist.empty() ? "" : " ") + std::to_string(c);
+        std::printf("%5d  %12.6g  %7lld  %7lld  %s\n", l.layer_id, l.scale, static_cast<long long>(l.hot_count()),
+                    static_cast<long long>(l.neuron_count - l.hot_count()), hist.c_str());
+    }
+    return kExitOk;
+}
+
+}  // namespace gkq::cli

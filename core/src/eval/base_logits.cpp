@@ -1,0 +1,135 @@
+// The saved base logits file (layout in gkq/evaluate.h): written through AtomicFile, read with every field and
+// size checked against the file and against the run that reuses it.
+#include "gkq/atomic_file.h"
+#include "gkq/evaluate.h"
+
+#include "common/byte_reader.h"
+#include "common/mapped_file.h"
+
+#include <bit>
+#include <cstring>
+#include <new>
+
+namespace gkq {
+
+static_assert(std::endian::native == std::endian::little, "the base logits file is written in host order");
+
+namespace {
+
+constexpr char kMagic[8] = {'G', 'K', 'Q', 'B', 'A', 'S', 'E', '\0'};
+constexpr uint32_t kVersion = 1;
+constexpr uint64_t kHeaderBytes = 64;
+
+template <class T>
+void put(std::string& out, T v) {
+    char b[sizeof(T)];
+    std::memcpy(b, &v, sizeof(T));
+    out.append(b, sizeof(T));
+}
+
+uint64_t token_hash(const std::vector<int32_t>& tokens) {
+    return fnv1a64(tokens.data(), tokens.size() * sizeof(int32_t));
+}
+
+}  // namespace
+
+Status save_base_logits(const std::string& path, const BaseLogits& b) {
+    const uint64_t n = b.text.tokens.size();
+    if (b.logits.size() != n * static_cast<uint64_t>(b.n_vocab))
+        return error(StatusCode::Internal, path + ": " + std::to_string(b.logits.size()) + " logits for " +
+                                               std::to_string(n) + " tokens of " + std::to_string(b.n_vocab));
+    std::string head;
+    head.append(kMagic, 8);
+    put<uint32_t>(head, kVersion);
+    put<uint32_t>(head, static_cast<uint32_t>(b.n_vocab));
+    put<uint32_t>(head, static_cast<uint32_t>(b.n_ctx));
+    put<uint32_t>(head, static_cast<uint32_t>(b.stride));
+    put<uint64_t>(head, n);
+    put<int32_t>(head, b.text.bos_id);
+    put<uint32_t>(head, 0);
+    put<uint64_t>(head, b.text.n_bytes);
+    put<uint64_t>(head, token_hash(b.text.tokens));
+    put<uint64_t>(head, b.text.text_hash);
+    auto f = AtomicFile::create(path);
+    if (!f) return f.status();
+    if (Status s = f->write(head); !s) return s;
+    if (Status s = f->write(b.text.tokens.data(), n * sizeof(int32_t)); !s) return s;
+    if (Status s = f->write(b.logits.data(), b.logits.size() * sizeof(float)); !s) return s;
+    return f->commit();
+}
+
+Result<BaseLogits> load_base_logits(const std::string& path, const EvalText& text, int64_t n_vocab,
+                                    const EvalOptions& options) {
+    auto mapped = MappedFile::open(path);
+    if (!mapped) return mapped.status();
+    const uint8_t* d = mapped->data();
+    const uint64_t size = mapped->size();
+    auto corrupt = [&](const std::string& why) {
+        return error(StatusCode::Corrupt, path + ": not a usable base logits file: " + why);
+    };
+    auto mismatch = [&](const std::string& why) {
+        return error(StatusCode::InvalidArgument, path + ": saved for a different run: " + why);
+    };
+    if (size < kHeaderBytes)
+        return corrupt(std::to_string(size) + " bytes, shorter than the " + std::to_string(kHeaderBytes) +
+                       "-byte header");
+    if (std::memcmp(d, kMagic, 8) != 0) return corrupt("bad magic at offset 0 (expected GKQBASE)");
+    ByteReader r(d, size, path);
+    uint32_t version = 0, vocab = 0, ctx = 0, stride = 0, reserved = 0;
+    uint64_t n = 0, n_bytes = 0, tok_hash = 0, txt_hash = 0;
+    int32_t bos = 0;
+    r.skip(8, "magic");
+    r.read(version, "version");
+    r.read(vocab, "n_vocab");
+    r.read(ctx, "n_ctx");
+    r.read(stride, "stride");
+    r.read(n, "n_tokens");
+    r.read(bos, "bos");
+    r.read(reserved, "reserved");
+    r.read(n_bytes, "n_bytes");
+    r.read(tok_hash, "token hash");
+    r.read(txt_hash, "text hash");
+    if (!r.ok()) return r.status();
+    if (version != kVersion)
+        return error(StatusCode::Unsupported, path + ": base logits file version " + std::to_string(version) +
+                                                  " (this gkq reads version " + std::to_string(kVersion) + ")");
+    if (vocab == 0 || n == 0) return corrupt("n_vocab " + std::to_string(vocab) + ", n_tokens " + std::to_string(n));
+    uint64_t tok_bytes = 0, logit_count = 0, logit_bytes = 0, expected = 0;
+    if (!checked_mul(n, 4, tok_bytes) || !checked_mul(n, vocab, logit_count) ||
+        !checked_mul(logit_count, 4, logit_bytes) || !checked_add(kHeaderBytes, tok_bytes, expected) ||
+        !checked_add(expected, logit_bytes, expected) || expected != size)
+        return corrupt("the header's " + std::to_string(n) + " tokens x " + std::to_string(vocab) +
+                       " logits need a different size than the file's " + std::to_string(size) + " bytes");
+    if (vocab != static_cast<uint64_t>(n_vocab))
+        return mismatch("logits over " + std::to_string(vocab) + " tokens, the model has " + std::to_string(n_vocab));
+    if (static_cast<int64_t>(ctx) != options.n_ctx || static_cast<int64_t>(stride) != options.stride)
+        return mismatch("context " + std::to_string(ctx) + " / stride " + std::to_string(stride) + ", this run uses " +
+                        std::to_string(options.n_ctx) + " / " + std::to_string(options.stride));
+    if (n != text.tokens.size() || bos != text.bos_id)
+        return mismatch(std::to_string(n) + " tokens (BOS " + std::to_string(bos) + "), the text has " +
+                        std::to_string(text.tokens.size()) + " (BOS " + std::to_string(text.bos_id) + ")");
+    if (txt_hash != text.text_hash || n_bytes != text.n_bytes)
+        return mismatch("the text differs (hash or size of its " + std::to_string(n_bytes) + " bytes)");
+    try {
+        BaseLogits b;
+        b.path = path;
+        b.n_vocab = vocab;
+        b.n_ctx = ctx;
+        b.stride = stride;
+        b.text.bos_id = bos;
+        b.text.n_bytes = n_bytes;
+        b.text.text_hash = txt_hash;
+        b.text.tokens.resize(static_cast<size_t>(n));
+        std::memcpy(b.text.tokens.data(), d + kHeaderBytes, tok_bytes);
+        if (token_hash(b.text.tokens) != tok_hash) return corrupt("the tokens do not match their hash in the header");
+        if (b.text.tokens != text.tokens)
+            return mismatch("the tokens differ from the text's (another tokenizer?)");
+        b.logits.resize(static_cast<size_t>(logit_count));
+        std::memcpy(b.logits.data(), d + kHeaderBytes + tok_bytes, logit_bytes);
+        return b;
+    } catch (const std::bad_alloc&) {
+        return error(StatusCode::Unsupported, path + ": does not fit in memory");
+    }
+}
+
+}  // namespace gkq

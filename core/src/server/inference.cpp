@@ -1,0 +1,406 @@
+// InferenceEngine: weights, cache, tokenizer and worker threads (see inference.h).
+#include "server/inference.h"
+
+#include "gkq/generate.h"
+#include "gkq/knot_model.h"
+#include "gkq/sampler.h"
+#include "gkq/tokenizer.h"
+#include "gkq/transformer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <optional>
+
+namespace gkq::server {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string dump(const json& j) {
+    try {
+        return j.dump(-1, ' ', false, json::error_handler_t::replace);
+    } catch (...) {
+        return "null";
+    }
+}
+
+double ms(double seconds) { return seconds * 1e3; }
+
+// Holds back the bytes of an unfinished UTF-8 character at the end of a piece, so a streamed character split over
+// two byte-fallback tokens reaches the client whole.
+class Utf8Joiner {
+public:
+    std::string push(std::string_view piece) {
+        m_pending.append(piece.data(), piece.size());
+        size_t keep = 0;
+        // Look back over at most 3 bytes for a lead byte whose sequence is not complete yet.
+        for (size_t back = 1; back <= 3 && back <= m_pending.size(); ++back) {
+            const auto c = static_cast<unsigned char>(m_pending[m_pending.size() - back]);
+            if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking
+            const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+            if (need > back) keep = back;
+            break;
+        }
+        std::string out = m_pending.substr(0, m_pending.size() - keep);
+        m_pending.erase(0, m_pending.size() - keep);
+        return out;
+    }
+    std::string flush() { return std::exchange(m_pending, {}); }
+
+private:
+    std::string m_pending;
+};
+
+}  // namespace
+
+double InferenceEngine::now_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string default_model_id(const std::string& weights_path) {
+    std::string name = weights_path;
+    if (const size_t q = name.find_first_of("?#"); q != std::string::npos && name.find("://") != std::string::npos)
+        name.resize(q);
+    while (!name.empty() && name.back() == '/') name.pop_back();
+    if (const size_t slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
+    for (const char* ext : {".gz", ".knot", ".gguf", ".safetensors", ".bin"})
+        if (name.size() > std::strlen(ext) && name.compare(name.size() - std::strlen(ext), std::string::npos, ext) == 0)
+            name.resize(name.size() - std::strlen(ext));
+    return name.empty() ? "gkq-model" : name;
+}
+
+struct InferenceEngine::Worker {
+    std::optional<Transformer> model;
+    std::vector<uint64_t> serials;  // of the reconstructions `model` was built from, in m_needed order
+};
+
+InferenceEngine::InferenceEngine(const ServerConfig& config, Metrics& metrics, PostFn post)
+    : m_config(config), m_metrics(metrics), m_post(std::move(post)) {}
+
+InferenceEngine::~InferenceEngine() { stop(); }
+
+Status InferenceEngine::load() {
+    const ServerConfig& c = m_config;
+    Result<std::unique_ptr<WeightStore>> store = error(StatusCode::Internal, "unset");
+    if (c.use_cdn_fallback) {
+        RemoteStoreOptions o;
+        store = open_remote_knot_store(c.weights_path, o);
+    } else if (looks_like_knot(c.weights_path)) {
+        store = open_knot_store(c.weights_path, c.memory_resident);
+    } else {
+        store = open_model_file_store(c.weights_path);
+    }
+    if (!store) return store.status();
+    m_store = std::move(*store);
+
+    m_model_config = m_store->config();
+    // A model with its own classifier uses it whatever the header says (as Transformer::load(ModelFile) does).
+    m_model_config.shared_classifier = m_store->find(TensorRole::Output, -1) < 0;
+    for (size_t i = 0; i < m_store->weights().size(); ++i)
+        if (m_store->weights()[i].role != TensorRole::Other) m_needed.push_back(i);
+
+    if (!m_store->vocabulary().empty()) {
+        auto t = Tokenizer::from_vocabulary(m_store->vocabulary(), m_store->label());
+        if (!t) return t.status();
+        m_tokenizer = std::make_unique<Tokenizer>(std::move(*t));
+    } else if (!c.tokenizer_path.empty()) {
+        auto t = Tokenizer::load_llama2c(c.tokenizer_path, m_model_config.vocab_size);
+        if (!t) return t.status();
+        m_tokenizer = std::make_unique<Tokenizer>(std::move(*t));
+    } else {
+        return error(StatusCode::NotFound, m_store->label() + " has no vocabulary: pass a llama2.c tokenizer.bin "
+                                                              "(--tokenizer)");
+    }
+
+    WeightCacheOptions co;
+    co.budget_bytes = c.cache_budget_mb << 20;
+    co.max_age_seconds = c.max_age_seconds;
+    co.keep_reconstructions = !c.use_cdn_fallback;
+    co.on_reconstruct = [this](double seconds, uint64_t) { m_metrics.reconstruction(seconds); };
+    m_cache = std::make_unique<WeightCache>(m_store, co);
+    m_model_id = c.model_id.empty() ? default_model_id(c.weights_path) : c.model_id;
+
+    // Build one Transformer now: a model the transformer cannot run fails here, not on the first request.
+    auto first = std::make_unique<Worker>();
+    {
+        std::vector<CachedWeight> got;
+        for (size_t i : m_needed) {
+            auto w = m_cache->get(i);
+            if (!w) return w.status();
+            got.push_back(*w);
+        }
+        WeightSource source = [&](TensorRole role, int32_t layer) -> Result<WeightData> {
+            for (size_t k = 0; k < m_needed.size(); ++k) {
+                const WeightInfo& info = m_store->weights()[m_needed[k]];
+                if (info.role == role && info.layer == layer) {
+                    WeightData d;
+                    d.dense = *got[k].values;
+                    return d;
+                }
+            }
+            return error(StatusCode::NotFound, m_store->label() + ": no weight of role " + std::string(role_name(role)) +
+                                                   " in layer " + std::to_string(layer));
+        };
+        TransformerOptions to;
+        to.n_threads = c.n_threads;
+        to.max_context = c.max_context;
+        auto t = Transformer::load(m_model_config, source, to);
+        if (!t) return t.status().with_context(m_store->label());
+        first->model.emplace(std::move(*t));
+        for (const CachedWeight& w : got) first->serials.push_back(w.serial);
+    }
+    m_weights_loaded = m_store->weights().size();
+
+    std::lock_guard lock(m_mutex);
+    m_workers.push_back(std::move(first));
+    for (int i = 1; i < std::max(1, c.n_workers); ++i) m_workers.push_back(std::make_unique<Worker>());
+    for (auto& w : m_workers) m_threads.emplace_back([this, wp = w.get()] { worker_main(*wp); });
+    return Status::ok();
+}
+
+bool InferenceEngine::submit(InferenceJob job) {
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_stop || m_queue.size() >= static_cast<size_t>(std::max(0, m_config.max_queue))) return false;
+        m_queue.push_back(std::move(job));
+    }
+    m_cv.notify_one();
+    return true;
+}
+
+void InferenceEngine::stop() {
+    {
+        std::lock_guard lock(m_mutex);
+        m_stop = true;
+        for (auto& j : m_queue) j.cancelled->store(true);
+        for (auto& c : m_running) c->store(true);
+    }
+    m_cv.notify_all();
+    for (auto& t : m_threads)
+        if (t.joinable()) t.join();
+    m_threads.clear();
+}
+
+size_t InferenceEngine::queue_depth() const {
+    std::lock_guard lock(m_mutex);
+    return m_queue.size();
+}
+
+size_t InferenceEngine::in_flight() const {
+    std::lock_guard lock(m_mutex);
+    return m_running.size();
+}
+
+size_t InferenceEngine::weights_loaded() const { return m_weights_loaded.load(); }
+
+void InferenceEngine::worker_main(Worker& w) {
+    for (;;) {
+        InferenceJob job;
+        {
+            std::unique_lock lock(m_mutex);
+            m_cv.wait(lock, [&] { return m_stop || !m_queue.empty(); });
+            if (m_stop) return;
+            job = std::move(m_queue.front());
+            m_queue.pop_front();
+            m_running.push_back(job.cancelled);
+        }
+        run(w, job);
+        std::lock_guard lock(m_mutex);
+        std::erase(m_running, job.cancelled);
+    }
+}
+
+void InferenceEngine::run(Worker& w, InferenceJob& job) {
+    const double t_start = now_seconds();
+    const double queue_s = t_start - job.enqueued_at;
+    if (m_config.on_inference_start) m_config.on_inference_start();
+    const CompletionParams& p = job.params;
+    auto respond = [&](Response r) {
+        InferenceEvent e;
+        e.conn_id = job.conn_id;
+        e.job_id = job.job_id;
+        e.response = std::move(r);
+        m_post(std::move(e));
+    };
+    auto fail = [&](Response r) {
+        m_metrics.inference(Metrics::InferenceResult::Failed, queue_s, now_seconds() - t_start, 0, 0);
+        respond(std::move(r));
+    };
+    if (job.cancelled->load()) {
+        m_metrics.inference(Metrics::InferenceResult::Cancelled, queue_s, 0, 0, 0);
+        return;
+    }
+
+    // ---- the weights, through the cache
+    uint64_t lookups = 0, hits = 0;
+    bool rebuilt = false;
+    std::vector<CachedWeight> got;
+    got.reserve(m_needed.size());
+    bool same = w.model.has_value() && w.serials.size() == m_needed.size();
+    for (size_t k = 0; k < m_needed.size(); ++k) {
+        auto cw = m_cache->get(m_needed[k]);
+        lookups++;
+        if (!cw) return fail(api_error(500, "weights: " + cw.message(), "server_error", "", "weights_unavailable"));
+        hits += cw->hit;
+        same = same && cw->serial == w.serials[k];
+        got.push_back(std::move(*cw));
+    }
+    if (!same) {
+        rebuilt = true;
+        WeightSource source = [&](TensorRole role, int32_t layer) -> Result<WeightData> {
+            for (size_t k = 0; k < m_needed.size(); ++k) {
+                const WeightInfo& info = m_store->weights()[m_needed[k]];
+                if (info.role == role && info.layer == layer) {
+                    WeightData d;
+                    d.dense = *got[k].values;
+                    return d;
+                }
+            }
+            return error(StatusCode::NotFound, "no weight of role " + std::string(role_name(role)));
+        };
+        TransformerOptions to;
+        to.n_threads = m_config.n_threads;
+        to.max_context = m_config.max_context;
+        w.model.reset();  // its memory goes before the new copy is made
+        auto t = Transformer::load(m_model_config, source, to);
+        if (!t) return fail(api_error(500, "model: " + t.message(), "server_error", "", "model_unavailable"));
+        w.model.emplace(std::move(*t));
+        w.serials.clear();
+        for (const CachedWeight& cw : got) w.serials.push_back(cw.serial);
+    }
+    got.clear();
+    const double t_loaded = now_seconds();
+
+    // ---- prompt and limits
+    Transformer& model = *w.model;
+    const std::vector<int32_t> tokens = m_tokenizer->encode(p.prompt, true, false);
+    const auto n_prompt = static_cast<int64_t>(tokens.size());
+    const int64_t n_ctx = model.n_context();
+    if (n_prompt >= n_ctx)
+        return fail(api_error(400, "the prompt is " + std::to_string(n_prompt) + " tokens (BOS included); the context "
+                                       "holds " + std::to_string(n_ctx) + " positions, leaving none to generate",
+                              "invalid_request_error", "prompt", "context_length_exceeded"));
+    GenerateOptions go;
+    go.steps = std::min(n_ctx, n_prompt + p.max_tokens - 1);
+    const uint64_t seed = p.seed ? *p.seed
+                                 : static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^
+                                       (job.job_id * 0x9E3779B97F4A7C15ull);
+    SamplerOptions so;
+    so.temperature = p.temperature;
+    so.top_p = p.top_p;
+    so.seed = seed;
+    Sampler sampler(m_tokenizer->vocab_size(), so);
+
+    const std::string id = "cmpl-" + std::to_string(job.job_id);
+    const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+    auto sse = [&](const std::string& text, const json& finish, const json* usage) {
+        json choice = {{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
+        json event = {{"id", id},          {"object", "text_completion"}, {"created", created},
+                      {"model", m_model_id}, {"choices", json::array({choice})}};
+        if (usage != nullptr) event["usage"] = *usage;
+        InferenceEvent e;
+        e.kind = InferenceEvent::Kind::StreamData;
+        e.conn_id = job.conn_id;
+        e.job_id = job.job_id;
+        e.data = "data: " + dump(event) + "\n\n";
+        m_post(std::move(e));
+    };
+    if (p.stream) {
+        InferenceEvent e;
+        e.kind = InferenceEvent::Kind::StreamHead;
+        e.conn_id = job.conn_id;
+        e.job_id = job.job_id;
+        m_post(std::move(e));
+    }
+
+    // ---- generate: the first n_prompt - 1 pieces are the prompt's own
+    std::string text;
+    int64_t n_pieces = 0, n_completion = 0;
+    Utf8Joiner joiner;
+    auto stats = generate(model, *m_tokenizer, sampler, p.prompt, go, [&](std::string_view piece) {
+        if (n_pieces++ < n_prompt - 1) return !job.cancelled->load();
+        n_completion++;
+        text.append(piece.data(), piece.size());
+        if (p.stream) {
+            std::string whole = joiner.push(piece);
+            if (!whole.empty()) sse(whole, nullptr, nullptr);
+        }
+        return !job.cancelled->load();
+    });
+    const double t_end = now_seconds();
+    if (job.cancelled->load()) {
+        m_metrics.inference(Metrics::InferenceResult::Cancelled, queue_s, t_end - t_start, n_prompt, n_completion);
+        return;
+    }
+    if (!stats) {
+        m_metrics.inference(Metrics::InferenceResult::Failed, queue_s, t_end - t_start, n_prompt, n_completion);
+        Response err = api_error(500, "generation failed: " + stats.message(), "server_error");
+        if (!p.stream) return respond(std::move(err));
+        // Headers are gone already: the error travels as an event of the stream, as OpenAI's own do.
+        InferenceEvent e;
+        e.kind = InferenceEvent::Kind::StreamData;
+        e.conn_id = job.conn_id;
+        e.job_id = job.job_id;
+        e.data = "data: " + err.body + "\n\n";
+        m_post(std::move(e));
+    } else {
+        m_metrics.inference(Metrics::InferenceResult::Ok, queue_s, t_end - t_start, n_prompt, n_completion);
+        const char* finish = stats->stopped ? "stop" : "length";
+        json usage = {{"prompt_tokens", n_prompt},
+                      {"completion_tokens", n_completion},
+                      {"total_tokens", n_prompt + n_completion}};
+        if (p.stream) {
+            if (std::string rest = joiner.flush(); !rest.empty()) sse(rest, nullptr, nullptr);
+            sse("", finish, &usage);
+        } else if (p.openai) {
+            json choice = {{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
+            Response r;
+            r.body = dump({{"id", id},
+                           {"object", "text_completion"},
+                           {"created", created},
+                           {"model", m_model_id},
+                           {"choices", json::array({choice})},
+                           {"usage", usage}});
+            return respond(std::move(r));
+        } else {
+            const double gen_s = stats->generate_seconds;
+            Response r;
+            r.body = dump({{"text", text},
+                           {"model", m_model_id},
+                           {"prompt_tokens", n_prompt},
+                           {"completion_tokens", n_completion},
+                           {"finish_reason", finish},
+                           {"seed", seed},
+                           {"timings",
+                            {{"queue_ms", ms(queue_s)},
+                             {"weights_ms", ms(t_loaded - t_start)},
+                             {"prompt_ms", ms(stats->prompt_seconds)},
+                             {"generate_ms", ms(gen_s)},
+                             {"total_ms", ms(t_end - job.enqueued_at)},
+                             {"tokens_per_second", gen_s > 0 ? double(stats->n_generate_forwards) / gen_s : 0.0}}},
+                           {"cache", {{"lookups", lookups}, {"hits", hits}, {"misses", lookups - hits},
+                                      {"model_rebuilt", rebuilt}}}});
+            return respond(std::move(r));
+        }
+    }
+    // the end of a stream
+    InferenceEvent e;
+    e.kind = InferenceEvent::Kind::StreamData;
+    e.conn_id = job.conn_id;
+    e.job_id = job.job_id;
+    e.data = "data: [DONE]\n\n";
+    m_post(std::move(e));
+    InferenceEvent end;
+    end.kind = InferenceEvent::Kind::StreamEnd;
+    end.conn_id = job.conn_id;
+    end.job_id = job.job_id;
+    m_post(std::move(end));
+}
+
+}  // namespace gkq::server

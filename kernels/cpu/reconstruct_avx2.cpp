@@ -1,0 +1,213 @@
+// AVX2/FMA reconstruction out (rows, cols) = U diag(sigma) V^T (+ Q8_0/Q4_0 residual), blocked like a GEMM:
+//   - V^T is packed one column block at a time into 16-column strips (k x 16 floats each, contiguous), sized so the
+//     block stays in L2 while every row group of the chunk passes over it;
+//   - sigma * U for 6 rows is packed (k x 6) and stays in L1;
+//   - a 6 x 16 register tile (12 accumulators) sums r = 0 .. k-1 in ascending order with fused multiply-adds, then
+//     the residual's 16 elements per row are dequantized and added as the tile is stored — one pass over W.
+// Large outputs go out with streaming stores: W is written once and read later by someone else.
+// Threads claim chunks of rows (parallel.h). Compiled with -mavx2 -mfma -mf16c: call only when cpu_has_avx2_fma().
+#include "cpu/aligned.h"
+#include "cpu/cpu_kernels.h"
+#include "cpu/parallel.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace gkq::kernels::cpu {
+
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace {
+
+constexpr int kMR = 6;                             // rows per register tile
+constexpr int kNR = 16;                            // columns per register tile (two 8-float vectors)
+constexpr int64_t kPanelBytes = int64_t{256} << 10;  // packed V^T column block, kept in L2
+
+enum class StoreMode { Plain, Stream };
+
+uint16_t load_u16(const uint8_t* p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+}
+
+inline void store8(float* p, __m256 v, StoreMode mode) {
+    if (mode == StoreMode::Stream) _mm256_stream_ps(p, v);
+    else _mm256_storeu_ps(p, v);
+}
+
+inline __m256 i8x8_to_ps(const uint8_t* q) {
+    uint64_t eight;
+    std::memcpy(&eight, q, 8);
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(static_cast<long long>(eight))));
+}
+
+// Adds the residual elements e .. e + 15 (e % 16 == 0: one half of a 32-element block) to a0 (first 8) and a1, as
+// the oracle does: the low-rank sum + (q * d), a rounded product then a rounded sum (no fused multiply-add).
+inline void add_residual(const uint8_t* res, int bits, uint64_t e, __m256& a0, __m256& a1) {
+    const uint64_t b = e / 32;
+    const bool upper = e % 32 != 0;
+    if (bits == 8) {
+        const uint8_t* blk = res + b * 34;
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(load_u16(blk)));
+        const uint8_t* q = blk + 2 + (upper ? 16 : 0);
+        a0 = _mm256_add_ps(a0, _mm256_mul_ps(i8x8_to_ps(q), d));
+        a1 = _mm256_add_ps(a1, _mm256_mul_ps(i8x8_to_ps(q + 8), d));
+        return;
+    }
+    const uint8_t* blk = res + b * 18;
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(load_u16(blk)));
+    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    if (upper) x = _mm_srli_epi16(x, 4);
+    x = _mm_sub_epi8(_mm_and_si128(x, _mm_set1_epi8(0x0F)), _mm_set1_epi8(8));
+    a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)), d));
+    a1 = _mm256_add_ps(a1, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(x, 8))), d));
+}
+
+struct Job {
+    const float* ut;     // (k, rows)
+    const float* sigma;  // (k)
+    const float* vt;     // (k, cols)
+    int64_t rows, cols, k;
+    const uint8_t* residual;
+    int residual_bits;
+    float* out;  // (rows, cols)
+    StoreMode mode;
+    int64_t block_cols;  // columns per packed panel, a multiple of kNR
+};
+
+// One 6 x 16 tile: a (k, 6) packed sigma * U rows, b (k, 16) packed strip; stores rows [0, mr) and columns [0, w)
+// of it at out (row stride cols). out_index is the tile's first element in W (for the residual).
+inline void tile(const Job& job, const float* a, const float* b, float* out, uint64_t out_index, int mr, int w) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
+           c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
+           c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
+           c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    for (int64_t r = 0; r < job.k; ++r) {
+        const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+        __m256 x = _mm256_broadcast_ss(a + 0);
+        c00 = _mm256_fmadd_ps(x, b0, c00);
+        c01 = _mm256_fmadd_ps(x, b1, c01);
+        x = _mm256_broadcast_ss(a + 1);
+        c10 = _mm256_fmadd_ps(x, b0, c10);
+        c11 = _mm256_fmadd_ps(x, b1, c11);
+        x = _mm256_broadcast_ss(a + 2);
+        c20 = _mm256_fmadd_ps(x, b0, c20);
+        c21 = _mm256_fmadd_ps(x, b1, c21);
+        x = _mm256_broadcast_ss(a + 3);
+        c30 = _mm256_fmadd_ps(x, b0, c30);
+        c31 = _mm256_fmadd_ps(x, b1, c31);
+        x = _mm256_broadcast_ss(a + 4);
+        c40 = _mm256_fmadd_ps(x, b0, c40);
+        c41 = _mm256_fmadd_ps(x, b1, c41);
+        x = _mm256_broadcast_ss(a + 5);
+        c50 = _mm256_fmadd_ps(x, b0, c50);
+        c51 = _mm256_fmadd_ps(x, b1, c51);
+        a += kMR;
+        b += kNR;
+    }
+    if (mr == kMR && w == kNR && job.residual_bits == 0) {
+        // the common tile, stored straight from the registers (the general path below indexes them: a spill)
+        const int64_t c = job.cols;
+        store8(out, c00, job.mode);
+        store8(out + 8, c01, job.mode);
+        store8(out + c, c10, job.mode);
+        store8(out + c + 8, c11, job.mode);
+        store8(out + 2 * c, c20, job.mode);
+        store8(out + 2 * c + 8, c21, job.mode);
+        store8(out + 3 * c, c30, job.mode);
+        store8(out + 3 * c + 8, c31, job.mode);
+        store8(out + 4 * c, c40, job.mode);
+        store8(out + 4 * c + 8, c41, job.mode);
+        store8(out + 5 * c, c50, job.mode);
+        store8(out + 5 * c + 8, c51, job.mode);
+        return;
+    }
+    __m256 acc[2 * kMR] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    for (int m = 0; m < mr; ++m) {
+        float* p = out + m * job.cols;
+        __m256 lo = acc[2 * m], hi = acc[2 * m + 1];
+        if (w == kNR) {
+            // residuals need cols % 32 == 0, so their tiles are always full
+            if (job.residual_bits) add_residual(job.residual, job.residual_bits, out_index + m * job.cols, lo, hi);
+            store8(p, lo, job.mode);
+            store8(p + 8, hi, job.mode);
+        } else {
+            alignas(32) float tmp[kNR];
+            _mm256_store_ps(tmp, lo);
+            _mm256_store_ps(tmp + 8, hi);
+            std::memcpy(p, tmp, static_cast<size_t>(w) * 4);
+        }
+    }
+}
+
+// One worker's packed operands: a V^T column block (k, block_cols) as strips, and sigma * U for kMR rows (k, kMR).
+struct Scratch {
+    AlignedFloats panel;
+    AlignedFloats a;
+};
+
+// Rows [i_begin, i_end) of W.
+void run_rows(const Job& job, Scratch& scratch, int64_t i_begin, int64_t i_end) {
+    const int64_t k = job.k;
+    float* const panel = scratch.panel.get();
+    float* const a = scratch.a.get();
+    for (int64_t jb = 0; jb < job.cols; jb += job.block_cols) {
+        const int64_t nb = std::min(job.block_cols, job.cols - jb);
+        const int64_t n_strips = (nb + kNR - 1) / kNR;
+        for (int64_t s = 0; s < n_strips; ++s) {
+            const int64_t j = jb + s * kNR;
+            const int64_t w = std::min<int64_t>(kNR, job.cols - j);
+            float* dst = panel + s * k * kNR;
+            for (int64_t r = 0; r < k; ++r) {
+                std::memcpy(dst + r * kNR, job.vt + r * job.cols + j, static_cast<size_t>(w) * 4);
+                std::fill(dst + r * kNR + w, dst + (r + 1) * kNR, 0.0f);
+            }
+        }
+        for (int64_t i0 = i_begin; i0 < i_end; i0 += kMR) {
+            const int mr = static_cast<int>(std::min<int64_t>(kMR, i_end - i0));
+            for (int64_t r = 0; r < k; ++r) {
+                const float s = job.sigma[r];
+                const float* u = job.ut + r * job.rows + i0;
+                for (int m = 0; m < kMR; ++m) a[r * kMR + m] = m < mr ? s * u[m] : 0.0f;
+            }
+            for (int64_t s = 0; s < n_strips; ++s) {
+                const int64_t j = jb + s * kNR;
+                const auto index = static_cast<uint64_t>(i0 * job.cols + j);
+                tile(job, a, panel + s * k * kNR, job.out + index, index, mr,
+                     static_cast<int>(std::min<int64_t>(kNR, job.cols - j)));
+            }
+        }
+    }
+    if (job.mode != StoreMode::Plain) _mm_sfence();
+}
+
+}  // namespace
+
+void reconstruct_avx2(const float* ut, const float* sigma, const float* vt, int64_t rows, int64_t cols, int64_t k,
+                      const uint8_t* residual, int residual_bits, float* out, int n_threads) {
+    Job job{ut, sigma, vt, rows, cols, k, residual, residual_bits, out, StoreMode::Plain, 0};
+    const auto out_addr = reinterpret_cast<uintptr_t>(out);
+    // Streaming stores only where every full tile row is exactly one cache line: a tile writes six rows at once,
+    // and a line that six tiles each fill in part goes to memory in parts (measured: 6x slower than plain stores).
+    if (static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols) * 4 >= kStreamingMinBytes && out_addr % 64 == 0 &&
+        cols % kNR == 0)
+        job.mode = StoreMode::Stream;
+    const int64_t cols_up = (cols + kNR - 1) / kNR * kNR;
+    job.block_cols = k == 0 ? cols_up : std::clamp<int64_t>(kPanelBytes / (4 * k) / kNR * kNR, kNR, cols_up);
+    // A chunk of rows repacks V^T once: keep chunks long enough for that to be negligible (and >= 64K outputs).
+    const int64_t min_rows = std::max<int64_t>(4 * kMR, 65536 / std::max<int64_t>(cols, 1));
+    const int64_t chunk = chunk_for(rows, n_threads, kMR, min_rows);
+    std::vector<Scratch> scratch(static_cast<size_t>(n_workers(rows, chunk, n_threads)));
+    for (Scratch& s : scratch) s = Scratch{aligned_floats(k * job.block_cols), aligned_floats(k * kMR)};
+    parallel_chunks(rows, chunk, n_threads, [&](int worker, int64_t i0, int64_t i1) {
+        run_rows(job, scratch[static_cast<size_t>(worker)], i0, i1);
+    });
+}
+
+}  // namespace gkq::kernels::cpu

@@ -1,0 +1,220 @@
+// The real gkq binary's `eval`: the full report of a model against itself and against its Q8_0 knot, --json,
+// saved and reused base logits, perplexity alone, thread-count independence, and option / file errors.
+#include "gkq/metadata.h"
+#include "gkq/model_writer.h"
+#include "test_support.h"
+#include "tiny_model.h"
+
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QtTest>
+
+using namespace gkq;
+
+namespace {
+struct Run {
+    int code = -1;
+    QString out;
+    QString err;
+};
+
+Run run_gkq(const QStringList& args) {
+    QProcess p;
+    p.start(QString::fromLocal8Bit(qgetenv("GKQ_CLI")), args);
+    Run r;
+    if (!p.waitForFinished(120000)) return r;
+    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
+    r.out = QString::fromUtf8(p.readAllStandardOutput());
+    r.err = QString::fromUtf8(p.readAllStandardError());
+    return r;
+}
+
+QString q(const std::string& s) {
+    return QString::fromStdString(s);
+}
+
+// Letters and a few merges: any lowercase text encodes.
+Vocabulary tiny_vocabulary() {
+    Vocabulary v;
+    v.model = "llama";
+    v.bos_id = 1;
+    v.eos_id = 2;
+    auto add = [&](const std::string& piece, float score, int32_t type) {
+        v.tokens.push_back(piece);
+        v.scores.push_back(score);
+        v.token_types.push_back(type);
+    };
+    add("<unk>", 0, 2);
+    add("<s>", 0, 3);
+    add("</s>", 0, 3);
+    add("\xE2\x96\x81", -1, 1);
+    for (char c = 'a'; c <= 'z'; ++c) add(std::string(1, c), -2, 1);
+    for (const char* m : {"ab", "ba", "cd", "de", "ef", "fg", "gh", "hi", "th", "he"}) add(m, -3, 1);
+    return v;
+}
+
+const char* const kText =
+    "the quick brown fox jumps over the lazy dog and then the dog sleeps while the fox hides in the high grass "
+    "beside the old hedge where the birds sing each morning of the long summer";
+}  // namespace
+
+class TestCliEval : public QObject {
+    Q_OBJECT
+
+    test::TempDir m_dir;
+    std::string m_model, m_knot, m_text;
+
+private slots:
+    void initTestCase() {
+        if (qgetenv("GKQ_CLI").isEmpty()) QSKIP("GKQ_CLI is not set (run through ctest)");
+        m_model = m_dir.file("tiny.gguf");
+        auto m = test::make_tiny_model(test::tiny_config(true), 3);
+        QVERIFY(write_gguf(m_model, m.config, m.tensors, tiny_vocabulary()));
+        m_text = m_dir.file("text.txt");
+        test::write_file(m_text, std::string_view(kText));
+        m_knot = m_dir.file("tiny-q8.knot");
+        Run r = run_gkq({"quantize", q(m_model), "-o", q(m_knot), "--preset", "q8_0"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+    }
+
+    void helpListsEval() {
+        Run r = run_gkq({"--help"});
+        QCOMPARE(r.code, 0);
+        QVERIFY(r.out.contains("  eval "));
+        Run h = run_gkq({"eval", "--help"});
+        QCOMPARE(h.code, 0);
+        QVERIFY2(h.out.startsWith("usage: gkq eval --base MODEL --candidate MODEL|KNOT --text FILE"), qPrintable(h.out));
+        for (const char* opt : {"--ctx", "--stride", "--save-base", "--base-logits", "--json", "--model", "--tokenizer"})
+            QVERIFY2(h.out.contains(opt), opt);
+    }
+
+    void modelAgainstItself() {
+        Run r = run_gkq({"eval", "--base", q(m_model), "--candidate", q(m_model), "--text", q(m_text), "--ctx", "16"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains("Mean    KLD:     0.000000 ±   0.000000"), qPrintable(r.out));
+        QVERIFY2(r.out.contains("Same top p :   100.000 ± 0.000 %"), qPrintable(r.out));
+        QVERIFY2(r.out.contains("Mean PPL(Q)/PPL(base) :     1.000000 ±   0.000000"), qPrintable(r.out));
+        QVERIFY(r.out.contains("context 16, stride 8"));
+    }
+
+    void q8KnotJsonAndThreads() {
+        QJsonObject first;
+        for (const char* threads : {"1", "3"}) {
+            Run r = run_gkq({"eval", "--base", q(m_model), "--candidate", q(m_knot), "--text", q(m_text), "--ctx", "16",
+                             "--threads", threads, "--json"});
+            QVERIFY2(r.code == 0, qPrintable(r.err));
+            QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+            const double kld = j["kld"].toObject()["mean"].toDouble();
+            QVERIFY2(kld > 0.0 && kld < 1e-3, qPrintable(r.out));
+            QVERIFY(j["same_top"].toObject()["fraction"].toDouble() > 0.9);
+            j.remove("seconds");
+            if (first.isEmpty())
+                first = j;
+            else
+                QCOMPARE(j, first);
+        }
+    }
+
+    void savedBaseLogitsReused() {
+        const std::string logits = m_dir.file("base.logits");
+        Run a = run_gkq({"eval", "--base", q(m_model), "--candidate", q(m_knot), "--text", q(m_text), "--ctx", "16",
+                         "--save-base", q(logits), "--json"});
+        QVERIFY2(a.code == 0, qPrintable(a.err));
+        Run b = run_gkq({"eval", "--base", q(m_model), "--candidate", q(m_knot), "--text", q(m_text), "--ctx", "16",
+                         "--base-logits", q(logits), "--json"});
+        QVERIFY2(b.code == 0, qPrintable(b.err));
+        QJsonObject ja = QJsonDocument::fromJson(a.out.toUtf8()).object();
+        QJsonObject jb = QJsonDocument::fromJson(b.out.toUtf8()).object();
+        ja.remove("seconds");
+        jb.remove("seconds");
+        QCOMPARE(ja, jb);
+
+        // Another context: the file names itself and the mismatch.
+        Run c = run_gkq({"eval", "--base", q(m_model), "--candidate", q(m_knot), "--text", q(m_text), "--ctx", "12",
+                         "--base-logits", q(logits)});
+        QCOMPARE(c.code, 2);
+        QVERIFY2(c.err.contains(q(logits) + ": saved for a different run: context 16 / stride 8, this run uses 12 / 6"),
+                 qPrintable(c.err));
+        // A corrupt file.
+        const std::string junk = m_dir.file("junk.logits");
+        test::write_file(junk, std::string_view("GKQBASE"));
+        Run d = run_gkq({"eval", "--base", q(m_model), "--candidate", q(m_knot), "--text", q(m_text), "--base-logits",
+                         q(junk)});
+        QCOMPARE(d.code, 2);
+        QVERIFY2(d.err.contains(q(junk) + ": not a usable base logits file: 7 bytes, shorter than the 64-byte header"),
+                 qPrintable(d.err));
+    }
+
+    void perplexityAlone() {
+        Run r = run_gkq({"eval", "--model", q(m_knot), "--text", q(m_text), "--ctx", "16"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY(r.out.contains("PPL            :"));
+        QVERIFY(r.out.contains("bits per byte  :"));
+        QVERIFY(!r.out.contains("KLD"));
+    }
+
+    void generateFromKnotMatchesItsReconstruction() {
+        const std::string rebuilt = m_dir.file("rebuilt.gguf");
+        Run rec = run_gkq({"reconstruct", q(m_knot), "-o", q(rebuilt)});
+        QVERIFY2(rec.code == 0, qPrintable(rec.err));
+        // A prompt, so the text is not empty even if the random model samples BOS at once.
+        Run a = run_gkq({"generate", q(m_knot), "-p", "the fox", "-n", "24", "--temp", "0"});
+        Run b = run_gkq({"generate", q(rebuilt), "-p", "the fox", "-n", "24", "--temp", "0"});
+        QVERIFY2(a.code == 0, qPrintable(a.err));
+        QVERIFY2(b.code == 0, qPrintable(b.err));
+        QVERIFY(!a.out.trimmed().isEmpty());
+        QCOMPARE(a.out, b.out);
+    }
+
+    // The bundled demo model: opened when no MODEL is given; quantize's default preset; a knot of it runs.
+    void demoModelIsTheDefault() {
+        Run inspect = run_gkq({"inspect"});
+        if (inspect.code == 2 && inspect.err.contains("no bundled demo model")) QSKIP("no bundled demo model");
+        QVERIFY2(inspect.code == 0, qPrintable(inspect.err));
+        QVERIFY2(inspect.out.contains("resources/demo") || inspect.out.contains("share/gkq/demo"), qPrintable(inspect.out));
+        for (const char* cmd : {"generate", "inspect", "quantize", "eval"}) {
+            Run h = run_gkq({cmd, "--help"});
+            QVERIFY2(h.out.contains("(default: the bundled demo model, "), cmd);
+        }
+        Run gen = run_gkq({"generate", "-n", "16", "--temp", "0"});
+        QVERIFY2(gen.code == 0, qPrintable(gen.err));
+        QVERIFY(!gen.out.trimmed().isEmpty());
+
+        const std::string text = m_dir.file("demo-text.txt");
+        test::write_file(text, std::string_view("A fool and his money are soon parted.\nThe early bird catches the worm.\n"));
+        Run ppl = run_gkq({"eval", "--text", q(text), "--ctx", "32"});
+        QVERIFY2(ppl.code == 0, qPrintable(ppl.err));
+        QVERIFY2(ppl.out.contains("PPL            :"), qPrintable(ppl.out));
+
+        const std::string knot = m_dir.file("demo.knot");
+        Run quant = run_gkq({"quantize", "-o", q(knot), "--threads", "1"});
+        QVERIFY2(quant.code == 0, qPrintable(quant.err));
+        QVERIFY2(quant.out.contains("quantize --preset lowrank-q4"), qPrintable(quant.out.left(400)));
+        Run cmp = run_gkq({"eval", "--candidate", q(knot), "--text", q(text), "--ctx", "32", "--json"});
+        QVERIFY2(cmp.code == 0, qPrintable(cmp.err));
+        const QJsonObject j = QJsonDocument::fromJson(cmp.out.toUtf8()).object();
+        QVERIFY(j["kld"].toObject()["mean"].toDouble() > 0.0);
+        Run kgen = run_gkq({"generate", q(knot), "-n", "16", "--temp", "0"});
+        QVERIFY2(kgen.code == 0, qPrintable(kgen.err));
+        QVERIFY(!kgen.out.trimmed().isEmpty());
+    }
+
+    void errors() {
+        Run a = run_gkq({"eval", "--base", q(m_model), "--candidate", q(m_knot)});
+        QCOMPARE(a.code, 2);
+        QVERIFY2(a.err.contains("gkq eval: missing --text FILE"), qPrintable(a.err));
+        Run b = run_gkq({"eval", "--base", q(m_model), "--text", q(m_text)});
+        QCOMPARE(b.code, 2);
+        QVERIFY(b.err.contains("missing --candidate MODEL"));
+        Run c = run_gkq({"eval", "--model", q(m_model), "--text", q(m_dir.file("none.txt"))});
+        QCOMPARE(c.code, 2);
+        QVERIFY2(c.err.contains(q(m_dir.file("none.txt")) + ": cannot open the text file"), qPrintable(c.err));
+        Run d = run_gkq({"eval", "--model", q(m_model), "--text", q(m_text), "--ctx", "64"});
+        QCOMPARE(d.code, 2);
+        QVERIFY2(d.err.contains("eval: context 64 is outside 2..32 (the model's context length)"), qPrintable(d.err));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestCliEval)
+#include "test_cli_eval.moc"

@@ -1,0 +1,294 @@
+// A whole workbench session in the real main window, offscreen, driven as a user would: open the demo model
+// (the tiny test model when the demo is absent) -> spectra analyzed -> select a tensor and move the rank ->
+// quantize with lowrank-q4 (measuring the worst event-loop stall meanwhile) -> export the knot and verify it ->
+// evaluate the knot (KLD on 4 KB of the demo's held-out text) -> reconstruct a model from it and reopen that in the
+// window. Also: Cancel, a failed open, drag and drop, recent files.
+#include "charts/pareto_chart.h"
+#include "charts/rank_stats.h"
+#include "charts/spectrum_chart.h"
+#include "charts/spectrum_heat_map.h"
+#include "gkq/knot.h"
+#include "gkq/model_writer.h"
+#include "jobs/job_runner.h"
+#include "jobs/stall_meter.h"
+#include "models/model_tree_model.h"
+#include "models/quant_result_model.h"
+#include "models/spectrum_store.h"
+#include "test_support.h"
+#include "tiny_model.h"
+#include "widgets/compare_panel.h"
+#include "widgets/main_window.h"
+#include "widgets/model_browser.h"
+#include "widgets/quantize_panel.h"
+#include "widgets/spectrum_panel.h"
+
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QDir>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QThread>
+#include <QSignalSpy>
+#include <QtTest>
+#include <cmath>
+#include <cstdio>
+
+using namespace gkq;
+using ui::MainWindow;
+
+class TestWorkbenchSession : public QObject {
+    Q_OBJECT
+    test::TempDir m_dir;
+    QString m_model;
+
+    // Opens `path` in `w` and waits until it is loaded and analyzed.
+    static bool openAndAnalyze(MainWindow& w, const QString& path) {
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        QSignalSpy analyzed(w.spectrumPanel(), &ui::SpectrumPanel::analyzed);
+        w.openModel(path);
+        return loaded.wait(60000) && (analyzed.count() > 0 || analyzed.wait(120000));
+    }
+
+    // 1-minute load average (0 when unknown).
+    static double machineLoad() {
+        QFile f(QStringLiteral("/proc/loadavg"));
+        if (!f.open(QIODevice::ReadOnly)) return 0.0;
+        return f.readAll().split(' ').value(0).toDouble();
+    }
+
+private slots:
+    void initTestCase() {
+        QCoreApplication::setOrganizationName(QStringLiteral("gkq-tests"));
+        QCoreApplication::setApplicationName(QStringLiteral("test_workbench_session"));
+        QSettings().clear();
+        m_model = MainWindow::demoModelPath();
+        if (m_model.isEmpty()) {
+            const std::string path = m_dir.file("tiny.safetensors");
+            auto m = test::make_tiny_model(test::tiny_config(true));
+            QVERIFY(write_safetensors(path, m.config, m.tensors).is_ok());
+            m_model = QString::fromStdString(path);
+        }
+        std::printf("session model: %s\n", qPrintable(m_model));
+    }
+
+    void wholeSession() {
+        MainWindow w;
+        w.resize(1280, 800);
+        w.show();
+        QVERIFY(openAndAnalyze(w, m_model));
+        QVERIFY(w.lastError().isEmpty());
+        QCOMPARE(w.recentFiles().value(0), QFileInfo(m_model).absoluteFilePath());
+        QAbstractItemModelTester treeTester(w.browser()->treeModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester proxyTester(w.browser()->proxyModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+
+        // Select an FFN up-projection in the browser: the spectrum view follows it.
+        ui::SpectrumPanel* spectrum = w.spectrumPanel();
+        const auto ups = spectrum->store()->byRole(TensorRole::FfnUp);
+        QVERIFY(ups.size() >= 2);
+        const TensorSpectrum& s = *ups[1];
+        const QString name = QString::fromStdString(s.name);
+        QVERIFY(w.browser()->selectTensor(name));
+        QCOMPARE(spectrum->currentTensor(), name);
+        QCOMPARE(spectrum->chart()->seriesCount(), 3);  // singular values, energy curve, rank marker
+        QCOMPARE(spectrum->rank(), static_cast<int>(s.metrics.rank_90));
+
+        // The rank readout is exact: compare with the core's functions at a rank we choose.
+        const int k = 7;
+        spectrum->setRank(k);
+        const auto n = static_cast<int64_t>(s.singular_values.size());
+        const double err = relative_error_at_rank(s.singular_values.data(), n, k);
+        const double kept = top_k_energy(s.singular_values.data(), n, k);
+        const double bpw32 = k * double(s.rows + s.cols + 1) * 32 / (double(s.rows) * s.cols);
+        QVERIFY2(spectrum->rankText().contains(QString::number(err, 'f', 6)), qPrintable(spectrum->rankText()));
+        QVERIFY(spectrum->rankText().contains(QString::number(100.0 * kept, 'f', 4)));
+        QVERIFY(spectrum->rankText().contains(QString::number(bpw32, 'f', 4)));
+        QVERIFY(spectrum->metricsText().contains(QStringLiteral("stable rank")));
+        QVERIFY(spectrum->metricsText().contains(s.heavy_tail.power_law.reliable ? QStringLiteral("reliable")
+                                                                                  : QStringLiteral("unreliable")));
+
+        // Overlay and heat map.
+        spectrum->pinCurrent();
+        QVERIFY(w.browser()->selectTensor(QString::fromStdString(ups[0]->name)));
+        QCOMPARE(spectrum->overlay(), QStringList{name});
+        QCOMPARE(spectrum->chart()->seriesCount(), 4);
+        spectrum->setHeatMapRole(TensorRole::FfnUp);
+        QCOMPARE(spectrum->heatMap()->rowCount(), static_cast<int>(ups.size()));
+        QVERIFY(!spectrum->grab().isNull());
+
+        // Quantize with lowrank-q4 while measuring the event loop.
+        ui::QuantizePanel* quantize = w.quantizePanel();
+        w.tabs()->setCurrentWidget(quantize);
+        quantize->setPreset(QStringLiteral("lowrank-q4"));
+        QVERIFY(!quantize->evaluateButton()->isEnabled());  // nothing to evaluate before a knot exists
+        QSignalSpy quantized(quantize, &ui::QuantizePanel::quantized);
+        QSignalSpy progress(w.runner(), &ui::JobRunner::progressChanged);
+        ui::StallMeter meter;
+        meter.start();
+        QVERIFY(quantize->startQuantize() != 0);
+        QVERIFY(quantize->cancelButton()->isEnabled());
+        QVERIFY(quantized.wait(300000));
+        meter.stop();
+        std::printf("worst event-loop stall during quantization: %.1f ms (%lld ticks of %d ms)\n", meter.worstStallMs(),
+                    static_cast<long long>(meter.ticks()), ui::StallMeter::kIntervalMs);
+        QVERIFY(progress.count() > 0);
+        QCOMPARE(quantize->progressBar()->value(), 1000);
+        // The event loop must not block for 100 ms. On a machine whose run queue is far longer than its core count
+        // the GUI thread waits for a CPU whatever the program does, so the bound is only asserted when it can hold.
+        const double load = machineLoad();
+        const int cores = QThread::idealThreadCount();
+        if (load <= 2.0 * cores)
+            QVERIFY2(meter.worstStallMs() < 100.0, qPrintable(QString::number(meter.worstStallMs())));
+        else
+            std::printf("not asserting the 100 ms bound: load average %.1f on %d cores\n", load, cores);
+        QVERIFY(quantize->lastReport().has_value());
+        const QuantizeReport& report = *quantize->lastReport();
+        QCOMPARE(report.preset, std::string("lowrank-q4"));
+        QCOMPARE(quantize->resultModel()->rowCount(), static_cast<int>(w.model()->tensors().size()));
+        QAbstractItemModelTester resultTester(quantize->resultModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QVERIFY(quantize->totalsText().contains(QString::number(report.bits_per_weight(), 'f', 3)));
+
+        // Evaluate the knot against the model (the demo model has a tokenizer and held-out text; 4 KB of it).
+        QVERIFY(quantize->evaluateButton()->isEnabled());
+        const QString heldout = QDir(m_model).filePath(QStringLiteral("heldout.txt"));
+        if (QFileInfo::exists(heldout)) {
+            QFile in(heldout);
+            QVERIFY(in.open(QIODevice::ReadOnly));
+            const QString textPath = QString::fromStdString(m_dir.file("eval.txt"));
+            QFile out(textPath);
+            QVERIFY(out.open(QIODevice::WriteOnly));
+            out.write(in.read(4096));
+            out.close();
+            QSignalSpy evaluated(quantize, &ui::QuantizePanel::evaluated);
+            QVERIFY(quantize->evaluate(textPath) != 0);
+            QVERIFY(evaluated.wait(300000));
+            QVERIFY(quantize->lastEvaluation().has_value());
+            const EvalReport& e = *quantize->lastEvaluation();
+            QVERIFY(e.compared);
+            QVERIFY(e.n_tokens > 0);
+            QVERIFY(std::isfinite(e.compare.mean_kld) && e.compare.mean_kld > 0.0);  // lowrank-q4 is lossy
+            QVERIFY2(quantize->evaluationText().contains(QString::number(e.compare.mean_kld, 'f', 6)),
+                     qPrintable(quantize->evaluationText()));
+            std::printf("evaluate: %lld tokens, mean KLD %.6f ± %.6f, same top %.3f %%\n",
+                        static_cast<long long>(e.n_tokens), e.compare.mean_kld, e.compare.mean_kld_se,
+                        100.0 * e.compare.same_top);
+        } else {
+            std::printf("evaluate: skipped (no heldout.txt beside %s)\n", qPrintable(m_model));
+        }
+
+        // Export the knot; it opens and holds every tensor.
+        QSignalSpy exported(quantize, &ui::QuantizePanel::exported);
+        const QString knotPath = QString::fromStdString(m_dir.file("session.knot"));
+        QVERIFY(quantize->exportKnot(knotPath) != 0);
+        QVERIFY(exported.wait(60000));
+        QCOMPARE(exported.last().at(0).toString(), knotPath);
+        auto knot = KnotFile::open(knotPath.toStdString());
+        QVERIFY2(knot.is_ok(), knot.message().c_str());
+        QCOMPARE(knot->n_records(), w.model()->tensors().size());
+        QCOMPARE(knot->file_bytes(), report.file_bytes);
+
+        // Reconstruct it to safetensors and reopen that in the window.
+        const QString rebuilt = QString::fromStdString(m_dir.file("rebuilt.safetensors"));
+        QVERIFY(quantize->exportReconstructed(rebuilt) != 0);
+        QVERIFY(exported.wait(120000));
+        const size_t nTensors = w.model()->tensors().size();
+        QVERIFY(openAndAnalyze(w, rebuilt));
+        QCOMPARE(w.modelPath(), rebuilt);
+        QCOMPARE(w.model()->tensors().size(), nTensors);
+        QCOMPARE(w.recentFiles().value(0), QFileInfo(rebuilt).absoluteFilePath());
+        QCOMPARE(w.recentFiles().value(1), QFileInfo(m_model).absoluteFilePath());
+    }
+
+    void compareRunsPresetsAndExports() {
+        const QString heldout = QDir(m_model).filePath(QStringLiteral("heldout.txt"));
+        if (!QFileInfo::exists(heldout)) QSKIP("needs the demo model's heldout.txt (a tokenizer and a text)");
+        MainWindow w;
+        QVERIFY(openAndAnalyze(w, m_model));
+        ui::ComparePanel* compare = w.comparePanel();
+        QFile in(heldout);
+        QVERIFY(in.open(QIODevice::ReadOnly));
+        const QString textPath = QString::fromStdString(m_dir.file("compare.txt"));
+        QFile out(textPath);
+        QVERIFY(out.open(QIODevice::WriteOnly));
+        out.write(in.read(2048));
+        out.close();
+        compare->setTextPath(textPath);
+        compare->setPresets({QStringLiteral("q8_0"), QStringLiteral("lowrank-q4")});
+        QCOMPARE(compare->presets(), (QStringList{QStringLiteral("q8_0"), QStringLiteral("lowrank-q4")}));
+        QAbstractItemModelTester tester(compare->resultModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QSignalSpy compared(compare, &ui::ComparePanel::compared);
+        QVERIFY(compare->run() != 0);
+        QVERIFY(compared.wait(300000));
+        const auto& points = compare->resultModel()->points();
+        QCOMPARE(points.size(), size_t{2});
+        QCOMPARE(points[0].preset, QStringLiteral("q8_0"));
+        QCOMPARE(points[1].preset, QStringLiteral("lowrank-q4"));
+        for (const auto& p : points) {
+            QVERIFY(p.tokens > 0);
+            QVERIFY(std::isfinite(p.meanKld) && p.meanKld > 0.0);
+            std::printf("compare: %s %.3f bpw, mean KLD %.6f ± %.6f\n", qPrintable(p.preset), p.bitsPerWeight,
+                        p.meanKld, p.meanKldSe);
+        }
+        QVERIFY(points[0].bitsPerWeight > points[1].bitsPerWeight);
+        QCOMPARE(ui::ParetoChart::paretoFront(points).size(), points[0].meanKld < points[1].meanKld ? size_t{2} : size_t{1});
+
+        const QString csvPath = QString::fromStdString(m_dir.file("compare.csv"));
+        QVERIFY(compare->exportCsv(csvPath));
+        QFile csv(csvPath);
+        QVERIFY(csv.open(QIODevice::ReadOnly));
+        const QStringList lines = QString::fromUtf8(csv.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        QCOMPARE(lines.size(), 3);
+        QCOMPARE(lines[0], QStringLiteral("preset,bits_per_weight,mean_kld,mean_kld_se,same_top,ppl_ratio,file_bytes,tokens"));
+        QVERIFY(lines[1].startsWith(QStringLiteral("q8_0,%1,%2,").arg(points[0].bitsPerWeight, 0, 'g', 17).arg(points[0].meanKld, 0, 'g', 17)));
+        const QString pngPath = QString::fromStdString(m_dir.file("pareto.png"));
+        QVERIFY(compare->exportPng(pngPath));
+        QVERIFY(!QImage(pngPath).isNull());
+    }
+
+    void cancelStopsAQuantization() {
+        MainWindow w;
+        QVERIFY(openAndAnalyze(w, m_model));
+        ui::QuantizePanel* quantize = w.quantizePanel();
+        quantize->setPreset(QStringLiteral("paper"));
+        QSignalSpy cancelled(quantize, &ui::QuantizePanel::quantizeCancelled);
+        QSignalSpy quantized(quantize, &ui::QuantizePanel::quantized);
+        QVERIFY(quantize->startQuantize() != 0);
+        quantize->cancelButton()->click();
+        QTRY_COMPARE_WITH_TIMEOUT(cancelled.count(), 1, 60000);
+        QCOMPARE(quantized.count(), 0);
+        QVERIFY(!quantize->lastReport().has_value());
+        QVERIFY(quantize->lastKnotPath().isEmpty());
+        QVERIFY(!quantize->cancelButton()->isEnabled());
+        QVERIFY(quantize->runButton()->isEnabled());
+    }
+
+    void failedOpenKeepsTheModelAndSaysWhy() {
+        MainWindow w;
+        QVERIFY(openAndAnalyze(w, m_model));
+        QSignalSpy failed(&w, &MainWindow::loadFailed);
+        w.openModel(QStringLiteral("/nonexistent/x.gguf"));
+        QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 30000);
+        QVERIFY2(failed.at(0).at(0).toString().contains(QStringLiteral("/nonexistent/x.gguf")),
+                 qPrintable(failed.at(0).at(0).toString()));
+        QVERIFY(w.lastError().contains(QStringLiteral("/nonexistent/x.gguf")));
+        QCOMPARE(w.modelPath(), m_model);
+    }
+
+    void droppingAFileOpensIt() {
+        MainWindow w;
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        QMimeData mime;
+        mime.setUrls({QUrl::fromLocalFile(m_model)});
+        QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(&w, &enter);
+        QVERIFY(enter.isAccepted());
+        QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(&w, &drop);
+        QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 60000);
+        QCOMPARE(w.modelPath(), m_model);
+    }
+};
+
+QTEST_MAIN(TestWorkbenchSession)
+#include "test_workbench_session.moc"

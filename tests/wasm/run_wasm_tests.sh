@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# CTest driver of the WebAssembly tests: the C++ side writes a knot and the native decoder's output for each record
+# into a temporary folder (make_wasm_vectors), then `node --test` runs wasm/test/*.test.mjs, which decode the same
+# records through the WebAssembly kernels and compare. Exits 77 (skipped) with the reason when node or the built
+# kernels are missing.
+#   run_wasm_tests.sh MAKE_WASM_VECTORS WASM_MODULE WASM_SOURCE_DIR
+set -euo pipefail
+generator=$1
+module=$2
+wasm_dir=$3
+
+node=$(command -v node || command -v nodejs || true)
+if [ -z "$node" ]; then
+    echo "SKIP: no node or nodejs on PATH (Debian package nodejs; packaging/setup-deps.sh installs it)"
+    exit 77
+fi
+if [ -z "$module" ] || [ ! -f "$module" ]; then
+    echo "SKIP: the WebAssembly kernels are not built${module:+ ($module is missing)}: CMake found no emcc, or GKQ_WITH_WASM=OFF"
+    exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$generator" "$tmp"
+GKQ_WASM_MODULE="$module" GKQ_WASM_VECTORS="$tmp" "$node" --test "$wasm_dir"/test/*.test.mjs

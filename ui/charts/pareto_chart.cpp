@@ -1,0 +1,86 @@
+#include "charts/pareto_chart.h"
+
+#include <QChart>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QScatterSeries>
+#include <QValueAxis>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace gkq::ui {
+
+ParetoChart::ParetoChart(QWidget* parent) : QChartView(parent) {
+    auto* chart = new QChart();
+    chart->setTitle(tr("Bits per weight against mean KLD"));
+    setChart(chart);
+    setRenderHint(QPainter::Antialiasing);
+}
+
+std::vector<size_t> ParetoChart::paretoFront(const std::vector<ComparePoint>& points) {
+    std::vector<size_t> order(points.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return points[a].bitsPerWeight < points[b].bitsPerWeight ||
+               (points[a].bitsPerWeight == points[b].bitsPerWeight && points[a].meanKld < points[b].meanKld);
+    });
+    std::vector<size_t> front;
+    double best = std::numeric_limits<double>::infinity();
+    for (size_t i : order)
+        if (points[i].meanKld < best) {
+            front.push_back(i);
+            best = points[i].meanKld;
+        }
+    return front;
+}
+
+void ParetoChart::setPoints(const std::vector<ComparePoint>& points) {
+    QChart* c = chart();
+    c->removeAllSeries();
+    for (QAbstractAxis* axis : c->axes()) {
+        c->removeAxis(axis);
+        delete axis;
+    }
+    auto* x = new QValueAxis();
+    x->setTitleText(tr("bits per weight (whole knot file)"));
+    auto* y = new QLogValueAxis();
+    y->setTitleText(tr("mean KLD (log)"));
+    y->setLabelFormat("%.2g");
+    c->addAxis(x, Qt::AlignBottom);
+    c->addAxis(y, Qt::AlignLeft);
+    double xMax = 1.0, yMin = 1e-3, yMax = 1.0;
+    bool any = false;
+    for (const ComparePoint& p : points) {
+        if (!(p.meanKld > 0.0)) continue;  // a log axis cannot show 0
+        auto* s = new QScatterSeries();
+        s->setName(QStringLiteral("%1: %2 bpw, KLD %3").arg(p.preset).arg(p.bitsPerWeight, 0, 'f', 2).arg(p.meanKld, 0, 'g', 3));
+        s->setMarkerSize(12);
+        s->append(p.bitsPerWeight, p.meanKld);
+        c->addSeries(s);
+        s->attachAxis(x);
+        s->attachAxis(y);
+        xMax = std::max(xMax, p.bitsPerWeight);
+        yMin = any ? std::min(yMin, p.meanKld) : p.meanKld;
+        yMax = any ? std::max(yMax, p.meanKld) : p.meanKld;
+        any = true;
+    }
+    auto* front = new QLineSeries();
+    front->setName(tr("Pareto front"));
+    for (size_t i : paretoFront(points))
+        if (points[i].meanKld > 0.0) front->append(points[i].bitsPerWeight, points[i].meanKld);
+    c->addSeries(front);
+    front->attachAxis(x);
+    front->attachAxis(y);
+    x->setRange(0.0, std::ceil(xMax * 1.1));
+    if (any) {
+        const double lo = std::pow(10.0, std::floor(std::log10(yMin)));
+        double hi = std::pow(10.0, std::ceil(std::log10(yMax)));
+        if (hi <= lo) hi = lo * 10.0;
+        y->setRange(lo, hi);
+    }
+    c->legend()->setAlignment(Qt::AlignRight);
+}
+
+}  // namespace gkq::ui

@@ -1,0 +1,101 @@
+#include "charts/spectrum_chart.h"
+
+#include "gkq/spectrum.h"
+
+#include <QChart>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QPen>
+#include <QValueAxis>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace gkq::ui {
+
+SpectrumChart::SpectrumChart(QWidget* parent) : QChartView(parent) {
+    auto* chart = new QChart();
+    chart->setTitle(tr("Singular values"));
+    chart->legend()->setAlignment(Qt::AlignBottom);
+    setChart(chart);  // the view owns the chart
+    setRenderHint(QPainter::Antialiasing);
+    m_x = new QValueAxis(chart);
+    m_x->setTitleText(tr("index i"));
+    m_x->setLabelFormat("%d");
+    m_y = new QLogValueAxis(chart);
+    m_y->setTitleText(tr("singular value s_i (log)"));
+    m_y->setLabelFormat("%.3g");
+    m_energyAxis = new QValueAxis(chart);
+    m_energyAxis->setRange(0.0, 1.0);
+    m_energyAxis->setTitleText(tr("cumulative energy"));
+    chart->addAxis(m_x, Qt::AlignBottom);
+    chart->addAxis(m_y, Qt::AlignLeft);
+    chart->addAxis(m_energyAxis, Qt::AlignRight);
+}
+
+int SpectrumChart::seriesCount() const { return static_cast<int>(chart()->series().size()); }
+
+void SpectrumChart::setCurves(const std::vector<Curve>& curves) {
+    QChart* c = chart();
+    c->removeAllSeries();
+    m_marker = nullptr;
+    double xMax = 1.0;
+    double lo = std::numeric_limits<double>::infinity();
+    double hi = 0.0;
+    for (const Curve& curve : curves) {
+        auto* series = new QLineSeries();
+        series->setName(curve.name);
+        QList<QPointF> points;
+        points.reserve(static_cast<qsizetype>(curve.values.size()));
+        for (size_t i = 0; i < curve.values.size(); ++i) {
+            const double v = curve.values[i];
+            if (!(v > 0.0)) continue;  // a log axis cannot show zeros
+            points.append(QPointF(static_cast<double>(i + 1), v));
+            lo = std::min(lo, v);
+            hi = std::max(hi, v);
+        }
+        series->replace(points);
+        c->addSeries(series);
+        series->attachAxis(m_x);
+        series->attachAxis(m_y);
+        xMax = std::max(xMax, static_cast<double>(curve.values.size()));
+    }
+    if (!curves.empty() && !curves[0].values.empty()) {
+        const auto& s = curves[0].values;
+        const std::vector<double> energy = cumulative_energy(s.data(), static_cast<int64_t>(s.size()));
+        auto* series = new QLineSeries();
+        series->setName(tr("%1: cumulative energy").arg(curves[0].name));
+        QList<QPointF> points;
+        for (size_t i = 0; i < energy.size(); ++i) points.append(QPointF(static_cast<double>(i + 1), energy[i]));
+        series->replace(points);
+        QPen pen(Qt::DashLine);
+        pen.setColor(QColor(0x55, 0x55, 0x55));
+        series->setPen(pen);
+        c->addSeries(series);
+        series->attachAxis(m_x);
+        series->attachAxis(m_energyAxis);
+
+        m_marker = new QLineSeries();
+        m_marker->setName(tr("rank k"));
+        QPen mp(QColor(0xd0, 0x30, 0x30));
+        mp.setWidth(2);
+        m_marker->setPen(mp);
+        c->addSeries(m_marker);
+        m_marker->attachAxis(m_x);
+        m_marker->attachAxis(m_energyAxis);
+    }
+    m_x->setRange(1.0, xMax);
+    if (hi > 0.0) {
+        m_yMin = std::pow(10.0, std::floor(std::log10(lo)));
+        m_yMax = std::pow(10.0, std::ceil(std::log10(hi)));
+        if (m_yMax <= m_yMin) m_yMax = m_yMin * 10.0;
+        m_y->setRange(m_yMin, m_yMax);
+    }
+}
+
+void SpectrumChart::setRank(int64_t k) {
+    if (!m_marker) return;
+    m_marker->replace(QList<QPointF>{QPointF(static_cast<double>(k), 0.0), QPointF(static_cast<double>(k), 1.0)});
+}
+
+}  // namespace gkq::ui

@@ -1,0 +1,53 @@
+#include "jobs/evaluate_job.h"
+
+#include "gkq/knot_model.h"
+#include "gkq/tokenizer.h"
+#include "gkq/transformer.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace gkq::ui {
+
+namespace {
+Result<Tokenizer> tokenizerFor(const LoadedModel& m) {
+    if (!m.vocab.empty()) return Tokenizer::from_vocabulary(m.vocab, m.path);
+    std::error_code ec;
+    const std::filesystem::path model(m.path);
+    const std::filesystem::path dir = std::filesystem::is_directory(model, ec) ? model : model.parent_path();
+    const std::filesystem::path tok = dir / "tokenizer.bin";
+    if (std::filesystem::is_regular_file(tok, ec)) return Tokenizer::load_llama2c(tok.string(), m.config.vocab_size);
+    return Status(StatusCode::NotFound, m.path + " has no vocabulary and no tokenizer.bin beside it");
+}
+}  // namespace
+
+Result<EvalReport> evaluateKnot(const std::string& basePath, const std::string& knotPath, const std::string& textPath,
+                                const ProgressFn& progress) {
+    std::ifstream in(textPath, std::ios::binary);
+    if (!in) return Status(StatusCode::NotFound, textPath + ": cannot open the text file");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    if (text.empty()) return Status(StatusCode::InvalidArgument, textPath + ": the text is empty");
+
+    TransformerOptions options;
+    options.max_batch = 64;
+    auto base = load_model(basePath, options);
+    if (!base) return base.status();
+    auto candidate = load_model(knotPath, options);
+    if (!candidate) return candidate.status();
+    auto tokenizer = tokenizerFor(*base);
+    if (!tokenizer) return tokenizer.status();
+
+    EvalText et;
+    et.tokens = tokenizer->encode(text, false, false);
+    et.bos_id = tokenizer->bos_id();
+    et.n_bytes = text.size();
+    et.text_hash = fnv1a64(text.data(), text.size());
+    auto report = evaluate_compare(*base->transformer, *candidate->transformer, et, EvalOptions{}, progress);
+    if (report) report->text_label = textPath;
+    return report;
+}
+
+}  // namespace gkq::ui

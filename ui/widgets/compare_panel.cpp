@@ -1,0 +1,223 @@
+#include "widgets/compare_panel.h"
+
+#include "charts/pareto_chart.h"
+#include "gkq/atomic_file.h"
+#include "gkq/quantize.h"
+#include "jobs/evaluate_job.h"
+#include "jobs/job_runner.h"
+
+#include <QBuffer>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+
+namespace gkq::ui {
+
+ComparePanel::ComparePanel(JobRunner* runner, QWidget* parent) : QWidget(parent), m_runner(runner) {
+    m_presetList = new QListWidget(this);
+    for (const std::string& name : preset_names()) {
+        auto* item = new QListWidgetItem(QString::fromStdString(name), m_presetList);
+        item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+        item->setCheckState(name == "paper" ? Qt::Unchecked : Qt::Checked);
+    }
+    m_presetList->setMaximumHeight(120);
+    m_text = new QLineEdit(this);
+    m_text->setPlaceholderText(tr("Text to evaluate on (UTF-8)"));
+    auto* browse = new QPushButton(tr("Browse..."), this);
+    connect(browse, &QPushButton::clicked, this, [this] {
+        const QString dir = m_model ? QFileInfo(QString::fromStdString(m_model->path())).absolutePath() : QString();
+        const QString path = QFileDialog::getOpenFileName(this, tr("Text to evaluate on"), dir, tr("Text (*.txt);;All files (*)"));
+        if (!path.isEmpty()) m_text->setText(path);
+    });
+    m_runButton = new QPushButton(tr("Compare"), this);
+    m_cancelButton = new QPushButton(tr("Cancel"), this);
+    m_csvButton = new QPushButton(tr("Export CSV..."), this);
+    m_pngButton = new QPushButton(tr("Export PNG..."), this);
+    connect(m_runButton, &QPushButton::clicked, this, &ComparePanel::run);
+    connect(m_cancelButton, &QPushButton::clicked, this, &ComparePanel::cancel);
+    connect(m_csvButton, &QPushButton::clicked, this, [this] {
+        const QString p = QFileDialog::getSaveFileName(this, tr("Export CSV"), QString(), tr("CSV (*.csv)"));
+        if (!p.isEmpty() && !exportCsv(p)) m_status->setText(tr("Cannot write %1").arg(p));
+    });
+    connect(m_pngButton, &QPushButton::clicked, this, [this] {
+        const QString p = QFileDialog::getSaveFileName(this, tr("Export chart"), QString(), tr("PNG (*.png)"));
+        if (!p.isEmpty() && !exportPng(p)) m_status->setText(tr("Cannot write %1").arg(p));
+    });
+    m_progress = new QProgressBar(this);
+    m_progress->setRange(0, 1000);
+    m_status = new QLabel(this);
+    m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+    auto* textRow = new QHBoxLayout();
+    textRow->addWidget(m_text, 1);
+    textRow->addWidget(browse);
+    auto* buttons = new QHBoxLayout();
+    buttons->addWidget(m_runButton);
+    buttons->addWidget(m_cancelButton);
+    buttons->addStretch(1);
+    buttons->addWidget(m_csvButton);
+    buttons->addWidget(m_pngButton);
+
+    m_chart = new ParetoChart(this);
+    m_chart->setMinimumHeight(260);
+    m_results = new CompareResultModel(this);
+    m_table = new QTableView(this);
+    m_table->setModel(m_results);
+    m_table->verticalHeader()->hide();
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    auto* split = new QSplitter(Qt::Vertical, this);
+    split->addWidget(m_chart);
+    split->addWidget(m_table);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 1);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->addWidget(new QLabel(tr("Presets to compare:"), this));
+    layout->addWidget(m_presetList);
+    layout->addLayout(textRow);
+    layout->addLayout(buttons);
+    layout->addWidget(m_progress);
+    layout->addWidget(m_status);
+    layout->addWidget(split, 1);
+
+    connect(m_runner, &JobRunner::progressChanged, this, [this](quint64 id, double f, const QString& what) {
+        if (id != m_job) return;
+        m_progress->setValue(static_cast<int>(f * 1000.0));
+        m_status->setText(what);
+    });
+    connect(m_runner, &JobRunner::finished, this, [this](quint64 id) { onEnded(id, Ended::Finished); });
+    connect(m_runner, &JobRunner::cancelled, this, [this](quint64 id) { onEnded(id, Ended::Cancelled); });
+    connect(m_runner, &JobRunner::failed, this, [this](quint64 id, const QString& message) {
+        if (id != m_job) return;
+        m_status->setText(message);
+        onEnded(id, Ended::Failed);
+    });
+    m_cancelButton->setEnabled(false);
+}
+
+ComparePanel::~ComparePanel() {
+    if (m_job) {
+        m_runner->cancel(m_job);
+        m_runner->waitForAll();  // the job writes into m_tempDir
+    }
+}
+
+void ComparePanel::setModel(std::shared_ptr<const ModelFile> model) {
+    if (m_job) m_runner->cancel(m_job);
+    m_model = std::move(model);
+    m_results->setPoints({});
+    m_chart->setPoints({});
+    if (m_model) {
+        const QFileInfo info(QString::fromStdString(m_model->path()));
+        const QString heldout = QDir(info.isDir() ? info.absoluteFilePath() : info.absolutePath()).filePath(QStringLiteral("heldout.txt"));
+        if (QFileInfo::exists(heldout)) m_text->setText(heldout);
+    }
+}
+
+void ComparePanel::setPresets(const QStringList& presets) {
+    for (int i = 0; i < m_presetList->count(); ++i)
+        m_presetList->item(i)->setCheckState(presets.contains(m_presetList->item(i)->text()) ? Qt::Checked : Qt::Unchecked);
+}
+
+QStringList ComparePanel::presets() const {
+    QStringList out;
+    for (int i = 0; i < m_presetList->count(); ++i)
+        if (m_presetList->item(i)->checkState() == Qt::Checked) out << m_presetList->item(i)->text();
+    return out;
+}
+
+void ComparePanel::setTextPath(const QString& path) { m_text->setText(path); }
+
+quint64 ComparePanel::run() {
+    const QStringList chosen = presets();
+    if (!m_model || chosen.isEmpty() || m_text->text().isEmpty() || !m_tempDir.isValid()) return 0;
+    std::shared_ptr<const ModelFile> model = m_model;
+    std::vector<std::string> names;
+    for (const QString& p : chosen) names.push_back(p.toStdString());
+    const std::string text = m_text->text().toStdString();
+    const std::string dir = m_tempDir.path().toStdString();
+    m_job = m_runner->run<std::vector<ComparePoint>>(
+        QStringLiteral("compare"), tr("Comparing %1 presets").arg(chosen.size()),
+        [model, names, text, dir](const ProgressFn& progress) -> Result<std::vector<ComparePoint>> {
+            std::vector<ComparePoint> points;
+            const double step = 1.0 / static_cast<double>(names.size());
+            for (size_t i = 0; i < names.size(); ++i) {
+                // Each preset: the first half of its share is the quantization, the second the evaluation.
+                auto part = [&](double offset, const std::string& label) {
+                    return [&progress, base = (static_cast<double>(i) + offset) * step, step, label](double f, std::string_view) {
+                        return report_progress(progress, base + 0.5 * step * f, label);
+                    };
+                };
+                QuantizeOptions options;
+                options.preset = names[i];
+                options.producer = "gkq-workbench";
+                const std::string knot = dir + "/compare-" + names[i] + ".knot";
+                auto q = quantize_model(*model, options, knot, part(0.0, names[i] + ": quantizing"));
+                if (!q) return q.status();
+                auto e = evaluateKnot(model->path(), knot, text, part(0.5, names[i] + ": evaluating"));
+                if (!e) return e.status();
+                ComparePoint p;
+                p.preset = QString::fromStdString(names[i]);
+                p.fileBytes = q->file_bytes;
+                p.bitsPerWeight = q->bits_per_weight();
+                p.meanKld = e->compare.mean_kld;
+                p.meanKldSe = e->compare.mean_kld_se;
+                p.sameTop = e->compare.same_top;
+                p.pplRatio = e->compare.ppl_ratio;
+                p.tokens = e->n_tokens;
+                points.push_back(p);
+            }
+            return points;
+        },
+        [this](std::vector<ComparePoint>& points) {
+            m_chart->setPoints(points);
+            m_results->setPoints(std::move(points));
+            m_table->resizeColumnsToContents();
+            m_status->setText(tr("Done"));
+        });
+    m_runButton->setEnabled(false);
+    m_cancelButton->setEnabled(true);
+    return m_job;
+}
+
+void ComparePanel::cancel() {
+    if (m_job) m_runner->cancel(m_job);
+}
+
+bool ComparePanel::exportCsv(const QString& path) const {
+    return write_file_atomic(path.toStdString(), m_results->toCsv().toStdString()).is_ok();
+}
+
+bool ComparePanel::exportPng(const QString& path) const {
+    QByteArray bytes;
+    QBuffer buffer(&bytes);
+    buffer.open(QIODevice::WriteOnly);
+    if (!m_chart->grab().save(&buffer, "PNG")) return false;
+    return write_file_atomic(path.toStdString(), std::string_view(bytes.constData(), static_cast<size_t>(bytes.size()))).is_ok();
+}
+
+void ComparePanel::onEnded(quint64 id, Ended how) {
+    if (id != m_job) return;
+    m_job = 0;
+    m_runButton->setEnabled(true);
+    m_cancelButton->setEnabled(false);
+    if (how == Ended::Finished) {
+        m_progress->setValue(1000);
+        emit compared();
+    } else if (how == Ended::Cancelled) {
+        m_status->setText(tr("Cancelled"));
+        emit compareCancelled();
+    }
+}
+
+}  // namespace gkq::ui

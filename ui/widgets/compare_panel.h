@@ -1,0 +1,69 @@
+// ComparePanel: quantize the open model with several presets and evaluate each knot against it on one text, then
+// plot bits per weight against mean KLD (ParetoChart) with the points' table; export the chart as PNG and the data
+// as CSV. One JobRunner job (key "compare") runs the presets in turn; Cancel stops it.
+#pragma once
+
+#include "gkq/model_file.h"
+#include "models/compare_result_model.h"
+
+#include <QTemporaryDir>
+#include <QWidget>
+#include <memory>
+
+class QLabel;
+class QLineEdit;
+class QListWidget;
+class QProgressBar;
+class QPushButton;
+class QTableView;
+
+namespace gkq::ui {
+
+class JobRunner;
+class ParetoChart;
+
+class ComparePanel : public QWidget {
+    Q_OBJECT
+public:
+    ComparePanel(JobRunner* runner, QWidget* parent = nullptr);
+    ~ComparePanel() override;
+
+    void setModel(std::shared_ptr<const ModelFile> model);
+    void setPresets(const QStringList& presets);  // checks exactly these
+    QStringList presets() const;
+    void setTextPath(const QString& path);
+    quint64 run();  // 0 without a model, a text or a preset
+    void cancel();
+    bool exportCsv(const QString& path) const;
+    bool exportPng(const QString& path) const;
+
+    CompareResultModel* resultModel() const { return m_results; }
+    ParetoChart* chart() const { return m_chart; }
+
+signals:
+    void compared();
+    void compareCancelled();
+
+private:
+    enum class Ended { Finished, Cancelled, Failed };
+    void onEnded(quint64 id, Ended how);
+
+    JobRunner* m_runner = nullptr;
+    std::shared_ptr<const ModelFile> m_model;
+    QTemporaryDir m_tempDir;
+    quint64 m_job = 0;
+
+    QListWidget* m_presetList = nullptr;
+    QLineEdit* m_text = nullptr;
+    QPushButton* m_runButton = nullptr;
+    QPushButton* m_cancelButton = nullptr;
+    QPushButton* m_csvButton = nullptr;
+    QPushButton* m_pngButton = nullptr;
+    QProgressBar* m_progress = nullptr;
+    QLabel* m_status = nullptr;
+    ParetoChart* m_chart = nullptr;
+    QTableView* m_table = nullptr;
+    CompareResultModel* m_results = nullptr;
+};
+
+}  // namespace gkq::ui

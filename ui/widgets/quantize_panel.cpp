@@ -1,0 +1,346 @@
+#include "widgets/quantize_panel.h"
+
+#include "gkq/atomic_file.h"
+#include "jobs/evaluate_job.h"
+#include "jobs/job_runner.h"
+#include "models/quant_result_model.h"
+
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLocale>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QSpinBox>
+#include <QTableView>
+#include <QVBoxLayout>
+#include <fstream>
+#include <sstream>
+
+namespace gkq::ui {
+
+QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(parent), m_runner(runner) {
+    m_presetCombo = new QComboBox(this);
+    for (const std::string& name : preset_names()) m_presetCombo->addItem(QString::fromStdString(name));
+    m_presetDescription = new QLabel(this);
+    m_presetDescription->setWordWrap(true);
+    m_presetDescription->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+    m_presetDescription->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Maximum);
+    m_presetDescription->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    connect(m_presetCombo, &QComboBox::currentTextChanged, this, [this](const QString& name) {
+        auto p = find_preset(name.toStdString());
+        m_presetDescription->setText(p ? QString::fromStdString(p->description) : QString::fromStdString(p.message()));
+        QSettings().setValue(QStringLiteral("quantize/preset"), name);
+    });
+
+    m_rank = new QSpinBox(this);
+    m_rank->setRange(0, 1 << 20);
+    m_rank->setSpecialValueText(tr("preset"));
+    m_rank->setToolTip(tr("Fixed rank for every low-rank matrix (preset: the preset's rule)"));
+    m_energy = new QDoubleSpinBox(this);
+    m_energy->setRange(0.0, 1.0);
+    m_energy->setDecimals(4);
+    m_energy->setSingleStep(0.001);
+    m_energy->setSpecialValueText(tr("preset"));
+    m_energy->setToolTip(tr("Energy the truncated SVD keeps (preset: the preset's rule)"));
+    m_factorBits = new QComboBox(this);
+    m_factorBits->addItem(tr("preset"), 0);
+    for (int b : {2, 4, 8}) m_factorBits->addItem(QString::number(b), b);
+    m_residual = new QComboBox(this);
+    m_residual->addItem(tr("preset"), -1);
+    m_residual->addItem(QStringLiteral("none"), static_cast<int>(ResidualKind::None));
+    m_residual->addItem(QStringLiteral("q4_0"), static_cast<int>(ResidualKind::Q4_0));
+    m_residual->addItem(QStringLiteral("q8_0"), static_cast<int>(ResidualKind::Q8_0));
+    m_threads = new QSpinBox(this);
+    m_threads->setRange(0, 256);
+    m_threads->setSpecialValueText(tr("all cores"));
+
+    auto* form = new QFormLayout();
+    form->setFieldGrowthPolicy(QFormLayout::FieldsStayAtSizeHint);
+    form->addRow(tr("Preset"), m_presetCombo);
+    form->addRow(tr("Rank"), m_rank);
+    form->addRow(tr("Energy kept"), m_energy);
+    form->addRow(tr("Factor bits"), m_factorBits);
+    form->addRow(tr("Residual"), m_residual);
+    form->addRow(tr("Threads"), m_threads);
+
+    m_runButton = new QPushButton(tr("Quantize"), this);
+    m_cancelButton = new QPushButton(tr("Cancel"), this);
+    m_evaluateButton = new QPushButton(tr("Evaluate..."), this);
+    m_evaluateButton->setToolTip(tr("KL divergence of the last knot against the open model on a text you choose "
+                                    "(llama.cpp's --kl-divergence quantities)"));
+    m_exportKnotButton = new QPushButton(tr("Export knot..."), this);
+    m_exportModelButton = new QPushButton(tr("Export model..."), this);
+    m_exportModelButton->setToolTip(tr("Reconstruct the knot to safetensors, GGUF or a llama2.c checkpoint"));
+    connect(m_runButton, &QPushButton::clicked, this, &QuantizePanel::startQuantize);
+    connect(m_cancelButton, &QPushButton::clicked, this, &QuantizePanel::cancel);
+    connect(m_exportKnotButton, &QPushButton::clicked, this, &QuantizePanel::exportKnotDialog);
+    connect(m_exportModelButton, &QPushButton::clicked, this, &QuantizePanel::exportReconstructedDialog);
+    connect(m_evaluateButton, &QPushButton::clicked, this, &QuantizePanel::evaluateDialog);
+    auto* buttons = new QHBoxLayout();
+    buttons->addWidget(m_runButton);
+    buttons->addWidget(m_cancelButton);
+    buttons->addStretch(1);
+    buttons->addWidget(m_evaluateButton);
+    buttons->addWidget(m_exportKnotButton);
+    buttons->addWidget(m_exportModelButton);
+
+    m_progress = new QProgressBar(this);
+    m_progress->setRange(0, 1000);
+    m_progress->setValue(0);
+    m_status = new QLabel(this);
+    m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_totals = new QLabel(this);
+    m_totals->setWordWrap(true);
+    m_totals->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_evalLabel = new QLabel(this);
+    m_evalLabel->setWordWrap(true);
+    m_evalLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+    m_results = new QuantResultModel(this);
+    m_table = new QTableView(this);
+    m_table->setModel(m_results);
+    m_table->verticalHeader()->hide();
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->horizontalHeader()->setSectionResizeMode(QuantResultModel::Name, QHeaderView::Stretch);
+
+    auto* top = new QHBoxLayout();
+    top->addLayout(form);
+    top->addWidget(m_presetDescription, 1);
+    auto* layout = new QVBoxLayout(this);
+    layout->addLayout(top);
+    layout->addLayout(buttons);
+    layout->addWidget(m_progress);
+    layout->addWidget(m_status);
+    layout->addWidget(m_totals);
+    layout->addWidget(m_evalLabel);
+    layout->addWidget(m_table, 1);
+
+    connect(m_runner, &JobRunner::progressChanged, this, [this](quint64 id, double fraction, const QString& what) {
+        if (id != m_job && id != m_exportJob && id != m_evalJob) return;
+        m_progress->setValue(static_cast<int>(fraction * 1000.0));
+        m_status->setText(tr("%1 % — %2").arg(QString::number(100.0 * fraction, 'f', 1), what));
+    });
+    connect(m_runner, &JobRunner::finished, this, [this](quint64 id) { onJobEnded(id, JobEnd::Finished); });
+    connect(m_runner, &JobRunner::cancelled, this, [this](quint64 id) { onJobEnded(id, JobEnd::Cancelled); });
+    connect(m_runner, &JobRunner::failed, this, [this](quint64 id, const QString& message) {
+        if (id != m_job && id != m_exportJob && id != m_evalJob) return;
+        m_status->setText(message);
+        emit errorOccurred(message);
+        onJobEnded(id, JobEnd::Failed);
+    });
+
+    const QString saved = QSettings().value(QStringLiteral("quantize/preset"), QStringLiteral("lowrank-q4")).toString();
+    m_presetCombo->setCurrentText(saved);
+    if (m_presetDescription->text().isEmpty()) emit m_presetCombo->currentTextChanged(m_presetCombo->currentText());
+    updateButtons();
+}
+
+QuantizePanel::~QuantizePanel() {
+    // Jobs write into m_tempDir: stop them before it goes away.
+    if (m_job) m_runner->cancel(m_job);
+    if (m_exportJob) m_runner->cancel(m_exportJob);
+    if (m_evalJob) m_runner->cancel(m_evalJob);
+    if (m_job || m_exportJob || m_evalJob) m_runner->waitForAll();
+}
+
+void QuantizePanel::setModel(std::shared_ptr<const ModelFile> model) {
+    if (m_job) m_runner->cancel(m_job);
+    m_model = std::move(model);
+    if (m_evalJob) m_runner->cancel(m_evalJob);
+    m_report.reset();
+    m_eval.reset();
+    m_evalLabel->clear();
+    m_knotPath.clear();
+    m_results->clear();
+    m_totals->clear();
+    m_status->clear();
+    m_progress->setValue(0);
+    updateButtons();
+}
+
+void QuantizePanel::setPreset(const QString& name) { m_presetCombo->setCurrentText(name); }
+QString QuantizePanel::preset() const { return m_presetCombo->currentText(); }
+QString QuantizePanel::totalsText() const { return m_totals->text(); }
+
+QuantizeOptions QuantizePanel::options() const {
+    QuantizeOptions o;
+    o.preset = preset().toStdString();
+    if (m_rank->value() > 0) o.global.rank = m_rank->value();
+    if (m_energy->value() > 0.0) o.global.energy = m_energy->value();
+    if (m_factorBits->currentData().toInt() > 0) o.global.factor_bits = m_factorBits->currentData().toInt();
+    if (m_residual->currentData().toInt() >= 0) o.global.residual = static_cast<ResidualKind>(m_residual->currentData().toInt());
+    o.n_threads = m_threads->value();
+    o.producer = "gkq-workbench";
+    return o;
+}
+
+quint64 QuantizePanel::startQuantize() {
+    if (!m_model || !m_tempDir.isValid()) return 0;
+    const QuantizeOptions opts = options();
+    const std::string out = m_tempDir.filePath(QStringLiteral("run-%1.knot").arg(++m_runCount)).toStdString();
+    std::shared_ptr<const ModelFile> model = m_model;
+    m_progress->setValue(0);
+    m_status->setText(tr("Quantizing with preset %1...").arg(preset()));
+    m_job = m_runner->run<QuantizeReport>(
+        QStringLiteral("quantize"), tr("Quantizing (%1)").arg(preset()),
+        [model, opts, out](const ProgressFn& progress) { return quantize_model(*model, opts, out, progress); },
+        [this](QuantizeReport& report) {
+            m_knotPath = QString::fromStdString(report.path);
+            m_results->setReport(report);
+            m_table->resizeColumnsToContents();
+            m_totals->setText(
+                tr("<b>%1</b>: %2 tensors, %3 parameters, knot %4 bytes = <b>%5 bits per weight</b> (whole file), "
+                   "%6x smaller than bf16, %7x than f32; %8 s")
+                    .arg(QString::fromStdString(report.command).toHtmlEscaped())
+                    .arg(report.tensors.size())
+                    .arg(QLocale().toString(static_cast<qlonglong>(report.n_params)))
+                    .arg(QLocale().toString(static_cast<qulonglong>(report.file_bytes)))
+                    .arg(QString::number(report.bits_per_weight(), 'f', 3))
+                    .arg(QString::number(report.ratio_vs_bf16(), 'f', 2))
+                    .arg(QString::number(report.ratio_vs_fp32(), 'f', 2))
+                    .arg(QString::number(report.seconds, 'f', 2)));
+            m_report = std::move(report);
+            m_status->setText(tr("Done: %1").arg(m_knotPath));
+        });
+    updateButtons();
+    return m_job;
+}
+
+void QuantizePanel::cancel() {
+    if (m_job) m_runner->cancel(m_job);
+    if (m_exportJob) m_runner->cancel(m_exportJob);
+    if (m_evalJob) m_runner->cancel(m_evalJob);
+}
+
+QString QuantizePanel::evaluationText() const { return m_evalLabel->text(); }
+
+quint64 QuantizePanel::evaluate(const QString& textPath) {
+    if (m_knotPath.isEmpty() || !m_model) return 0;
+    const std::string base = m_model->path();
+    const std::string knot = m_knotPath.toStdString();
+    const std::string text = textPath.toStdString();
+    m_progress->setValue(0);
+    m_status->setText(tr("Evaluating on %1...").arg(textPath));
+    m_evalJob = m_runner->run<EvalReport>(
+        QStringLiteral("evaluate"), tr("Evaluating (KLD)"),
+        [base, knot, text](const ProgressFn& progress) { return evaluateKnot(base, knot, text, progress); },
+        [this](EvalReport& r) {
+            const CompareStats& c = r.compare;
+            m_evalLabel->setText(
+                tr("<b>Evaluation</b> on %1 (%2 tokens, %3 windows of %4, stride %5): mean KLD <b>%6 ± %7</b>, "
+                   "median %8, 99 %: %9, 99.9 %: %10, max %11; same top token %12 ± %13 %; RMS Δp %14 %; "
+                   "PPL %15 → %16 (ratio %17 ± %18); bits per byte %19 → %20")
+                    .arg(QString::fromStdString(r.text_label).toHtmlEscaped())
+                    .arg(r.n_tokens).arg(r.n_windows).arg(r.n_ctx).arg(r.stride)
+                    .arg(c.mean_kld, 0, 'f', 6).arg(c.mean_kld_se, 0, 'f', 6)
+                    .arg(c.median_kld, 0, 'f', 6).arg(c.kld_p99, 0, 'f', 6).arg(c.kld_p999, 0, 'f', 6)
+                    .arg(c.max_kld, 0, 'f', 6)
+                    .arg(100.0 * c.same_top, 0, 'f', 3).arg(100.0 * c.same_top_se, 0, 'f', 3)
+                    .arg(100.0 * c.rms_delta_p, 0, 'f', 3)
+                    .arg(c.base.perplexity, 0, 'f', 4).arg(c.candidate.perplexity, 0, 'f', 4)
+                    .arg(c.ppl_ratio, 0, 'f', 6).arg(c.ppl_ratio_se, 0, 'f', 6)
+                    .arg(c.base.bits_per_byte, 0, 'f', 4).arg(c.candidate.bits_per_byte, 0, 'f', 4));
+            m_eval = std::move(r);
+            m_status->setText(tr("Evaluated"));
+        });
+    updateButtons();
+    return m_evalJob;
+}
+
+void QuantizePanel::evaluateDialog() {
+    const QString dir = m_model ? QFileInfo(QString::fromStdString(m_model->path())).absolutePath() : QString();
+    const QString path = QFileDialog::getOpenFileName(this, tr("Text to evaluate on"), dir,
+                                                      tr("Text (*.txt);;All files (*)"));
+    if (!path.isEmpty()) evaluate(path);
+}
+
+quint64 QuantizePanel::exportKnot(const QString& path) {
+    if (m_knotPath.isEmpty()) return 0;
+    const std::string from = m_knotPath.toStdString();
+    const std::string to = path.toStdString();
+    m_exportJob = m_runner->run<std::string>(
+        QStringLiteral("export"), tr("Exporting knot"),
+        [from, to](const ProgressFn& progress) -> Result<std::string> {
+            std::ifstream in(from, std::ios::binary);
+            if (!in) return Status(StatusCode::IoError, "cannot read " + from);
+            std::ostringstream bytes;
+            bytes << in.rdbuf();
+            if (!report_progress(progress, 0.5, "read")) return Status(StatusCode::Cancelled, "cancelled");
+            Status s = write_file_atomic(to, bytes.str());
+            if (!s) return s;
+            return to;
+        },
+        [this](std::string& written) { emit exported(QString::fromStdString(written)); });
+    updateButtons();
+    return m_exportJob;
+}
+
+quint64 QuantizePanel::exportReconstructed(const QString& path) {
+    if (m_knotPath.isEmpty()) return 0;
+    const std::string from = m_knotPath.toStdString();
+    const std::string to = path.toStdString();
+    m_exportJob = m_runner->run<ReconstructReport>(
+        QStringLiteral("export"), tr("Reconstructing %1").arg(QFileInfo(path).fileName()),
+        [from, to](const ProgressFn& progress) { return reconstruct(from, to, 0, progress); },
+        [this](ReconstructReport& r) { emit exported(QString::fromStdString(r.path)); });
+    updateButtons();
+    return m_exportJob;
+}
+
+void QuantizePanel::exportKnotDialog() {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export knot"), QString(), tr("Knot (*.knot)"));
+    if (!path.isEmpty()) exportKnot(path);
+}
+
+void QuantizePanel::exportReconstructedDialog() {
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export reconstructed model"), QString(),
+        tr("safetensors (*.safetensors);;GGUF (*.gguf);;llama2.c checkpoint (*.bin)"));
+    if (!path.isEmpty()) exportReconstructed(path);
+}
+
+void QuantizePanel::onJobEnded(quint64 id, JobEnd how) {
+    if (id == m_job) {
+        m_job = 0;
+        if (how == JobEnd::Finished) {
+            m_progress->setValue(1000);
+            emit quantized();
+        } else if (how == JobEnd::Cancelled) {
+            m_status->setText(tr("Cancelled; no knot was written"));
+            m_progress->setValue(0);
+            emit quantizeCancelled();
+        }
+    } else if (id == m_exportJob) {
+        m_exportJob = 0;
+        if (how == JobEnd::Cancelled) m_status->setText(tr("Export cancelled"));
+    } else if (id == m_evalJob) {
+        m_evalJob = 0;
+        if (how == JobEnd::Cancelled) m_status->setText(tr("Evaluation cancelled"));
+        if (how == JobEnd::Finished) {
+            m_progress->setValue(1000);
+            emit evaluated();
+        }
+    } else {
+        return;
+    }
+    updateButtons();
+}
+
+void QuantizePanel::updateButtons() {
+    const bool busy = m_job != 0 || m_exportJob != 0 || m_evalJob != 0;
+    m_runButton->setEnabled(m_model != nullptr && m_job == 0);
+    m_cancelButton->setEnabled(busy);
+    m_exportKnotButton->setEnabled(!m_knotPath.isEmpty() && !busy);
+    m_exportModelButton->setEnabled(!m_knotPath.isEmpty() && !busy);
+    m_evaluateButton->setEnabled(!m_knotPath.isEmpty() && !busy);
+}
+
+}  // namespace gkq::ui

@@ -1,0 +1,109 @@
+// QuantizePanel: choose a preset, override its parameters, quantize the open model into a knot (a JobRunner job
+// with a progress bar and a working Cancel), see the core's per-tensor report and whole-model totals, and export
+// the knot or a reconstructed safetensors / GGUF / llama2.c model (written atomically by the core), and evaluate
+// the knot against the open model on a chosen text (the core's KLD report).
+// The knot of the last run lives in a temporary directory until exported or replaced.
+#pragma once
+
+#include "gkq/evaluate.h"
+#include "gkq/model_file.h"
+#include "gkq/quantize.h"
+
+#include <QTemporaryDir>
+#include <QWidget>
+#include <memory>
+#include <optional>
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+class QTableView;
+
+namespace gkq::ui {
+
+class JobRunner;
+class QuantResultModel;
+
+class QuantizePanel : public QWidget {
+    Q_OBJECT
+public:
+    QuantizePanel(JobRunner* runner, QWidget* parent = nullptr);
+    ~QuantizePanel() override;
+
+    void setModel(std::shared_ptr<const ModelFile> model);
+    void setPreset(const QString& name);
+    QString preset() const;
+    // The options the controls describe (preset + overrides that are set).
+    QuantizeOptions options() const;
+
+    quint64 startQuantize();  // 0 without a model
+    void cancel();
+    // Export the last knot, or a reconstruction of it (format from the extension: .safetensors, .gguf, .bin).
+    quint64 exportKnot(const QString& path);
+    quint64 exportReconstructed(const QString& path);
+    // KLD of the last knot against the open model on the text in `textPath` (job key "evaluate").
+    quint64 evaluate(const QString& textPath);
+    const std::optional<EvalReport>& lastEvaluation() const { return m_eval; }
+    QString evaluationText() const;
+
+    QuantResultModel* resultModel() const { return m_results; }
+    const std::optional<QuantizeReport>& lastReport() const { return m_report; }
+    QString lastKnotPath() const { return m_knotPath; }
+    QString totalsText() const;
+    QProgressBar* progressBar() const { return m_progress; }
+    QPushButton* cancelButton() const { return m_cancelButton; }
+    QPushButton* runButton() const { return m_runButton; }
+    QPushButton* evaluateButton() const { return m_evaluateButton; }
+    bool isRunning() const { return m_job != 0; }
+
+signals:
+    void quantized();
+    void quantizeCancelled();
+    void exported(const QString& path);
+    void evaluated();
+    void errorOccurred(const QString& message);
+
+private:
+    enum class JobEnd { Finished, Cancelled, Failed };
+    void onJobEnded(quint64 id, JobEnd how);
+    void updateButtons();
+    void exportKnotDialog();
+    void exportReconstructedDialog();
+    void evaluateDialog();
+
+    JobRunner* m_runner = nullptr;
+    std::shared_ptr<const ModelFile> m_model;
+    QTemporaryDir m_tempDir;
+    int m_runCount = 0;
+    quint64 m_job = 0;
+    quint64 m_exportJob = 0;
+    quint64 m_evalJob = 0;
+    std::optional<EvalReport> m_eval;
+    std::optional<QuantizeReport> m_report;
+    QString m_knotPath;
+
+    QComboBox* m_presetCombo = nullptr;
+    QLabel* m_presetDescription = nullptr;
+    QSpinBox* m_rank = nullptr;
+    QDoubleSpinBox* m_energy = nullptr;
+    QComboBox* m_factorBits = nullptr;
+    QComboBox* m_residual = nullptr;
+    QSpinBox* m_threads = nullptr;
+    QPushButton* m_runButton = nullptr;
+    QPushButton* m_cancelButton = nullptr;
+    QPushButton* m_evaluateButton = nullptr;
+    QPushButton* m_exportKnotButton = nullptr;
+    QPushButton* m_exportModelButton = nullptr;
+    QProgressBar* m_progress = nullptr;
+    QLabel* m_status = nullptr;
+    QLabel* m_totals = nullptr;
+    QLabel* m_evalLabel = nullptr;
+    QTableView* m_table = nullptr;
+    QuantResultModel* m_results = nullptr;
+};
+
+}  // namespace gkq::ui

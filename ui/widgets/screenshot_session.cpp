@@ -1,0 +1,143 @@
+#include "widgets/screenshot_session.h"
+
+#include "jobs/job_runner.h"
+#include "models/spectrum_store.h"
+#include "gkq/codec.h"
+#include "widgets/compare_panel.h"
+#include "widgets/main_window.h"
+#include "widgets/model_browser.h"
+#include "widgets/quantize_panel.h"
+#include "widgets/spectrum_panel.h"
+
+#include <QCoreApplication>
+#include <QDeadlineTimer>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QTemporaryDir>
+#include <QPixmap>
+#include <QTabWidget>
+#include <functional>
+
+namespace gkq::ui {
+
+namespace {
+// Runs the event loop until `done` holds or the deadline passes.
+bool waitUntil(const std::function<bool()>& done, QDeadlineTimer deadline) {
+    while (!done()) {
+        if (deadline.hasExpired()) return false;
+        QCoreApplication::processEvents(QEventLoop::AllEvents | QEventLoop::WaitForMoreEvents, 50);
+    }
+    return true;
+}
+
+bool save(MainWindow& window, const QString& path, QStringList& written, QString* error) {
+    QCoreApplication::processEvents();
+    if (!window.grab().save(path, "PNG")) {
+        *error = QStringLiteral("cannot write %1").arg(path);
+        return false;
+    }
+    written << path;
+    return true;
+}
+}  // namespace
+
+QStringList renderScreenshots(MainWindow& window, const QString& modelPath, const QString& outDir, QString* error,
+                              int timeoutMs) {
+    QStringList written;
+    const QDeadlineTimer deadline(timeoutMs);
+    if (!QDir().mkpath(outDir)) {
+        *error = QStringLiteral("cannot create %1").arg(outDir);
+        return {};
+    }
+    const QDir dir(outDir);
+    window.resize(1440, 900);
+    window.show();
+
+    bool loaded = false;
+    QString failure;
+    QObject::connect(&window, &MainWindow::modelLoaded, &window, [&loaded] { loaded = true; });
+    QObject::connect(&window, &MainWindow::loadFailed, &window, [&failure](const QString& m) { failure = m; });
+    window.openModel(modelPath);
+    SpectrumPanel* spectrum = window.spectrumPanel();
+    if (!waitUntil([&] { return !failure.isEmpty() || (loaded && !window.runner()->isBusy()); }, deadline) ||
+        !failure.isEmpty() || spectrum->store()->isEmpty()) {
+        *error = failure.isEmpty() ? QStringLiteral("timed out or no spectra while opening %1").arg(modelPath) : failure;
+        return {};
+    }
+
+    // The FFN up-projections (else the first analyzed role): layer 1 selected, the first and last layers overlaid.
+    TensorRole role = TensorRole::FfnUp;
+    auto spectra = spectrum->store()->byRole(role);
+    if (spectra.empty()) {
+        role = spectrum->store()->roles().front();
+        spectra = spectrum->store()->byRole(role);
+    }
+    const auto name = [](const auto& s) { return QString::fromStdString(s->name); };
+    const QString focus = name(spectra[std::min<size_t>(1, spectra.size() - 1)]);
+
+    window.tabs()->setCurrentIndex(MainWindow::OverviewTab);
+    window.browser()->selectTensor(focus);
+    if (!save(window, dir.filePath(QStringLiteral("overview.png")), written, error)) return {};
+
+    window.tabs()->setCurrentIndex(MainWindow::SpectrumTab);
+    window.browser()->selectTensor(name(spectra.front()));
+    spectrum->pinCurrent();
+    window.browser()->selectTensor(name(spectra.back()));
+    spectrum->pinCurrent();
+    window.browser()->selectTensor(focus);
+    spectrum->setHeatMapRole(role);
+    if (!save(window, dir.filePath(QStringLiteral("spectrum.png")), written, error)) return {};
+
+    window.tabs()->setCurrentIndex(MainWindow::QuantizeTab);
+    QuantizePanel* quantize = window.quantizePanel();
+    quantize->setPreset(QStringLiteral("lowrank-q4"));
+    bool quantized = false;
+    QObject::connect(quantize, &QuantizePanel::quantized, &window, [&quantized] { quantized = true; });
+    if (quantize->startQuantize() == 0 ||
+        !waitUntil([&] { return quantized || !window.lastError().isEmpty(); }, deadline) || !quantized) {
+        *error = window.lastError().isEmpty() ? QStringLiteral("quantization did not finish") : window.lastError();
+        return {};
+    }
+    // Evaluate on the first 8 KB of the held-out text beside the model, when there is one (the demo has it).
+    QTemporaryDir scratch;
+    QFile heldout(QDir(modelPath).filePath(QStringLiteral("heldout.txt")));
+    if (scratch.isValid() && heldout.open(QIODevice::ReadOnly)) {
+        const QString textPath = scratch.filePath(QStringLiteral("heldout-first-8KB.txt"));
+        QFile text(textPath);
+        if (!text.open(QIODevice::WriteOnly) || text.write(heldout.read(8192)) <= 0) {
+            *error = QStringLiteral("cannot write %1").arg(textPath);
+            return {};
+        }
+        text.close();
+        bool evaluated = false;
+        QObject::connect(quantize, &QuantizePanel::evaluated, &window, [&evaluated] { evaluated = true; });
+        if (quantize->evaluate(textPath) == 0 ||
+            !waitUntil([&] { return evaluated || !window.lastError().isEmpty(); }, deadline) || !evaluated) {
+            *error = window.lastError().isEmpty() ? QStringLiteral("evaluation did not finish") : window.lastError();
+            return {};
+        }
+    }
+    if (!save(window, dir.filePath(QStringLiteral("quantize.png")), written, error)) return {};
+
+    // Compare every preset on the same 8 KB of text.
+    if (QFileInfo::exists(scratch.filePath(QStringLiteral("heldout-first-8KB.txt")))) {
+        window.tabs()->setCurrentIndex(MainWindow::CompareTab);
+        ComparePanel* compare = window.comparePanel();
+        QStringList all;
+        for (const std::string& p : preset_names()) all << QString::fromStdString(p);
+        compare->setPresets(all);
+        compare->setTextPath(scratch.filePath(QStringLiteral("heldout-first-8KB.txt")));
+        bool compared = false;
+        QObject::connect(compare, &ComparePanel::compared, &window, [&compared] { compared = true; });
+        if (compare->run() == 0 ||
+            !waitUntil([&] { return compared || !window.lastError().isEmpty(); }, deadline) || !compared) {
+            *error = window.lastError().isEmpty() ? QStringLiteral("comparison did not finish") : window.lastError();
+            return {};
+        }
+        if (!save(window, dir.filePath(QStringLiteral("compare.png")), written, error)) return {};
+    }
+    return written;
+}
+
+}  // namespace gkq::ui

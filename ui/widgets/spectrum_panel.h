@@ -1,0 +1,79 @@
+// SpectrumPanel: the selected tensor's singular values (log) and cumulative energy, a rank slider that shows the
+// exact relative error, energy kept and bits per weight at that rank (rank_stats.h), an overlay of pinned tensors,
+// the WeightWatcher metrics with their reliability flags, and a heat map of one role across all layers.
+// Spectra come from one analyze_model job (through the JobRunner) and are cached per tensor in a SpectrumStore.
+#pragma once
+
+#include "gkq/model_file.h"
+
+#include <QStringList>
+#include <QWidget>
+#include <memory>
+
+class QComboBox;
+class QLabel;
+class QPushButton;
+class QSlider;
+class QSpinBox;
+
+namespace gkq::ui {
+
+class JobRunner;
+class SpectrumChart;
+class SpectrumHeatMap;
+class SpectrumStore;
+
+class SpectrumPanel : public QWidget {
+    Q_OBJECT
+public:
+    SpectrumPanel(JobRunner* runner, QWidget* parent = nullptr);
+
+    void setModel(std::shared_ptr<const ModelFile> model);
+    // Starts the analysis of every matrix (job key "analyze"); returns the job id (0 without a model).
+    quint64 analyze();
+    void showTensor(const QString& name);
+    void setRank(int k);
+    void pinCurrent();
+    void clearOverlay();
+    void setHeatMapRole(TensorRole role);
+
+    SpectrumStore* store() const { return m_store; }
+    SpectrumChart* chart() const { return m_chart; }
+    SpectrumHeatMap* heatMap() const { return m_heatMap; }
+    QString currentTensor() const { return m_current; }
+    int rank() const;
+    QString rankText() const;
+    QString metricsText() const;
+    QStringList overlay() const { return m_overlay; }
+
+signals:
+    void analyzed();
+
+private:
+    void refreshChart();
+    void refreshRank();
+    void refreshMetrics();
+    void refreshHeatMap();
+    void refreshRoles();
+
+    JobRunner* m_runner = nullptr;
+    SpectrumStore* m_store = nullptr;
+    std::shared_ptr<const ModelFile> m_model;
+    QString m_current;
+    quint64 m_analyzeJob = 0;
+    QStringList m_overlay;
+
+    QLabel* m_title = nullptr;
+    QPushButton* m_analyzeButton = nullptr;
+    QPushButton* m_pinButton = nullptr;
+    QPushButton* m_clearButton = nullptr;
+    SpectrumChart* m_chart = nullptr;
+    QSlider* m_slider = nullptr;
+    QSpinBox* m_rankSpin = nullptr;
+    QLabel* m_rankLabel = nullptr;
+    QLabel* m_metrics = nullptr;
+    QComboBox* m_roleCombo = nullptr;
+    SpectrumHeatMap* m_heatMap = nullptr;
+};
+
+}  // namespace gkq::ui
