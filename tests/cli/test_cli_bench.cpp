@@ -3,26 +3,14 @@
 #include "gkq/kernels.h"
 
 #include <QProcess>
+#include "cli_run.h"
+
 #include <QtTest>
 #include <nlohmann/json.hpp>
 
 namespace {
-struct Run {
-    int code = -1;
-    QString out;
-    QString err;
-};
-
-Run run_gkq(const QStringList& args) {
-    QProcess p;
-    p.start(QString::fromLocal8Bit(qgetenv("GKQ_CLI")), args);
-    Run r;
-    if (!p.waitForFinished(240000)) return r;
-    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-    r.out = QString::fromUtf8(p.readAllStandardOutput());
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
-}
+using Run = gkq::test::CliRunT<QString>;
+Run run_gkq(const QStringList& args) { return gkq::test::run_gkq_as<QString>(args, 240000); }
 }  // namespace
 
 class TestCliBench : public QObject {

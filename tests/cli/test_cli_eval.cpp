@@ -2,6 +2,7 @@
 // saved and reused base logits, perplexity alone, thread-count independence, and option / file errors.
 #include "gkq/metadata.h"
 #include "gkq/model_writer.h"
+#include "cli_run.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -13,22 +14,8 @@
 using namespace gkq;
 
 namespace {
-struct Run {
-    int code = -1;
-    QString out;
-    QString err;
-};
-
-Run run_gkq(const QStringList& args) {
-    QProcess p;
-    p.start(QString::fromLocal8Bit(qgetenv("GKQ_CLI")), args);
-    Run r;
-    if (!p.waitForFinished(120000)) return r;
-    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-    r.out = QString::fromUtf8(p.readAllStandardOutput());
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
-}
+using Run = gkq::test::CliRunT<QString>;
+Run run_gkq(const QStringList& args) { return gkq::test::run_gkq_as<QString>(args, 120000); }
 
 QString q(const std::string& s) {
     return QString::fromStdString(s);

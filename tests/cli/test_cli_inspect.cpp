@@ -1,5 +1,6 @@
 // The real gkq binary: help, option errors, exit codes, and `inspect` (table and JSON) on real files.
 #include "gkq/model_writer.h"
+#include "cli_run.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -10,22 +11,8 @@
 using namespace gkq;
 
 namespace {
-struct Run {
-    int code = -1;
-    QString out;
-    QString err;
-};
-
-Run run_gkq(const QStringList& args) {
-    QProcess p;
-    p.start(QString::fromLocal8Bit(qgetenv("GKQ_CLI")), args);
-    Run r;
-    if (!p.waitForFinished(60000)) return r;
-    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-    r.out = QString::fromUtf8(p.readAllStandardOutput());
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
-}
+using Run = gkq::test::CliRunT<QString>;
+Run run_gkq(const QStringList& args) { return gkq::test::run_gkq_as<QString>(args, 60000); }
 }  // namespace
 
 class TestCliInspect : public QObject {

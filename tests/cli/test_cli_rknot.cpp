@@ -4,6 +4,7 @@
 #include "gkq/model_writer.h"
 #include "gkq/rknot.h"
 #include "gkq/saturation.h"
+#include "cli_run.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -16,22 +17,8 @@ using namespace gkq;
 
 namespace {
 
-struct Run {
-    int code = -1;
-    std::string out;
-    std::string err;
-};
-
-Run run_gkq(const QStringList& args) {
-    QProcess p;
-    p.start(QString::fromLocal8Bit(qgetenv("GKQ_CLI")), args);
-    Run r;
-    if (!p.waitForFinished(120000)) return r;
-    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-    r.out = p.readAllStandardOutput().toStdString();
-    r.err = p.readAllStandardError().toStdString();
-    return r;
-}
+using Run = gkq::test::CliRunT<std::string>;
+Run run_gkq(const QStringList& args) { return gkq::test::run_gkq_as<std::string>(args, 120000); }
 
 QString q(const std::string& s) {
     return QString::fromStdString(s);
