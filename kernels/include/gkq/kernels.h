@@ -4,7 +4,8 @@
 // Backends: CpuRef (scalar *_ref oracles, one thread), CpuSimd (AVX2/FMA, picked at run time, threads over output
 // row blocks), Cuda (built when nvcc was found; needs a device at run time). Payload layouts: docs/codec.md.
 // Contract: raw host pointers, no Qt/CUDA/Eigen types; nothing throws; every function returns a Status naming the
-// operation (InvalidArgument for bad sizes or bits, Unsupported for a backend that cannot run here). Results:
+// operation (InvalidArgument for bad sizes or bits, Unsupported for a backend that cannot run here). Stateless: any
+// number of threads may call any of these at once. Results:
 //   - dequantization is exact on every backend (the same f32 operations as the codec: bit for bit);
 //   - reconstruction on CpuRef is bit for bit gkq::decode_tensor's; CpuSimd and Cuda use fused multiply-adds and
 //     differ by at most kReconstructTolerancePerTerm * k * sum_r |sigma_r u_ir v_jr| per element.
