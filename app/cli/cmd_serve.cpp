@@ -68,8 +68,8 @@ int cmd_serve(int argc, char** argv) {
     p.option_int("--threads", "N", "threads per generation (default 0: all cores)", &threads, 0, 1024);
     p.option_int("--max-connections", "N", "connection cap (default 1024)", &max_connections, 1, 1 << 20);
     p.option_int("--max-queue", "N", "generations waiting before 429 (default 16)", &max_queue, 0, 1 << 20);
-    p.option_int("--max-context", "N", "positions per generation (default: the model's, at most 4096)", &max_context,
-                 0, 1 << 24);
+    p.option_int("--max-context", "N", "positions per generation (default: the model's, at most 4096)", &max_context, 0,
+                 1 << 24);
     p.option_int("--header-timeout-ms", "MS", "time for a request's headers (default 10000)", &header_ms, 1, 1 << 30);
     p.option_int("--body-timeout-ms", "MS", "time for a request's body (default 30000)", &body_ms, 1, 1 << 30);
     p.option_int("--idle-timeout-ms", "MS", "idle keep-alive connections close after (default 60000)", &idle_ms, 1,

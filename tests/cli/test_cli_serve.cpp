@@ -13,7 +13,9 @@ using namespace gkq;
 
 namespace {
 
-QString cli() { return QString::fromLocal8Bit(qgetenv("GKQ_CLI")); }
+QString cli() {
+    return QString::fromLocal8Bit(qgetenv("GKQ_CLI"));
+}
 
 // Reads the child's stderr until `pattern` matches; the whole text so far, or empty on timeout/exit.
 QString wait_for_stderr(QProcess& p, const QRegularExpression& pattern, QString& all) {
@@ -91,7 +93,10 @@ private slots:
         };
         const Case cases[] = {
             {"GPU_CACHE_SIZE_MB", "lots", {}, "gkq serve: GPU_CACHE_SIZE_MB='lots': not a whole number of megabytes"},
-            {"IO_BACKEND", "poll", {}, "gkq serve: IO_BACKEND='poll': not one of auto, io_uring, io_uring_basic, epoll"},
+            {"IO_BACKEND",
+             "poll",
+             {},
+             "gkq serve: IO_BACKEND='poll': not one of auto, io_uring, io_uring_basic, epoll"},
             {"USE_CDN_FALLBACK", "true", {"--weights", "x.knot"}, "must be an http:// URL of a knot, not 'x.knot'"},
             {nullptr, nullptr, {"--io-backend", "kqueue"}, "gkq serve: --io-backend: 'kqueue' is not an I/O backend"},
             {nullptr, nullptr, {"--port", "70000"}, "--port"},

@@ -19,8 +19,8 @@ using namespace gkq;
 
 namespace {
 
-#define VERIFY_CONTAINS(haystack, needle)                                                                    \
-    QVERIFY2(std::string(haystack).find(needle) != std::string::npos,                                        \
+#define VERIFY_CONTAINS(haystack, needle)                             \
+    QVERIFY2(std::string(haystack).find(needle) != std::string::npos, \
              qPrintable(QString::fromStdString(std::string(haystack) + "  [expected: " + (needle) + "]")))
 
 // A store of `n` weights of `floats` values each, weight i filled with i; counts reconstructions and can block them
@@ -61,7 +61,9 @@ private:
     std::vector<WeightInfo> m_weights;
 };
 
-std::vector<uint8_t> file_bytes(const std::string& path) { return test::read_file(path); }
+std::vector<uint8_t> file_bytes(const std::string& path) {
+    return test::read_file(path);
+}
 
 void check_store_matches_knot(const WeightStore& store, const std::string& knot_path) {
     auto knot = KnotFile::open(knot_path);
@@ -222,8 +224,8 @@ private slots:
         QCOMPARE(v6->authority(), std::string("[::1]:80"));
         auto bare = net::parse_http_url("http://h");
         QCOMPARE(bare->target, std::string("/"));
-        for (const char* bad : {"ftp://h/x", "http://", "http://h:0/", "http://h:65536/", "http://h:x/",
-                                "http://u@h/", "http://h/a b", "http://h/\r\nX: y", "http://[::1/"}) {
+        for (const char* bad : {"ftp://h/x", "http://", "http://h:0/", "http://h:65536/", "http://h:x/", "http://u@h/",
+                                "http://h/a b", "http://h/\r\nX: y", "http://[::1/"}) {
             auto r = net::parse_http_url(bad);
             QVERIFY2(!r.is_ok(), bad);
             QCOMPARE(r.status().code(), StatusCode::InvalidArgument);
@@ -263,8 +265,8 @@ private slots:
 
         auto out = cache.get(n);
         QCOMPARE(out.status().code(), StatusCode::InvalidArgument);
-        VERIFY_CONTAINS(out.message(), "weight " + std::to_string(n) + " requested, the store holds " +
-                                           std::to_string(n));
+        VERIFY_CONTAINS(out.message(),
+                        "weight " + std::to_string(n) + " requested, the store holds " + std::to_string(n));
         cache.clear();
         s = cache.stats();
         QCOMPARE(s.evictions_cleared, uint64_t(n));
@@ -325,9 +327,9 @@ private slots:
         now = 105;
         QVERIFY(!cache.get(1)->hit);  // born at 105
         QVERIFY(cache.get(0)->hit);
-        now = 110;                    // age exactly 10: still fresh
+        now = 110;  // age exactly 10: still fresh
         QVERIFY(cache.get(0)->hit);
-        now = 110.5;                  // 0 is 10.5 s old: gone on this lookup
+        now = 110.5;  // 0 is 10.5 s old: gone on this lookup
         auto again = cache.get(0);
         QVERIFY(!again->hit);
         WeightCacheStats s = cache.stats();

@@ -68,8 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             if (o.event == ParseEvent::Error) {
                 check(parser.error_status() >= 400 && parser.error_status() <= 505);
                 check(!parser.error_message().empty());
-                check_response(api_error(parser.error_status(), parser.error_message(),
-                                         error_type_for(parser.error_status())));
+                check_response(
+                    api_error(parser.error_status(), parser.error_message(), error_type_for(parser.error_status())));
                 return 0;  // the connection would close here
             }
             if (o.event == ParseEvent::NeedMore) {

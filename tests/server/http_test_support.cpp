@@ -1,8 +1,12 @@
 #include "http_test_support.h"
 
+#include "gkq/generate.h"
+#include "gkq/knot_model.h"
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
 #include "gkq/quantize.h"
+#include "gkq/sampler.h"
+#include "gkq/tokenizer.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -94,6 +98,27 @@ TinyKnot make_tiny_knot(const TempDir& dir, const std::string& preset) {
     return k;
 }
 
+std::string reference_completion(const std::string& knot, const std::string& prompt, int64_t max_tokens) {
+    auto model = load_model(knot);
+    if (!model) qFatal("%s", model.message().c_str());
+    auto tok = Tokenizer::from_vocabulary(model->vocab, knot);
+    if (!tok) qFatal("%s", tok.message().c_str());
+    const auto n_prompt = static_cast<int64_t>(tok->encode(prompt, true, false).size());
+    SamplerOptions so;
+    so.temperature = 0;
+    Sampler sampler(tok->vocab_size(), so);
+    GenerateOptions go;
+    go.steps = n_prompt + max_tokens - 1;
+    std::string text;
+    int64_t n = 0;
+    auto st = generate(*model->transformer, *tok, sampler, prompt, go, [&](std::string_view piece) {
+        if (n++ >= n_prompt - 1) text += piece;
+        return true;
+    });
+    if (!st) qFatal("%s", st.message().c_str());
+    return text;
+}
+
 // ---- client ------------------------------------------------------------------------------------------------------
 
 std::string HttpResponse::header(std::string_view name) const {
@@ -129,7 +154,9 @@ TestConnection::TestConnection(TestConnection&& o) noexcept
     o.m_fd = -1;
 }
 
-TestConnection::~TestConnection() { close(); }
+TestConnection::~TestConnection() {
+    close();
+}
 
 void TestConnection::close() {
     if (m_fd >= 0) ::close(m_fd);
@@ -266,8 +293,8 @@ std::string make_request(std::string_view method, std::string_view target, std::
                          std::string_view extra) {
     std::string r = std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n";
     r += extra;
-    if (!body.empty() || method == "POST") r += "Content-Type: application/json\r\nContent-Length: " +
-                                                std::to_string(body.size()) + "\r\n";
+    if (!body.empty() || method == "POST")
+        r += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
     r += "\r\n";
     r += body;
     return r;
@@ -372,8 +399,8 @@ void RangeFileServer::serve(int fd) {
         out = "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes " + std::to_string(first) + "-" +
               std::to_string(last) + "/" + std::to_string(size) + "\r\nContent-Length: " + std::to_string(n) +
               "\r\nConnection: close\r\n\r\n";
-        body = std::string_view(reinterpret_cast<const char*>(bytes.data()) + first,
-                                mode == Mode::Truncate ? n / 2 : n);
+        body =
+            std::string_view(reinterpret_cast<const char*>(bytes.data()) + first, mode == Mode::Truncate ? n / 2 : n);
     }
     out += body;
     size_t sent = 0;

@@ -30,13 +30,13 @@ inline ServerConfig loopback_config(const QString& backend) {
 }  // namespace gkq::test
 
 // Declares `name` (std::unique_ptr<gkq::Server>) started with `config`; QSKIPs when io_uring is refused.
-#define GKQ_START_SERVER(name, config)                                                                          \
-    auto name##_started = gkq::Server::start(config);                                                          \
-    if (!name##_started.is_ok() && name##_started.status().code() == gkq::StatusCode::Unsupported)             \
+#define GKQ_START_SERVER(name, config)                                                                             \
+    auto name##_started = gkq::Server::start(config);                                                              \
+    if (!name##_started.is_ok() && name##_started.status().code() == gkq::StatusCode::Unsupported)                 \
         QSKIP(qPrintable(QString::fromStdString("the kernel refuses this backend: " + name##_started.message()))); \
-    QVERIFY2(name##_started.is_ok(), name##_started.message().c_str());                                        \
+    QVERIFY2(name##_started.is_ok(), name##_started.message().c_str());                                            \
     std::unique_ptr<gkq::Server> name = std::move(*name##_started)
 
-#define VERIFY_CONTAINS(haystack, needle)                                                                    \
-    QVERIFY2(std::string(haystack).find(needle) != std::string::npos,                                        \
+#define VERIFY_CONTAINS(haystack, needle)                             \
+    QVERIFY2(std::string(haystack).find(needle) != std::string::npos, \
              qPrintable(QString::fromStdString(std::string(haystack) + "  [expected: " + std::string(needle) + "]")))

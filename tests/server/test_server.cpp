@@ -2,11 +2,7 @@
 // the weight cache through the server, workers busy while /health answers, 429 when the queue is full, graceful
 // drain, the loading and failed phases, CDN mode over range requests, configuration from the environment, and the
 // step down to epoll when a seccomp filter refuses io_uring (as container runtimes do).
-#include "gkq/generate.h"
 #include "gkq/knot.h"
-#include "gkq/knot_model.h"
-#include "gkq/sampler.h"
-#include "gkq/tokenizer.h"
 #include "http_test_support.h"
 #include "server_fixture.h"
 #include "test_support.h"
@@ -31,32 +27,14 @@
 using namespace gkq;
 using test::http_request;
 using test::make_request;
+using test::reference_completion;
 using test::TestConnection;
 using json = nlohmann::json;
 
 namespace {
 
-json parse(const std::string& s) { return json::parse(s, nullptr, false); }
-
-// The completion text greedy generation gives for `prompt` and `max_tokens`, run directly on the knot.
-std::string reference_completion(const std::string& knot, const std::string& prompt, int64_t max_tokens) {
-    auto model = load_model(knot);
-    if (!model) qFatal("%s", model.message().c_str());
-    auto tok = Tokenizer::from_vocabulary(model->vocab, knot);
-    const auto n_prompt = static_cast<int64_t>(tok->encode(prompt, true, false).size());
-    SamplerOptions so;
-    so.temperature = 0;
-    Sampler sampler(tok->vocab_size(), so);
-    GenerateOptions go;
-    go.steps = n_prompt + max_tokens - 1;
-    std::string text;
-    int64_t n = 0;
-    auto st = generate(*model->transformer, *tok, sampler, prompt, go, [&](std::string_view piece) {
-        if (n++ >= n_prompt - 1) text += piece;
-        return true;
-    });
-    if (!st) qFatal("%s", st.message().c_str());
-    return text;
+json parse(const std::string& s) {
+    return json::parse(s, nullptr, false);
 }
 
 // A gate a worker waits at (ServerConfig::on_inference_start), so tests can hold a generation in progress.
@@ -168,9 +146,9 @@ private slots:
         QCOMPARE(j["cache"]["model_rebuilt"].get<bool>(), false);
         QCOMPARE(j["cache"]["lookups"].get<size_t>(), n_records);
 
-        auto completion = http_request(
-            port, "POST", "/v1/completions",
-            R"({"model":"tiny","prompt":["ab cd"],"max_tokens":6,"temperature":0,"stream":false})");
+        auto completion =
+            http_request(port, "POST", "/v1/completions",
+                         R"({"model":"tiny","prompt":["ab cd"],"max_tokens":6,"temperature":0,"stream":false})");
         QCOMPARE(completion->status, 200);
         json c = parse(completion->body);
         QCOMPARE(c["object"].get<std::string>(), std::string("text_completion"));
@@ -305,14 +283,24 @@ private slots:
         QVERIFY2(started.is_ok(), started.message().c_str());
         auto& server = *started;
         QVERIFY(server->wait_loaded(30000));
-        TestConnection busy(server->port()), idle(server->port());
+        TestConnection busy(server->port()), idle(server->port()), partial(server->port());
         idle.send(make_request("GET", "/health"));
         QCOMPARE(idle.read_response()->status, 200);
         busy.send(make_request("POST", "/infer", R"({"prompt":"ab","max_tokens":2})"));
         QVERIFY(gate.wait_entered(1));
+        partial.send("GET /ready HTTP/1.1\r\nHost: a\r\n");  // a request half-way through its headers
+        QCOMPARE(http_request(server->port(), "GET", "/health")->status, 200);  // (the half request was read)
         server->drain();
         QVERIFY(idle.closed_by_peer());  // idle keep-alive connections close at once
         QCOMPARE(server->phase(), ServerPhase::Draining);
+        // A request in progress when the drain began still gets its answer: not ready, and the connection closes.
+        partial.send("\r\n");
+        auto not_ready = partial.read_response();
+        QCOMPARE(not_ready->status, 503);
+        QCOMPARE(parse(not_ready->body)["status"].get<std::string>(), std::string("draining"));
+        QCOMPARE(not_ready->header("Retry-After"), std::string("1"));
+        QCOMPARE(not_ready->header("Connection"), std::string("close"));
+        QVERIFY(partial.closed_by_peer());
         // New connections are refused once the listener is closed.
         TestConnection late(server->port(), 1000);
         QVERIFY(!late.connected() || !late.read_response());
@@ -378,7 +366,8 @@ private slots:
         QCOMPARE(cdn.n_requests(), 4 + n);  // trailer, header, block, index; every record for the first build
         const std::string want = reference_completion(m_tiny.knot, "ab", 4);
         for (int i = 0; i < 2; ++i) {
-            auto r = http_request(server->port(), "POST", "/infer", R"({"prompt":"ab","max_tokens":4,"temperature":0})");
+            auto r =
+                http_request(server->port(), "POST", "/infer", R"({"prompt":"ab","max_tokens":4,"temperature":0})");
             QCOMPARE(r->status, 200);
             json j = parse(r->body);
             QCOMPARE(j["text"].get<std::string>(), want);
@@ -418,7 +407,7 @@ private slots:
     void configurationFromTheEnvironment() {
         std::map<std::string, std::string> env = {{"MEMORY_RESIDENT_MODE", "false"}, {"WEIGHTS_PATH", "/w/m.knot"},
                                                   {"GPU_CACHE_SIZE_MB", "64"},       {"MAX_AGE_SECONDS", "2.5"},
-                                                  {"USE_CDN_FALLBACK", "no"},         {"IO_BACKEND", "epoll"}};
+                                                  {"USE_CDN_FALLBACK", "no"},        {"IO_BACKEND", "epoll"}};
         auto get = [&](const char* name) -> const char* {
             auto it = env.find(name);
             return it == env.end() ? nullptr : it->second.c_str();
@@ -432,12 +421,9 @@ private slots:
         QCOMPARE(c->use_cdn_fallback, false);
         QCOMPARE(c->io_backend, IoBackend::Epoll);
         QCOMPARE(c->host, std::string("127.0.0.1"));
-        const std::pair<const char*, const char*> bad[] = {{"MEMORY_RESIDENT_MODE", "maybe"},
-                                                           {"GPU_CACHE_SIZE_MB", "-1"},
-                                                           {"GPU_CACHE_SIZE_MB", "8GB"},
-                                                           {"MAX_AGE_SECONDS", "soon"},
-                                                           {"USE_CDN_FALLBACK", ""},
-                                                           {"IO_BACKEND", "kqueue"}};
+        const std::pair<const char*, const char*> bad[] = {
+            {"MEMORY_RESIDENT_MODE", "maybe"}, {"GPU_CACHE_SIZE_MB", "-1"}, {"GPU_CACHE_SIZE_MB", "8GB"},
+            {"MAX_AGE_SECONDS", "soon"},       {"USE_CDN_FALLBACK", ""},    {"IO_BACKEND", "kqueue"}};
         for (const auto& [name, value] : bad) {
             auto saved = env;
             env[name] = value;
@@ -463,8 +449,8 @@ private slots:
         same.port = first->port();
         auto s3 = Server::start(same);
         QCOMPARE(s3.status().code(), StatusCode::IoError);
-        VERIFY_CONTAINS(s3.message(), "cannot listen on 127.0.0.1:" + std::to_string(first->port()) +
-                                          ": Address already in use");
+        VERIFY_CONTAINS(s3.message(),
+                        "cannot listen on 127.0.0.1:" + std::to_string(first->port()) + ": Address already in use");
     }
 };
 

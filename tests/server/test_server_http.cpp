@@ -24,7 +24,9 @@ struct BadCase {
     int status;
 };
 
-std::string host_get(std::string_view extra) { return "GET /health HTTP/1.1\r\nHost: a\r\n" + std::string(extra) + "\r\n"; }
+std::string host_get(std::string_view extra) {
+    return "GET /health HTTP/1.1\r\nHost: a\r\n" + std::string(extra) + "\r\n";
+}
 
 std::string post_infer(std::string_view headers, std::string_view body) {
     return "POST /infer HTTP/1.1\r\nHost: a\r\n" + std::string(headers) + "\r\n" + std::string(body);
@@ -68,7 +70,10 @@ std::vector<BadCase> bad_cases() {
     add("empty header name", host_get(": x\r\n"), 400);
     add("non-token header name", host_get("X(a): x\r\n"), 400);
     add("UTF-8 header name", host_get("H\xC3\xA9st: x\r\n"), 400);
-    add("control byte in header value", host_get("X-A: a\x01" "b\r\n"), 400);
+    add("control byte in header value",
+        host_get("X-A: a\x01"
+                 "b\r\n"),
+        400);
     add("bare CR in header value", host_get("X-A: a\rb\r\n"), 400);
     add("obsolete line folding", host_get("X-A: a\r\n folded\r\n"), 400);
     add("leading whitespace header", "GET /health HTTP/1.1\r\n Host: a\r\n\r\n", 400);
@@ -95,11 +100,11 @@ std::vector<BadCase> bad_cases() {
     add("chunk size overflow", post_infer("Transfer-Encoding: chunked\r\n", "fffffffffffffffffff\r\n"), 400);
     add("chunk without its CRLF", post_infer("Transfer-Encoding: chunked\r\n", "5\r\nhelloXX0\r\n\r\n"), 400);
     add("control byte in chunk extension", post_infer("Transfer-Encoding: chunked\r\n", "5;\x01\r\nhello\r\n"), 400);
-    add("Content-Length over the body limit", post_infer("Content-Length: " + std::to_string(kMaxBody + 1) + "\r\n", ""),
-        413);
+    add("Content-Length over the body limit",
+        post_infer("Content-Length: " + std::to_string(kMaxBody + 1) + "\r\n", ""), 413);
     add("chunked body over the limit",
-        post_infer("Transfer-Encoding: chunked\r\n", "1000\r\n" + std::string(4096, 'x') + "\r\n10\r\n" +
-                                                         std::string(16, 'x') + "\r\n0\r\n\r\n"),
+        post_infer("Transfer-Encoding: chunked\r\n",
+                   "1000\r\n" + std::string(4096, 'x') + "\r\n10\r\n" + std::string(16, 'x') + "\r\n0\r\n\r\n"),
         413);
     return c;
 }
@@ -113,7 +118,9 @@ ServerConfig limits_config(const QString& backend) {
     return c;
 }
 
-json parse(const std::string& s) { return json::parse(s, nullptr, false); }
+json parse(const std::string& s) {
+    return json::parse(s, nullptr, false);
+}
 
 // Sum of the samples of `metric` (lines "metric{...} value" or "metric value") in a Prometheus text.
 double metric_sum(const std::string& text, const std::string& metric) {
@@ -141,8 +148,8 @@ private slots:
         QFETCH(QString, backend);
         GKQ_START_SERVER(server, test::loopback_config(backend));
         QCOMPARE(server->phase(), ServerPhase::Ready);
-        QCOMPARE(std::string(server->backend()), backend.startsWith("io_uring") ? std::string("io_uring")
-                                                                                 : std::string("epoll"));
+        QCOMPARE(std::string(server->backend()),
+                 backend.startsWith("io_uring") ? std::string("io_uring") : std::string("epoll"));
         QCOMPARE(server->url(), "http://127.0.0.1:" + std::to_string(server->port()));
         const uint16_t port = server->port();
 
@@ -386,8 +393,10 @@ private slots:
             json e = parse(r->body);
             QCOMPARE(e["error"]["type"].get<std::string>(), std::string("invalid_request_error"));
             VERIFY_CONTAINS(e["error"]["message"].get<std::string>(), jc.message_part);
-            if (*jc.param) QCOMPARE(e["error"]["param"].get<std::string>(), std::string(jc.param));
-            else QVERIFY(e["error"]["param"].is_null());
+            if (*jc.param)
+                QCOMPARE(e["error"]["param"].get<std::string>(), std::string(jc.param));
+            else
+                QVERIFY(e["error"]["param"].is_null());
             QCOMPARE(r->header("Connection"), std::string("keep-alive"));  // an API error leaves HTTP intact
         }
         c.send(make_request("POST", "/v1/completions", R"({"model":"other","prompt":"a"})"));

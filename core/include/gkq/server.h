@@ -44,9 +44,9 @@ struct ServerConfig {
     // Weights: a knot, a model file (safetensors / GGUF / llama2.c), or with use_cdn_fallback an http:// URL of a
     // knot read by range requests. Empty: no model (the HTTP routes work, inference answers 503).
     std::string weights_path;
-    std::string tokenizer_path;    // llama2.c tokenizer.bin for a model without a vocabulary
-    bool memory_resident = true;   // knot records held in RAM (false: read from the mapped file when needed)
-    bool use_cdn_fallback = false; // weights_path is an http:// URL; reconstructions are not cached
+    std::string tokenizer_path;     // llama2.c tokenizer.bin for a model without a vocabulary
+    bool memory_resident = true;    // knot records held in RAM (false: read from the mapped file when needed)
+    bool use_cdn_fallback = false;  // weights_path is an http:// URL; reconstructions are not cached
     uint64_t cache_budget_mb = 1024;
     double max_age_seconds = 3600;  // 0: reconstructions never expire
     std::string model_id;           // name in /v1/models; empty: the weights file's name without extension
@@ -54,22 +54,22 @@ struct ServerConfig {
     IoBackend io_backend = IoBackend::Auto;
 
     // limits
-    size_t max_target_bytes = 8192;    // 414 beyond
-    size_t max_header_bytes = 16384;   // 431 beyond
-    size_t max_headers = 100;          // 431 beyond
-    size_t max_body_bytes = 1 << 20;   // 413 beyond
-    int header_timeout_ms = 10000;     // first byte of a request to the end of its headers (408)
-    int body_timeout_ms = 30000;       // end of headers to the end of the body (408)
-    int idle_timeout_ms = 60000;       // keep-alive connection with nothing in progress: closed
-    int max_connections = 1024;        // further connections get 503 + Retry-After and are closed
-    int drain_timeout_ms = 30000;      // drain(): connections still open after this are closed
-    int64_t max_tokens_limit = 4096;   // largest max_tokens a request may ask for
+    size_t max_target_bytes = 8192;   // 414 beyond
+    size_t max_header_bytes = 16384;  // 431 beyond
+    size_t max_headers = 100;         // 431 beyond
+    size_t max_body_bytes = 1 << 20;  // 413 beyond
+    int header_timeout_ms = 10000;    // first byte of a request to the end of its headers (408)
+    int body_timeout_ms = 30000;      // end of headers to the end of the body (408)
+    int idle_timeout_ms = 60000;      // keep-alive connection with nothing in progress: closed
+    int max_connections = 1024;       // further connections get 503 + Retry-After and are closed
+    int drain_timeout_ms = 30000;     // drain(): connections still open after this are closed
+    int64_t max_tokens_limit = 4096;  // largest max_tokens a request may ask for
 
     // inference
-    int n_workers = 1;       // concurrent generations (each holds its own KV cache)
-    int n_threads = 0;       // threads per generation's matrix products; 0: all cores
-    int max_queue = 16;      // waiting generations beyond the running ones; more: 429 + Retry-After
-    int64_t max_context = 0; // positions per generation; 0: the model's context, capped at 4096
+    int n_workers = 1;        // concurrent generations (each holds its own KV cache)
+    int n_threads = 0;        // threads per generation's matrix products; 0: all cores
+    int max_queue = 16;       // waiting generations beyond the running ones; more: 429 + Retry-After
+    int64_t max_context = 0;  // positions per generation; 0: the model's context, capped at 4096
 
     // For tests: called on the worker thread as it starts each generation (blocking here holds the worker).
     std::function<void()> on_inference_start;
@@ -94,11 +94,11 @@ public:
     Server& operator=(const Server&) = delete;
 
     uint16_t port() const;
-    std::string url() const;                  // "http://127.0.0.1:8080"
-    std::string_view backend() const;         // "io_uring" or "epoll"
+    std::string url() const;                    // "http://127.0.0.1:8080"
+    std::string_view backend() const;           // "io_uring" or "epoll"
     const std::string& backend_detail() const;  // "io_uring (multishot accept, multishot recv, buffer ring)"
     ServerPhase phase() const;
-    Status load_status() const;               // why loading failed (Ok otherwise)
+    Status load_status() const;  // why loading failed (Ok otherwise)
     size_t weights_loaded() const;
 
     // Waits until the weights are loaded (or failed); false on timeout.

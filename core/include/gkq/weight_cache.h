@@ -96,17 +96,17 @@ struct WeightCacheStats {
     uint64_t lookups = 0;
     uint64_t hits = 0;
     uint64_t misses = 0;
-    uint64_t reconstructions = 0;          // reconstructions run (successful or not)
+    uint64_t reconstructions = 0;  // reconstructions run (successful or not)
     uint64_t reconstruction_failures = 0;
     uint64_t evictions_budget = 0;
     uint64_t evictions_age = 0;
     uint64_t evictions_cleared = 0;
-    uint64_t not_kept = 0;                 // reconstructions not stored: larger than the budget, or keeping is off
-    uint64_t bytes_used = 0;               // float32 bytes of the entries in the cache
+    uint64_t not_kept = 0;    // reconstructions not stored: larger than the budget, or keeping is off
+    uint64_t bytes_used = 0;  // float32 bytes of the entries in the cache
     uint64_t budget_bytes = 0;
     uint64_t n_entries = 0;
-    double reconstruct_seconds = 0;        // total wall time of reconstructions
-    uint64_t reconstructed_bytes = 0;      // total float32 bytes produced
+    double reconstruct_seconds = 0;    // total wall time of reconstructions
+    uint64_t reconstructed_bytes = 0;  // total float32 bytes produced
 
     uint64_t evictions() const { return evictions_budget + evictions_age + evictions_cleared; }
 };

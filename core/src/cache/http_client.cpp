@@ -127,8 +127,8 @@ Status parse_head(const std::string& head, const std::string& label, Exchange& e
     size_t line_end = head.find("\r\n");
     std::string_view status_line = std::string_view(head).substr(0, line_end);
     if (status_line.size() < 12 || status_line.substr(0, 7) != "HTTP/1." || status_line[8] != ' ')
-        return error(StatusCode::IoError, label + ": not an HTTP/1.x response ('" +
-                                              std::string(status_line.substr(0, 40)) + "')");
+        return error(StatusCode::IoError,
+                     label + ": not an HTTP/1.x response ('" + std::string(status_line.substr(0, 40)) + "')");
     uint64_t code = 0;
     if (!parse_u64(status_line.substr(9, 3), code))
         return error(StatusCode::IoError, label + ": bad status code in '" + std::string(status_line) + "'");
@@ -145,8 +145,8 @@ Status parse_head(const std::string& head, const std::string& label, Exchange& e
         const std::string_view value = trim(line.substr(colon + 1));
         if (iequals(name, "content-length")) {
             if (ex.has_content_length || !parse_u64(value, ex.content_length))
-                return error(StatusCode::IoError, label + ": bad or repeated Content-Length '" + std::string(value) +
-                                                      "'");
+                return error(StatusCode::IoError,
+                             label + ": bad or repeated Content-Length '" + std::string(value) + "'");
             ex.has_content_length = true;
         } else if (iequals(name, "content-range")) {
             ex.content_range = std::string(value);
@@ -218,12 +218,13 @@ Status exchange(const HttpUrl& url, const std::string& label, const std::string&
     }
     if (!head_done) return error(StatusCode::IoError, label + ": the connection closed before the response headers");
     if (ex.chunked)
-        return error(StatusCode::Unsupported, label + ": the server sent a Transfer-Encoding body; range responses "
-                                                      "must carry Content-Length");
+        return error(StatusCode::Unsupported, label +
+                                                  ": the server sent a Transfer-Encoding body; range responses "
+                                                  "must carry Content-Length");
     if (ex.has_content_length && ex.content_length != body.size())
-        return error(StatusCode::IoError, label + ": the response says Content-Length " +
-                                              std::to_string(ex.content_length) + " but " +
-                                              std::to_string(body.size()) + " bytes arrived before the connection closed");
+        return error(StatusCode::IoError,
+                     label + ": the response says Content-Length " + std::to_string(ex.content_length) + " but " +
+                         std::to_string(body.size()) + " bytes arrived before the connection closed");
     ex.body = std::move(body);
     return Status::ok();
 }
@@ -241,15 +242,17 @@ bool parse_content_range(std::string_view v, uint64_t& first, uint64_t& last, ui
 Result<RangeResponse> fetch(const HttpUrl& url, const std::string& range, uint64_t max_body, int timeout_ms,
                             uint64_t want_first /* UINT64_MAX for a suffix */, uint64_t want_length) {
     const std::string label = "http://" + url.authority() + url.target;
-    const std::string request = "GET " + url.target + " HTTP/1.1\r\nHost: " + url.authority() + "\r\nRange: bytes=" +
-                                range + "\r\nAccept-Encoding: identity\r\nUser-Agent: gkq\r\nConnection: close\r\n\r\n";
+    const std::string request = "GET " + url.target + " HTTP/1.1\r\nHost: " + url.authority() +
+                                "\r\nRange: bytes=" + range +
+                                "\r\nAccept-Encoding: identity\r\nUser-Agent: gkq\r\nConnection: close\r\n\r\n";
     Exchange ex;
     if (Status s = exchange(url, label, request, max_body, timeout_ms, ex); !s) return s;
     const std::string what = label + " (Range: bytes=" + range + ")";
     if (ex.status == 200)
-        return error(StatusCode::Unsupported, what + ": the server answered 200 with the whole resource instead of "
-                                                     "206: it does not support range requests, which the CDN fallback "
-                                                     "needs");
+        return error(StatusCode::Unsupported, what +
+                                                  ": the server answered 200 with the whole resource instead of "
+                                                  "206: it does not support range requests, which the CDN fallback "
+                                                  "needs");
     if (ex.status != 206)
         return error(StatusCode::IoError, what + ": HTTP status " + std::to_string(ex.status) + ", expected 206");
     if (!ex.has_content_length) return error(StatusCode::IoError, what + ": 206 without Content-Length");
@@ -262,10 +265,11 @@ Result<RangeResponse> fetch(const HttpUrl& url, const std::string& range, uint64
                                               std::to_string(ex.body.size()) + " bytes of body");
     if (want_first == UINT64_MAX) {
         if (last != total - 1 || ex.body.size() != std::min(want_length, total))
-            return error(StatusCode::IoError, what + ": Content-Range '" + ex.content_range +
-                                                  "' is not the last " + std::to_string(want_length) + " bytes");
+            return error(StatusCode::IoError, what + ": Content-Range '" + ex.content_range + "' is not the last " +
+                                                  std::to_string(want_length) + " bytes");
     } else if (first != want_first || ex.body.size() != want_length) {
-        return error(StatusCode::IoError, what + ": Content-Range '" + ex.content_range + "' is not the range asked for");
+        return error(StatusCode::IoError,
+                     what + ": Content-Range '" + ex.content_range + "' is not the range asked for");
     }
     r.body = std::move(ex.body);
     r.first = first;
@@ -286,8 +290,9 @@ Result<HttpUrl> parse_http_url(std::string_view url) {
         if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
             return error(StatusCode::InvalidArgument, label + ": contains a space or control character");
     if (url.size() >= 8 && iequals(url.substr(0, 8), "https://"))
-        return error(StatusCode::Unsupported, label + ": https is not supported; serve the knot over plain http "
-                                                      "(a local CDN edge or a sidecar)");
+        return error(StatusCode::Unsupported, label +
+                                                  ": https is not supported; serve the knot over plain http "
+                                                  "(a local CDN edge or a sidecar)");
     if (url.size() < 7 || !iequals(url.substr(0, 7), "http://"))
         return error(StatusCode::InvalidArgument, label + ": not an http:// URL");
     std::string_view rest = url.substr(7);

@@ -11,9 +11,9 @@ namespace gkq {
 
 std::string_view eviction_reason_name(EvictionReason r) {
     switch (r) {
-    case EvictionReason::Budget: return "budget";
-    case EvictionReason::Age: return "age";
-    case EvictionReason::Cleared: return "cleared";
+        case EvictionReason::Budget: return "budget";
+        case EvictionReason::Age: return "age";
+        case EvictionReason::Cleared: return "cleared";
     }
     return "?";
 }
@@ -54,9 +54,9 @@ struct WeightCache::State {
         lru.erase(it->second.lru);
         entries.erase(it);
         switch (why) {
-        case EvictionReason::Budget: stats.evictions_budget++; break;
-        case EvictionReason::Age: stats.evictions_age++; break;
-        case EvictionReason::Cleared: stats.evictions_cleared++; break;
+            case EvictionReason::Budget: stats.evictions_budget++; break;
+            case EvictionReason::Age: stats.evictions_age++; break;
+            case EvictionReason::Cleared: stats.evictions_cleared++; break;
         }
     }
 

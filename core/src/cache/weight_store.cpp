@@ -120,8 +120,8 @@ private:
     ModelConfig m_config;
     Vocabulary m_vocab;
     std::vector<WeightInfo> m_weights;
-    std::vector<KnotEntry> m_entries;               // resident: index entries (for decode_knot_record)
-    std::vector<std::vector<uint8_t>> m_records;    // resident: each record's bytes as stored
+    std::vector<KnotEntry> m_entries;             // resident: index entries (for decode_knot_record)
+    std::vector<std::vector<uint8_t>> m_records;  // resident: each record's bytes as stored
     uint64_t m_bytes = 0;
 };
 
@@ -146,8 +146,9 @@ public:
         if (Status s = same_size(*head); !s) return s;
         const uint8_t* h = head->body.data();
         if (h[0] == 0x1f && h[1] == 0x8b)
-            return error(StatusCode::Unsupported, m_label + ": a gzipped knot cannot be read by range requests; serve "
-                                                            "the plain .knot");
+            return error(StatusCode::Unsupported, m_label +
+                                                      ": a gzipped knot cannot be read by range requests; serve "
+                                                      "the plain .knot");
         if (std::memcmp(h, knot::kFileMagic, 8) != 0)
             return error(StatusCode::Unsupported, m_label + ": not a knot file (no \"GKQKNOT\" magic at offset 0)");
         ByteReader r(h, kKnotFileHeaderBytes, m_label);
@@ -184,8 +185,8 @@ public:
                 block_raw > knot::kMaxRawHeaderBytes)
                 return error(StatusCode::Corrupt, m_label + ": header block raw size " + std::to_string(block_raw) +
                                                       " is impossible for " + std::to_string(block_stored) + " bytes");
-            if (Status s = knot::inflate_bytes(block->body.data(), block_stored, block_raw, raw,
-                                               m_label + ": header block");
+            if (Status s =
+                    knot::inflate_bytes(block->body.data(), block_stored, block_raw, raw, m_label + ": header block");
                 !s)
                 return s;
         } else if (compression == static_cast<uint8_t>(KnotCompression::None) && block_raw == block_stored) {

@@ -20,9 +20,12 @@ struct RouteSpec {
 };
 
 constexpr RouteSpec kRoutes[] = {
-    {"/health", RouteId::Health, false}, {"/ready", RouteId::Ready, false},
-    {"/metrics", RouteId::Metrics, false}, {"/stats", RouteId::Stats, false},
-    {"/v1/models", RouteId::Models, false}, {"/infer", RouteId::Infer, true},
+    {"/health", RouteId::Health, false},
+    {"/ready", RouteId::Ready, false},
+    {"/metrics", RouteId::Metrics, false},
+    {"/stats", RouteId::Stats, false},
+    {"/v1/models", RouteId::Models, false},
+    {"/infer", RouteId::Infer, true},
     {"/v1/completions", RouteId::Completions, true},
 };
 
@@ -79,14 +82,12 @@ bool get_int(const json& o, const char* key, int64_t lo, int64_t hi, int64_t& ou
         return false;
     }
     // nlohmann stores non-negative literals as unsigned: compare those without a signed conversion.
-    const bool outside = it->is_number_unsigned()
-                             ? (it->get<uint64_t>() > static_cast<uint64_t>(hi) ||
-                                (lo > 0 && it->get<uint64_t>() < static_cast<uint64_t>(lo)))
-                             : (it->get<int64_t>() < lo || it->get<int64_t>() > hi);
+    const bool outside = it->is_number_unsigned() ? (it->get<uint64_t>() > static_cast<uint64_t>(hi) ||
+                                                     (lo > 0 && it->get<uint64_t>() < static_cast<uint64_t>(lo)))
+                                                  : (it->get<int64_t>() < lo || it->get<int64_t>() > hi);
     if (outside) {
-        failure = invalid(std::string("'") + key + "' must be between " + std::to_string(lo) + " and " +
-                              std::to_string(hi),
-                          key);
+        failure = invalid(
+            std::string("'") + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi), key);
         return false;
     }
     out = it->is_number_unsigned() ? static_cast<int64_t>(it->get<uint64_t>()) : it->get<int64_t>();
@@ -143,8 +144,8 @@ bool only_default(const json& o, const char* key, const json& allowed, std::stri
 std::string models_list(const ApiContext& ctx) {
     json data = json::array();
     if (ctx.has_model())
-        data.push_back({{"id", ctx.model_id()}, {"object", "model"}, {"created", ctx.created_unix()},
-                        {"owned_by", "gkq"}});
+        data.push_back(
+            {{"id", ctx.model_id()}, {"object", "model"}, {"created", ctx.created_unix()}, {"owned_by", "gkq"}});
     return dump({{"object", "list"}, {"data", data}});
 }
 
@@ -152,14 +153,14 @@ std::string models_list(const ApiContext& ctx) {
 
 std::string_view route_label(RouteId r) {
     switch (r) {
-    case RouteId::Health: return "/health";
-    case RouteId::Ready: return "/ready";
-    case RouteId::Infer: return "/infer";
-    case RouteId::Metrics: return "/metrics";
-    case RouteId::Stats: return "/stats";
-    case RouteId::Models: return "/v1/models";
-    case RouteId::Completions: return "/v1/completions";
-    case RouteId::Other: return "other";
+        case RouteId::Health: return "/health";
+        case RouteId::Ready: return "/ready";
+        case RouteId::Infer: return "/infer";
+        case RouteId::Metrics: return "/metrics";
+        case RouteId::Stats: return "/stats";
+        case RouteId::Models: return "/v1/models";
+        case RouteId::Completions: return "/v1/completions";
+        case RouteId::Other: return "other";
     }
     return "other";
 }
@@ -185,21 +186,28 @@ int json_depth(std::string_view text, int limit) {
     bool in_string = false, escaped = false;
     for (char c : text) {
         if (in_string) {
-            if (escaped) escaped = false;
-            else if (c == '\\') escaped = true;
-            else if (c == '"') in_string = false;
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
             continue;
         }
-        if (c == '"') in_string = true;
+        if (c == '"')
+            in_string = true;
         else if (c == '[' || c == '{') {
             deepest = std::max(deepest, ++depth);
             if (deepest > limit) return deepest;
-        } else if (c == ']' || c == '}') depth = std::max(0, depth - 1);
+        } else if (c == ']' || c == '}')
+            depth = std::max(0, depth - 1);
     }
     return deepest;
 }
 
-std::string json_quote(std::string_view s) { return dump(json(std::string(s))); }
+std::string json_quote(std::string_view s) {
+    return dump(json(std::string(s)));
+}
 
 Validated parse_infer_body(std::string_view body, int64_t max_tokens_limit) {
     Validated v;
@@ -223,8 +231,9 @@ Validated parse_completions_body(std::string_view body, std::string_view model_i
     auto model = o.find("model");
     if (model == o.end() || !model->is_string()) return invalid("'model' is required and must be a string", "model");
     if (model->get<std::string>() != model_id) {
-        v.error = api_error(404, "The model '" + model->get<std::string>() + "' does not exist; this server serves '" +
-                                     std::string(model_id) + "'",
+        v.error = api_error(404,
+                            "The model '" + model->get<std::string>() + "' does not exist; this server serves '" +
+                                std::string(model_id) + "'",
                             "invalid_request_error", "model", "model_not_found");
         return v;
     }
@@ -273,71 +282,79 @@ RouteResult route(const HttpRequest& request, const ApiContext& ctx) {
         return rr;
     }
     rr.route = spec->id;
-    const bool method_ok = spec->post ? request.method == "POST" : (request.method == "GET" || request.method == "HEAD");
+    const bool method_ok =
+        spec->post ? request.method == "POST" : (request.method == "GET" || request.method == "HEAD");
     if (!method_ok) {
-        rr.response = api_error(405, request.method + " is not allowed on " + std::string(spec->path) + "; use " +
-                                         (spec->post ? "POST" : "GET"),
-                                "invalid_request_error", "", "method_not_allowed");
+        rr.response = api_error(
+            405,
+            request.method + " is not allowed on " + std::string(spec->path) + "; use " + (spec->post ? "POST" : "GET"),
+            "invalid_request_error", "", "method_not_allowed");
         rr.response.headers.emplace_back("Allow", spec->post ? "POST" : "GET, HEAD");
         return rr;
     }
     const std::string_view phase = ctx.phase();
     switch (spec->id) {
-    case RouteId::Health:
-        if (phase == "loading") rr.response = with_retry_after(json_response(503, R"({"status":"loading"})"));
-        else if (phase == "failed") rr.response = json_response(503, R"({"status":"failed","weights_loaded":0})");
-        else
-            rr.response = json_response(200, R"({"status":"healthy","weights_loaded":)" +
-                                                 std::to_string(ctx.weights_loaded()) + "}");
-        return rr;
-    case RouteId::Ready:
-        rr.response = json_response(phase == "ready" ? 200 : 503, ctx.ready_json());
-        if (phase != "ready") rr.response = with_retry_after(std::move(rr.response));
-        return rr;
-    case RouteId::Metrics:
-        rr.response = json_response(200, ctx.metrics_text());
-        rr.response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-        return rr;
-    case RouteId::Stats: rr.response = json_response(200, ctx.stats_json()); return rr;
-    case RouteId::Models:
-        if (model_suffix.empty() && request.path.size() == 10) {
-            rr.response = json_response(200, models_list(ctx));
-        } else if (ctx.has_model() && model_suffix == ctx.model_id()) {
-            rr.response = json_response(200, dump({{"id", ctx.model_id()}, {"object", "model"},
-                                                   {"created", ctx.created_unix()}, {"owned_by", "gkq"}}));
-        } else {
-            rr.response = api_error(404, "The model '" + model_suffix.substr(0, 200) + "' does not exist",
-                                    "invalid_request_error", "model", "model_not_found");
-        }
-        return rr;
-    case RouteId::Infer:
-    case RouteId::Completions: {
-        Validated v = spec->id == RouteId::Infer
-                          ? parse_infer_body(request.body, ctx.max_tokens_limit())
-                          : parse_completions_body(request.body, ctx.model_id(), ctx.max_tokens_limit());
-        if (!v.ok) {
-            rr.response = std::move(v.error);
+        case RouteId::Health:
+            if (phase == "loading")
+                rr.response = with_retry_after(json_response(503, R"({"status":"loading"})"));
+            else if (phase == "failed")
+                rr.response = json_response(503, R"({"status":"failed","weights_loaded":0})");
+            else
+                rr.response = json_response(
+                    200, R"({"status":"healthy","weights_loaded":)" + std::to_string(ctx.weights_loaded()) + "}");
+            return rr;
+        case RouteId::Ready:
+            rr.response = json_response(phase == "ready" ? 200 : 503, ctx.ready_json());
+            if (phase != "ready") rr.response = with_retry_after(std::move(rr.response));
+            return rr;
+        case RouteId::Metrics:
+            rr.response = json_response(200, ctx.metrics_text());
+            rr.response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+            return rr;
+        case RouteId::Stats: rr.response = json_response(200, ctx.stats_json()); return rr;
+        case RouteId::Models:
+            if (model_suffix.empty() && request.path.size() == 10) {
+                rr.response = json_response(200, models_list(ctx));
+            } else if (ctx.has_model() && model_suffix == ctx.model_id()) {
+                rr.response = json_response(200, dump({{"id", ctx.model_id()},
+                                                       {"object", "model"},
+                                                       {"created", ctx.created_unix()},
+                                                       {"owned_by", "gkq"}}));
+            } else {
+                rr.response = api_error(404, "The model '" + model_suffix.substr(0, 200) + "' does not exist",
+                                        "invalid_request_error", "model", "model_not_found");
+            }
+            return rr;
+        case RouteId::Infer:
+        case RouteId::Completions: {
+            Validated v = spec->id == RouteId::Infer
+                              ? parse_infer_body(request.body, ctx.max_tokens_limit())
+                              : parse_completions_body(request.body, ctx.model_id(), ctx.max_tokens_limit());
+            if (!v.ok) {
+                rr.response = std::move(v.error);
+                return rr;
+            }
+            if (!ctx.has_model()) {
+                rr.response = api_error(503,
+                                        "no model is loaded: start the server with weights (--weights or "
+                                        "WEIGHTS_PATH)",
+                                        "server_error", "", "model_not_loaded");
+                return rr;
+            }
+            if (phase != "ready") {
+                rr.response =
+                    with_retry_after(api_error(503,
+                                               "the server is " + std::string(phase) +
+                                                   (phase == "failed" ? ": weights failed to load" : "; retry shortly"),
+                                               "server_error", "", "not_ready"));
+                if (phase == "failed") rr.response.headers.clear();
+                return rr;
+            }
+            rr.infer = true;
+            rr.params = std::move(v.params);
             return rr;
         }
-        if (!ctx.has_model()) {
-            rr.response = api_error(503, "no model is loaded: start the server with weights (--weights or "
-                                         "WEIGHTS_PATH)",
-                                    "server_error", "", "model_not_loaded");
-            return rr;
-        }
-        if (phase != "ready") {
-            rr.response = with_retry_after(api_error(503, "the server is " + std::string(phase) +
-                                                              (phase == "failed" ? ": weights failed to load"
-                                                                                 : "; retry shortly"),
-                                                     "server_error", "", "not_ready"));
-            if (phase == "failed") rr.response.headers.clear();
-            return rr;
-        }
-        rr.infer = true;
-        rr.params = std::move(v.params);
-        return rr;
-    }
-    case RouteId::Other: break;
+        case RouteId::Other: break;
     }
     return rr;
 }

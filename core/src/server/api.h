@@ -39,12 +39,12 @@ public:
     virtual std::string ready_json() const = 0;  // /ready's document
     virtual std::string stats_json() const = 0;
     virtual std::string metrics_text() const = 0;
-    virtual int64_t created_unix() const = 0;    // for /v1/models
+    virtual int64_t created_unix() const = 0;  // for /v1/models
 };
 
 struct RouteResult {
     RouteId route = RouteId::Other;
-    bool infer = false;          // true: run `params` on a worker; false: answer `response`
+    bool infer = false;  // true: run `params` on a worker; false: answer `response`
     Response response;
     CompletionParams params;
 };

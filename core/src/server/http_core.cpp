@@ -6,12 +6,16 @@ namespace gkq::server {
 namespace {
 
 // Bytes a client may pipeline behind a request that is still running before we stop trusting it.
-size_t pipeline_limit(const ParserLimits& l) { return 2 * (l.max_body_bytes + l.max_header_bytes + l.max_target_bytes); }
+size_t pipeline_limit(const ParserLimits& l) {
+    return 2 * (l.max_body_bytes + l.max_header_bytes + l.max_target_bytes);
+}
 
 // Output queued for a client that does not read: beyond this, its further pipelined requests wait.
 constexpr size_t kMaxQueuedOutput = size_t{1} << 20;
 
-bool output_full(const Connection& c) { return c.out.size() + (c.sending.size() - c.sending_off) > kMaxQueuedOutput; }
+bool output_full(const Connection& c) {
+    return c.out.size() + (c.sending.size() - c.sending_off) > kMaxQueuedOutput;
+}
 
 }  // namespace
 
@@ -55,7 +59,9 @@ Connection* HttpCore::find(uint64_t id) {
     return it == m_conns.end() ? nullptr : it->second.get();
 }
 
-void HttpCore::mark(Connection& c) { m_dirty.push_back(c.id); }
+void HttpCore::mark(Connection& c) {
+    m_dirty.push_back(c.id);
+}
 
 std::vector<uint64_t> HttpCore::take_dirty() {
     std::vector<uint64_t> d;
@@ -200,23 +206,23 @@ void HttpCore::deliver(InferenceEvent& e, double now) {
     if (c == nullptr || !c->busy || c->job_id != e.job_id || c->abort) return;  // the client has gone
     const bool keep = c->job_keep_alive && !m_draining && !c->peer_eof;
     switch (e.kind) {
-    case InferenceEvent::Kind::StreamHead:
-        c->out += serialize_stream_head("text/event-stream", keep);
-        mark(*c);
-        return;
-    case InferenceEvent::Kind::StreamData:
-        c->out += chunk(e.data);
-        mark(*c);
-        return;
-    case InferenceEvent::Kind::StreamEnd:
-        c->out += kLastChunk;
-        if (!keep) c->close_after_flush = true;
-        finish_request(*c, c->job_route, 200, c->job_started);
-        break;
-    case InferenceEvent::Kind::Response:
-        respond(*c, e.response, keep, false);
-        finish_request(*c, c->job_route, e.response.status, c->job_started);
-        break;
+        case InferenceEvent::Kind::StreamHead:
+            c->out += serialize_stream_head("text/event-stream", keep);
+            mark(*c);
+            return;
+        case InferenceEvent::Kind::StreamData:
+            c->out += chunk(e.data);
+            mark(*c);
+            return;
+        case InferenceEvent::Kind::StreamEnd:
+            c->out += kLastChunk;
+            if (!keep) c->close_after_flush = true;
+            finish_request(*c, c->job_route, 200, c->job_started);
+            break;
+        case InferenceEvent::Kind::Response:
+            respond(*c, e.response, keep, false);
+            finish_request(*c, c->job_route, e.response.status, c->job_started);
+            break;
     }
     c->busy = false;
     c->cancel.reset();
@@ -247,8 +253,9 @@ void HttpCore::tick(double now) {
         const RequestParser::Phase phase = c.parser.phase();
         if (phase == RequestParser::Phase::Headers && now - c.request_started > header_limit) {
             m_metrics.timeout(false);
-            fail(c, 408, "the request headers did not arrive within " + std::to_string(m_config.header_timeout_ms) +
-                             " ms", now);
+            fail(c, 408,
+                 "the request headers did not arrive within " + std::to_string(m_config.header_timeout_ms) + " ms",
+                 now);
         } else if (phase == RequestParser::Phase::Body && now - c.headers_done > body_limit) {
             m_metrics.timeout(true);
             fail(c, 408, "the request body did not arrive within " + std::to_string(m_config.body_timeout_ms) + " ms",
@@ -267,8 +274,10 @@ void HttpCore::begin_drain() {
     // answer, with Connection: close.
     for (auto& [id, c] : m_conns) {
         if (!c->busy && c->parser.phase() == RequestParser::Phase::Idle) {
-            if (c->out.empty() && c->sending.empty()) c->abort = true;
-            else c->close_after_flush = true;
+            if (c->out.empty() && c->sending.empty())
+                c->abort = true;
+            else
+                c->close_after_flush = true;
         }
         mark(*c);
     }

@@ -29,9 +29,9 @@ struct Connection {
     uint64_t id;
     int fd;
     RequestParser parser;
-    std::string in;          // received bytes not parsed yet (pipelined while a request runs on a worker)
-    std::string out;         // queued for sending
-    std::string sending;     // being sent (a buffer the kernel may read: never touched until the send completes)
+    std::string in;       // received bytes not parsed yet (pipelined while a request runs on a worker)
+    std::string out;      // queued for sending
+    std::string sending;  // being sent (a buffer the kernel may read: never touched until the send completes)
     size_t sending_off = 0;
     bool close_after_flush = false;  // close once out and sending are empty
     bool abort = false;              // close now, unsent bytes dropped
@@ -52,11 +52,11 @@ struct Connection {
     double last_send_progress = 0;
 
     // backend-owned
-    int pending_ops = 0;          // io_uring operations that may still touch this connection
+    int pending_ops = 0;  // io_uring operations that may still touch this connection
     bool recv_armed = false;
     bool send_in_flight = false;
     bool closing = false;
-    uint32_t poll_events = 0;     // epoll interest
+    uint32_t poll_events = 0;  // epoll interest
     std::unique_ptr<char[]> recv_buf;
 };
 

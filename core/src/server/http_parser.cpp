@@ -25,8 +25,8 @@ namespace {
 
 // The path of a request target: origin-form up to '?', absolute-form without scheme and authority.
 std::string path_of(std::string_view target) {
-    if (target.size() > 7 && (iequals(target.substr(0, 7), "http://") ||
-                              (target.size() > 8 && iequals(target.substr(0, 8), "https://")))) {
+    if (target.size() > 7 &&
+        (iequals(target.substr(0, 7), "http://") || (target.size() > 8 && iequals(target.substr(0, 8), "https://")))) {
         target.remove_prefix(target[4] == ':' ? 7 : 8);
         const size_t slash = target.find_first_of("/?#");
         target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
@@ -65,7 +65,7 @@ struct RequestParser::Impl {
     HttpRequest request;
     bool last_was_value = false;
     const char* feed_start = nullptr;  // the buffer of the feed() in progress
-    bool prev_feed_ended_lf = false;    // the previous feed's last byte was '\n'
+    bool prev_feed_ended_lf = false;   // the previous feed's last byte was '\n'
     size_t header_bytes = 0;
     bool pause_for_continue = false;
     bool complete = false;
@@ -161,7 +161,8 @@ struct RequestParser::Impl {
         }
         s.owner->m_phase = Phase::Body;
         const std::string* expect = r.header("expect");
-        if (expect != nullptr && iequals(*expect, "100-continue") && (chunked || (has_length && p->content_length > 0))) {
+        if (expect != nullptr && iequals(*expect, "100-continue") &&
+            (chunked || (has_length && p->content_length > 0))) {
             s.pause_for_continue = true;
             return HPE_PAUSED;
         }
@@ -242,7 +243,8 @@ RequestParser::Outcome RequestParser::feed(const char* data, size_t n) {
     if (m_error_status == 0) {
         m_error_status = 400;
         const char* reason = llhttp_get_error_reason(&p);
-        m_error_message = std::string("malformed request: ") + llhttp_errno_name(err) + (reason ? std::string(" (") + reason + ")" : "");
+        m_error_message = std::string("malformed request: ") + llhttp_errno_name(err) +
+                          (reason ? std::string(" (") + reason + ")" : "");
     }
     return {ParseEvent::Error, consumed};
 }

@@ -29,7 +29,7 @@ struct HttpRequest {
     std::string target;  // as sent
     std::string path;    // target without query; absolute-form ("http://h/p") reduced to its path
     std::vector<std::pair<std::string, std::string>> headers;  // in order, names as sent
-    std::string body;    // de-chunked
+    std::string body;                                          // de-chunked
     int http_major = 1;
     int http_minor = 1;
     bool keep_alive = true;  // llhttp's verdict (version and Connection header)
@@ -39,10 +39,10 @@ struct HttpRequest {
 };
 
 enum class ParseEvent {
-    NeedMore,          // every byte consumed, no complete request yet
-    Request,           // a request is complete: take_request()
-    ExpectsContinue,   // headers with "Expect: 100-continue" and a body to come: answer 100, feed the rest
-    Error,             // error_status()/error_message(); the connection must close
+    NeedMore,         // every byte consumed, no complete request yet
+    Request,          // a request is complete: take_request()
+    ExpectsContinue,  // headers with "Expect: 100-continue" and a body to come: answer 100, feed the rest
+    Error,            // error_status()/error_message(); the connection must close
 };
 
 class RequestParser {

@@ -15,7 +15,7 @@ struct Response {
     std::string content_type = "application/json";
     std::string body;
     std::vector<std::pair<std::string, std::string>> headers;  // extra: Allow, Retry-After, ...
-    bool close = false;  // the server closes the connection after it
+    bool close = false;                                        // the server closes the connection after it
 };
 
 std::string_view status_reason(int status);  // "OK", "Not Found", ...

@@ -28,7 +28,9 @@ std::string dump(const json& j) {
     }
 }
 
-double ms(double seconds) { return seconds * 1e3; }
+double ms(double seconds) {
+    return seconds * 1e3;
+}
 
 // Holds back the bytes of an unfinished UTF-8 character at the end of a piece, so a streamed character split over
 // two byte-fallback tokens reaches the client whole.
@@ -81,7 +83,9 @@ struct InferenceEngine::Worker {
 InferenceEngine::InferenceEngine(const ServerConfig& config, Metrics& metrics, PostFn post)
     : m_config(config), m_metrics(metrics), m_post(std::move(post)) {}
 
-InferenceEngine::~InferenceEngine() { stop(); }
+InferenceEngine::~InferenceEngine() {
+    stop();
+}
 
 Status InferenceEngine::load() {
     const ServerConfig& c = m_config;
@@ -112,8 +116,9 @@ Status InferenceEngine::load() {
         if (!t) return t.status();
         m_tokenizer = std::make_unique<Tokenizer>(std::move(*t));
     } else {
-        return error(StatusCode::NotFound, m_store->label() + " has no vocabulary: pass a llama2.c tokenizer.bin "
-                                                              "(--tokenizer)");
+        return error(StatusCode::NotFound, m_store->label() +
+                                               " has no vocabulary: pass a llama2.c tokenizer.bin "
+                                               "(--tokenizer)");
     }
 
     WeightCacheOptions co;
@@ -142,8 +147,8 @@ Status InferenceEngine::load() {
                     return d;
                 }
             }
-            return error(StatusCode::NotFound, m_store->label() + ": no weight of role " + std::string(role_name(role)) +
-                                                   " in layer " + std::to_string(layer));
+            return error(StatusCode::NotFound, m_store->label() + ": no weight of role " +
+                                                   std::string(role_name(role)) + " in layer " + std::to_string(layer));
         };
         TransformerOptions to;
         to.n_threads = c.n_threads;
@@ -195,7 +200,9 @@ size_t InferenceEngine::in_flight() const {
     return m_running.size();
 }
 
-size_t InferenceEngine::weights_loaded() const { return m_weights_loaded.load(); }
+size_t InferenceEngine::weights_loaded() const {
+    return m_weights_loaded.load();
+}
 
 void InferenceEngine::worker_main(Worker& w) {
     for (;;) {
@@ -281,8 +288,11 @@ void InferenceEngine::run(Worker& w, InferenceJob& job) {
     const auto n_prompt = static_cast<int64_t>(tokens.size());
     const int64_t n_ctx = model.n_context();
     if (n_prompt >= n_ctx)
-        return fail(api_error(400, "the prompt is " + std::to_string(n_prompt) + " tokens (BOS included); the context "
-                                       "holds " + std::to_string(n_ctx) + " positions, leaving none to generate",
+        return fail(api_error(400,
+                              "the prompt is " + std::to_string(n_prompt) +
+                                  " tokens (BOS included); the context "
+                                  "holds " +
+                                  std::to_string(n_ctx) + " positions, leaving none to generate",
                               "invalid_request_error", "prompt", "context_length_exceeded"));
     GenerateOptions go;
     go.steps = std::min(n_ctx, n_prompt + p.max_tokens - 1);
@@ -296,13 +306,15 @@ void InferenceEngine::run(Worker& w, InferenceJob& job) {
     Sampler sampler(m_tokenizer->vocab_size(), so);
 
     const std::string id = "cmpl-" + std::to_string(job.job_id);
-    const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
-                                std::chrono::system_clock::now().time_since_epoch())
-                                .count();
+    const int64_t created =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     auto sse = [&](const std::string& text, const json& finish, const json* usage) {
         json choice = {{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
-        json event = {{"id", id},          {"object", "text_completion"}, {"created", created},
-                      {"model", m_model_id}, {"choices", json::array({choice})}};
+        json event = {{"id", id},
+                      {"object", "text_completion"},
+                      {"created", created},
+                      {"model", m_model_id},
+                      {"choices", json::array({choice})}};
         if (usage != nullptr) event["usage"] = *usage;
         InferenceEvent e;
         e.kind = InferenceEvent::Kind::StreamData;
@@ -371,21 +383,22 @@ void InferenceEngine::run(Worker& w, InferenceJob& job) {
         } else {
             const double gen_s = stats->generate_seconds;
             Response r;
-            r.body = dump({{"text", text},
-                           {"model", m_model_id},
-                           {"prompt_tokens", n_prompt},
-                           {"completion_tokens", n_completion},
-                           {"finish_reason", finish},
-                           {"seed", seed},
-                           {"timings",
-                            {{"queue_ms", ms(queue_s)},
-                             {"weights_ms", ms(t_loaded - t_start)},
-                             {"prompt_ms", ms(stats->prompt_seconds)},
-                             {"generate_ms", ms(gen_s)},
-                             {"total_ms", ms(t_end - job.enqueued_at)},
-                             {"tokens_per_second", gen_s > 0 ? double(stats->n_generate_forwards) / gen_s : 0.0}}},
-                           {"cache", {{"lookups", lookups}, {"hits", hits}, {"misses", lookups - hits},
-                                      {"model_rebuilt", rebuilt}}}});
+            r.body = dump(
+                {{"text", text},
+                 {"model", m_model_id},
+                 {"prompt_tokens", n_prompt},
+                 {"completion_tokens", n_completion},
+                 {"finish_reason", finish},
+                 {"seed", seed},
+                 {"timings",
+                  {{"queue_ms", ms(queue_s)},
+                   {"weights_ms", ms(t_loaded - t_start)},
+                   {"prompt_ms", ms(stats->prompt_seconds)},
+                   {"generate_ms", ms(gen_s)},
+                   {"total_ms", ms(t_end - job.enqueued_at)},
+                   {"tokens_per_second", gen_s > 0 ? double(stats->n_generate_forwards) / gen_s : 0.0}}},
+                 {"cache",
+                  {{"lookups", lookups}, {"hits", hits}, {"misses", lookups - hits}, {"model_rebuilt", rebuilt}}}});
             return respond(std::move(r));
         }
     }

@@ -177,6 +177,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<IoLoop> make_epoll_loop(const LoopEnv& env) { return std::make_unique<EpollLoop>(env); }
+std::unique_ptr<IoLoop> make_epoll_loop(const LoopEnv& env) {
+    return std::make_unique<EpollLoop>(env);
+}
 
 }  // namespace gkq::server

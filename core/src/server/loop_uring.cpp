@@ -24,7 +24,9 @@ namespace {
 
 enum Op : uint64_t { kAccept = 1, kRecv = 2, kSend = 3, kWake = 4, kCancel = 5 };
 
-constexpr uint64_t user_data(uint64_t id, Op op) { return (id << 4) | op; }
+constexpr uint64_t user_data(uint64_t id, Op op) {
+    return (id << 4) | op;
+}
 
 constexpr unsigned kQueueDepth = 1024;
 constexpr unsigned kBufferCount = 256;  // power of two (ring mask)
@@ -52,8 +54,8 @@ public:
             rc = io_uring_queue_init_params(kQueueDepth, &m_ring, &p);
         }
         if (rc < 0)
-            return error(StatusCode::Unsupported, std::string("io_uring is refused by this kernel or sandbox (") +
-                                                      std::strerror(-rc) + ")");
+            return error(StatusCode::Unsupported,
+                         std::string("io_uring is refused by this kernel or sandbox (") + std::strerror(-rc) + ")");
         m_ring_ready = true;
         io_uring_probe* probe = io_uring_get_probe_ring(&m_ring);
         if (probe == nullptr) return error(StatusCode::Unsupported, "io_uring: cannot probe the supported operations");
@@ -78,8 +80,9 @@ public:
     std::string detail() const override {
         std::string d = "io_uring (";
         d += m_multishot_accept ? "multishot accept" : "single-shot accept";
-        d += m_buffer_ring ? (m_multishot_recv ? ", multishot recv, provided buffer ring" : ", recv from provided buffer ring")
-                           : ", recv into connection buffers";
+        d += m_buffer_ring
+                 ? (m_multishot_recv ? ", multishot recv, provided buffer ring" : ", recv from provided buffer ring")
+                 : ", recv into connection buffers";
         if (!m_step_down.empty()) d += "; stepped down: " + m_step_down;
         return d + ")";
     }
@@ -229,14 +232,14 @@ private:
         const uint64_t id = ud >> 4;
         const bool more = (cqe.flags & IORING_CQE_F_MORE) != 0;
         switch (op) {
-        case kAccept: on_accept(cqe.res, more, now); break;
-        case kWake:
-            m_env.on_wake(now);
-            arm_wake();
-            break;
-        case kRecv: on_recv(id, cqe, more, now); break;
-        case kSend: on_send(id, cqe.res, now); break;
-        case kCancel: break;
+            case kAccept: on_accept(cqe.res, more, now); break;
+            case kWake:
+                m_env.on_wake(now);
+                arm_wake();
+                break;
+            case kRecv: on_recv(id, cqe, more, now); break;
+            case kSend: on_send(id, cqe.res, now); break;
+            case kCancel: break;
         }
     }
 

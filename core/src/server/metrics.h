@@ -22,8 +22,8 @@ public:
     explicit Histogram(std::vector<double> upper_bounds);
     void observe(double value);
 
-    std::vector<double> bounds;   // upper bounds, increasing; +Inf implied
-    std::vector<uint64_t> counts; // per bucket (not cumulative), one more than bounds
+    std::vector<double> bounds;    // upper bounds, increasing; +Inf implied
+    std::vector<uint64_t> counts;  // per bucket (not cumulative), one more than bounds
     double sum = 0;
     uint64_t count = 0;
 };

@@ -31,10 +31,10 @@ using json = nlohmann::json;
 
 std::string_view io_backend_name(IoBackend b) {
     switch (b) {
-    case IoBackend::Auto: return "auto";
-    case IoBackend::IoUring: return "io_uring";
-    case IoBackend::IoUringBasic: return "io_uring_basic";
-    case IoBackend::Epoll: return "epoll";
+        case IoBackend::Auto: return "auto";
+        case IoBackend::IoUring: return "io_uring";
+        case IoBackend::IoUringBasic: return "io_uring_basic";
+        case IoBackend::Epoll: return "epoll";
     }
     return "?";
 }
@@ -48,11 +48,11 @@ Result<IoBackend> parse_io_backend(std::string_view s) {
 
 std::string_view server_phase_name(ServerPhase p) {
     switch (p) {
-    case ServerPhase::Loading: return "loading";
-    case ServerPhase::Ready: return "ready";
-    case ServerPhase::Failed: return "failed";
-    case ServerPhase::Draining: return "draining";
-    case ServerPhase::Stopped: return "stopped";
+        case ServerPhase::Loading: return "loading";
+        case ServerPhase::Ready: return "ready";
+        case ServerPhase::Failed: return "failed";
+        case ServerPhase::Draining: return "draining";
+        case ServerPhase::Stopped: return "stopped";
     }
     return "?";
 }
@@ -65,9 +65,12 @@ Status bad_env(const char* name, const std::string& value, const std::string& wh
 
 bool parse_bool(std::string v, bool& out) {
     for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (v == "true" || v == "1" || v == "yes" || v == "on") out = true;
-    else if (v == "false" || v == "0" || v == "no" || v == "off") out = false;
-    else return false;
+    if (v == "true" || v == "1" || v == "yes" || v == "on")
+        out = true;
+    else if (v == "false" || v == "0" || v == "no" || v == "off")
+        out = false;
+    else
+        return false;
     return true;
 }
 
@@ -203,21 +206,22 @@ struct Server::Impl final : server::ApiContext {
         const WeightCache* cache = loaded ? engine->cache() : nullptr;
         if (cache == nullptr) return nullptr;
         const WeightCacheStats s = cache->stats();
-        return {{"lookups", s.lookups},
-                {"hits", s.hits},
-                {"misses", s.misses},
-                {"hit_rate", s.lookups ? double(s.hits) / double(s.lookups) : 0.0},
-                {"reconstructions", s.reconstructions},
-                {"reconstruction_failures", s.reconstruction_failures},
-                {"evictions", {{"budget", s.evictions_budget}, {"age", s.evictions_age}, {"cleared", s.evictions_cleared}}},
-                {"not_kept", s.not_kept},
-                {"bytes_used", s.bytes_used},
-                {"budget_bytes", s.budget_bytes},
-                {"entries", s.n_entries},
-                {"max_age_seconds", cache->options().max_age_seconds},
-                {"keep_reconstructions", cache->options().keep_reconstructions},
-                {"reconstruct_seconds_total", s.reconstruct_seconds},
-                {"reconstructed_bytes_total", s.reconstructed_bytes}};
+        return {
+            {"lookups", s.lookups},
+            {"hits", s.hits},
+            {"misses", s.misses},
+            {"hit_rate", s.lookups ? double(s.hits) / double(s.lookups) : 0.0},
+            {"reconstructions", s.reconstructions},
+            {"reconstruction_failures", s.reconstruction_failures},
+            {"evictions", {{"budget", s.evictions_budget}, {"age", s.evictions_age}, {"cleared", s.evictions_cleared}}},
+            {"not_kept", s.not_kept},
+            {"bytes_used", s.bytes_used},
+            {"budget_bytes", s.budget_bytes},
+            {"entries", s.n_entries},
+            {"max_age_seconds", cache->options().max_age_seconds},
+            {"keep_reconstructions", cache->options().keep_reconstructions},
+            {"reconstruct_seconds_total", s.reconstruct_seconds},
+            {"reconstructed_bytes_total", s.reconstructed_bytes}};
     }
 
     std::string load_error() const {
@@ -246,12 +250,13 @@ struct Server::Impl final : server::ApiContext {
                        {"mode", s->mode()},
                        {"weights_loaded", s->weights().size()},
                        {"resident_bytes", s->resident_bytes()},
-                       {"model", {{"id", id},
-                                  {"dim", mc.dim},
-                                  {"n_layers", mc.n_layers},
-                                  {"n_heads", mc.n_heads},
-                                  {"vocab_size", mc.vocab_size},
-                                  {"context_length", mc.context_length}}}};
+                       {"model",
+                        {{"id", id},
+                         {"dim", mc.dim},
+                         {"n_layers", mc.n_layers},
+                         {"n_heads", mc.n_heads},
+                         {"vocab_size", mc.vocab_size},
+                         {"context_length", mc.context_length}}}};
         }
         json j = {{"server",
                    {{"backend", backend},
@@ -340,7 +345,9 @@ Result<int> listen_on(const ServerConfig& c, uint16_t& bound_port) {
     return error(StatusCode::IoError, "cannot listen on " + where + ": " + why);
 }
 
-bool is_url(const std::string& s) { return s.find("://") != std::string::npos; }
+bool is_url(const std::string& s) {
+    return s.find("://") != std::string::npos;
+}
 
 }  // namespace
 
@@ -348,24 +355,26 @@ Server::Server(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 
 Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config, ServerLogFn log) {
     if (config.use_cdn_fallback && !is_url(config.weights_path))
-        return error(StatusCode::InvalidArgument, "USE_CDN_FALLBACK is on, so WEIGHTS_PATH (--weights) must be an "
-                                                  "http:// URL of a knot, not '" + config.weights_path + "'");
+        return error(StatusCode::InvalidArgument,
+                     "USE_CDN_FALLBACK is on, so WEIGHTS_PATH (--weights) must be an "
+                     "http:// URL of a knot, not '" +
+                         config.weights_path + "'");
     if (!config.use_cdn_fallback && is_url(config.weights_path))
         return error(StatusCode::InvalidArgument, "WEIGHTS_PATH (--weights) '" + config.weights_path +
                                                       "' is a URL: set USE_CDN_FALLBACK=true (--cdn) to stream it");
     if (config.max_connections < 1 || config.n_workers < 1 || config.max_queue < 0 || config.header_timeout_ms < 1 ||
         config.body_timeout_ms < 1 || config.idle_timeout_ms < 1 || config.max_tokens_limit < 1)
-        return error(StatusCode::InvalidArgument, "server limits must be positive (connections, workers, timeouts, "
-                                                  "max tokens)");
+        return error(StatusCode::InvalidArgument,
+                     "server limits must be positive (connections, workers, timeouts, "
+                     "max tokens)");
 
     auto impl = std::make_unique<Impl>();
     Impl& s = *impl;
     s.config = config;
     s.log = std::move(log);
     s.started_at = server::InferenceEngine::now_seconds();
-    s.created_at_unix = std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+    s.created_at_unix =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     s.id = config.model_id.empty() ? server::default_model_id(config.weights_path) : config.model_id;
     s.engine = std::make_unique<server::InferenceEngine>(config, s.metrics,
                                                          [&s](server::InferenceEvent e) { s.post(std::move(e)); });
@@ -377,8 +386,8 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config, Server
         ::close(s.listen_fd);
         return error(StatusCode::IoError, std::string("eventfd: ") + std::strerror(errno));
     }
-    s.core = std::make_unique<server::HttpCore>(s.config, s, s.metrics,
-                                                [&s](server::InferenceJob j) { return s.engine->submit(std::move(j)); });
+    s.core = std::make_unique<server::HttpCore>(
+        s.config, s, s.metrics, [&s](server::InferenceJob j) { return s.engine->submit(std::move(j)); });
 
     server::LoopEnv env;
     env.listen_fd = s.listen_fd;
@@ -463,23 +472,33 @@ Server::~Server() {
     ::close(s.wake_fd);
 }
 
-uint16_t Server::port() const { return m_impl->port; }
+uint16_t Server::port() const {
+    return m_impl->port;
+}
 
 std::string Server::url() const {
     const std::string& h = m_impl->config.host;
     return "http://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(m_impl->port);
 }
 
-std::string_view Server::backend() const { return m_impl->backend; }
-const std::string& Server::backend_detail() const { return m_impl->detail; }
-ServerPhase Server::phase() const { return m_impl->phase_now.load(); }
+std::string_view Server::backend() const {
+    return m_impl->backend;
+}
+const std::string& Server::backend_detail() const {
+    return m_impl->detail;
+}
+ServerPhase Server::phase() const {
+    return m_impl->phase_now.load();
+}
 
 Status Server::load_status() const {
     std::lock_guard lock(m_impl->mutex);
     return m_impl->load_status;
 }
 
-size_t Server::weights_loaded() const { return m_impl->engine->weights_loaded(); }
+size_t Server::weights_loaded() const {
+    return m_impl->engine->weights_loaded();
+}
 
 bool Server::wait_loaded(int timeout_ms) const {
     std::unique_lock lock(m_impl->mutex);
