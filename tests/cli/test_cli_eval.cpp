@@ -1,8 +1,8 @@
 // The real gkq binary's `eval`: the full report of a model against itself and against its Q8_0 knot, --json,
 // saved and reused base logits, perplexity alone, thread-count independence, and option / file errors.
+#include "cli_run.h"
 #include "gkq/metadata.h"
 #include "gkq/model_writer.h"
-#include "cli_run.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -15,30 +15,17 @@ using namespace gkq;
 
 namespace {
 using Run = gkq::test::CliRunT<QString>;
-Run run_gkq(const QStringList& args) { return gkq::test::run_gkq_as<QString>(args, 120000); }
+Run run_gkq(const QStringList& args) {
+    return gkq::test::run_gkq_as<QString>(args, 120000);
+}
 
 QString q(const std::string& s) {
     return QString::fromStdString(s);
 }
 
 // Letters and a few merges: any lowercase text encodes.
-Vocabulary tiny_vocabulary() {
-    Vocabulary v;
-    v.model = "llama";
-    v.bos_id = 1;
-    v.eos_id = 2;
-    auto add = [&](const std::string& piece, float score, int32_t type) {
-        v.tokens.push_back(piece);
-        v.scores.push_back(score);
-        v.token_types.push_back(type);
-    };
-    add("<unk>", 0, 2);
-    add("<s>", 0, 3);
-    add("</s>", 0, 3);
-    add("\xE2\x96\x81", -1, 1);
-    for (char c = 'a'; c <= 'z'; ++c) add(std::string(1, c), -2, 1);
-    for (const char* m : {"ab", "ba", "cd", "de", "ef", "fg", "gh", "hi", "th", "he"}) add(m, -3, 1);
-    return v;
+Vocabulary eval_vocabulary() {
+    return gkq::test::tiny_vocabulary({"ab", "ba", "cd", "de", "ef", "fg", "gh", "hi", "th", "he"});
 }
 
 const char* const kText =
@@ -57,7 +44,7 @@ private slots:
         if (qgetenv("GKQ_CLI").isEmpty()) QSKIP("GKQ_CLI is not set (run through ctest)");
         m_model = m_dir.file("tiny.gguf");
         auto m = test::make_tiny_model(test::tiny_config(true), 3);
-        QVERIFY(write_gguf(m_model, m.config, m.tensors, tiny_vocabulary()));
+        QVERIFY(write_gguf(m_model, m.config, m.tensors, eval_vocabulary()));
         m_text = m_dir.file("text.txt");
         test::write_file(m_text, std::string_view(kText));
         m_knot = m_dir.file("tiny-q8.knot");
@@ -71,8 +58,10 @@ private slots:
         QVERIFY(r.out.contains("  eval "));
         Run h = run_gkq({"eval", "--help"});
         QCOMPARE(h.code, 0);
-        QVERIFY2(h.out.startsWith("usage: gkq eval --base MODEL --candidate MODEL|KNOT --text FILE"), qPrintable(h.out));
-        for (const char* opt : {"--ctx", "--stride", "--save-base", "--base-logits", "--json", "--model", "--tokenizer"})
+        QVERIFY2(h.out.startsWith("usage: gkq eval --base MODEL --candidate MODEL|KNOT --text FILE"),
+                 qPrintable(h.out));
+        for (const char* opt :
+             {"--ctx", "--stride", "--save-base", "--base-logits", "--json", "--model", "--tokenizer"})
             QVERIFY2(h.out.contains(opt), opt);
     }
 
@@ -126,8 +115,8 @@ private slots:
         // A corrupt file.
         const std::string junk = m_dir.file("junk.logits");
         test::write_file(junk, std::string_view("GKQBASE"));
-        Run d = run_gkq({"eval", "--base", q(m_model), "--candidate", q(m_knot), "--text", q(m_text), "--base-logits",
-                         q(junk)});
+        Run d = run_gkq(
+            {"eval", "--base", q(m_model), "--candidate", q(m_knot), "--text", q(m_text), "--base-logits", q(junk)});
         QCOMPARE(d.code, 2);
         QVERIFY2(d.err.contains(q(junk) + ": not a usable base logits file: 7 bytes, shorter than the 64-byte header"),
                  qPrintable(d.err));
@@ -159,7 +148,8 @@ private slots:
         Run inspect = run_gkq({"inspect"});
         if (inspect.code == 2 && inspect.err.contains("no bundled demo model")) QSKIP("no bundled demo model");
         QVERIFY2(inspect.code == 0, qPrintable(inspect.err));
-        QVERIFY2(inspect.out.contains("resources/demo") || inspect.out.contains("share/gkq/demo"), qPrintable(inspect.out));
+        QVERIFY2(inspect.out.contains("resources/demo") || inspect.out.contains("share/gkq/demo"),
+                 qPrintable(inspect.out));
         for (const char* cmd : {"generate", "inspect", "quantize", "eval"}) {
             Run h = run_gkq({cmd, "--help"});
             QVERIFY2(h.out.contains("(default: the bundled demo model, "), cmd);
@@ -169,7 +159,8 @@ private slots:
         QVERIFY(!gen.out.trimmed().isEmpty());
 
         const std::string text = m_dir.file("demo-text.txt");
-        test::write_file(text, std::string_view("A fool and his money are soon parted.\nThe early bird catches the worm.\n"));
+        test::write_file(text,
+                         std::string_view("A fool and his money are soon parted.\nThe early bird catches the worm.\n"));
         Run ppl = run_gkq({"eval", "--text", q(text), "--ctx", "32"});
         QVERIFY2(ppl.code == 0, qPrintable(ppl.err));
         QVERIFY2(ppl.out.contains("PPL            :"), qPrintable(ppl.out));

@@ -1,8 +1,8 @@
 // The real gkq binary's `generate`: run.c's greedy reference texts on the shared checkpoints, tokenizer
 // discovery, seeded sampling, the speed report on stderr, option and input errors.
+#include "cli_run.h"
 #include "gkq/metadata.h"
 #include "gkq/model_writer.h"
-#include "cli_run.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -13,7 +13,9 @@ using namespace gkq;
 
 namespace {
 using Run = gkq::test::CliRunT<QString>;
-Run run_gkq(const QStringList& args) { return gkq::test::run_gkq_as<QString>(args, 120000); }
+Run run_gkq(const QStringList& args) {
+    return gkq::test::run_gkq_as<QString>(args, 120000);
+}
 
 QString q(const std::string& s) {
     return QString::fromStdString(s);
@@ -24,31 +26,6 @@ const char* const kRef279K =
     "friends. One day, she went to the park to play with her toys. She was very happy. He wanted to";
 const char* const kRefTok105 = "Once upon a time, there was a little girl named Lily. She loved";
 
-// A sentencepiece-style vocabulary of 40 tokens for the tiny model: specials, "▁", letters, a few merges.
-Vocabulary tiny_vocabulary() {
-    Vocabulary v;
-    v.model = "llama";
-    v.bos_id = 1;
-    v.eos_id = 2;
-    auto add = [&](const std::string& piece, float score, int32_t type) {
-        v.tokens.push_back(piece);
-        v.scores.push_back(score);
-        v.token_types.push_back(type);
-    };
-    add("<unk>", 0, 2);
-    add("<s>", 0, 3);
-    add("</s>", 0, 3);
-    add("\xE2\x96\x81", -1, 1);
-    for (char c = 'a'; c <= 'z'; ++c) add(std::string(1, c), -2, 1);
-    for (const char* m : {"\xE2\x96\x81"
-                          "a",
-                          "ab", "ba",
-                          "\xE2\x96\x81"
-                          "ab",
-                          "cd", "de", "ef", "fg", "gh", "hi"})
-        add(m, -3, 1);
-    return v;
-}
 }  // namespace
 
 class TestCliGenerate : public QObject {
@@ -64,7 +41,8 @@ private slots:
         QVERIFY(r.out.contains("generate"));
         Run h = run_gkq({"generate", "--help"});
         QCOMPARE(h.code, 0);
-        QVERIFY2(h.out.startsWith("usage: gkq generate [MODEL|KNOT] [--tokenizer F] [-p PROMPT] [-n N]"), qPrintable(h.out));
+        QVERIFY2(h.out.startsWith("usage: gkq generate [MODEL|KNOT] [--tokenizer F] [-p PROMPT] [-n N]"),
+                 qPrintable(h.out));
         for (const char* opt : {"--tokenizer", "--prompt", "--steps", "--temp", "--top-p", "--seed", "--threads"})
             QVERIFY2(h.out.contains(opt), opt);
     }
@@ -115,7 +93,7 @@ private slots:
         test::TempDir dir;
         const std::string path = dir.file("tiny.gguf");
         auto m = test::make_tiny_model(test::tiny_config(true), 6);
-        QVERIFY(write_gguf(path, m.config, m.tensors, tiny_vocabulary()));
+        QVERIFY(write_gguf(path, m.config, m.tensors, test::tiny_vocabulary()));
         Run r = run_gkq({"generate", q(path), "-p", "abc", "--temp", "0", "-n", "12"});
         QVERIFY2(r.code == 0, qPrintable(r.err));
         QVERIFY2(r.out.startsWith("abc"), qPrintable(r.out));  // the prompt's pieces come first

@@ -56,31 +56,6 @@ bool wait_fd(int fd, short events, int timeout_ms) {
 
 // ---- models ----------------------------------------------------------------------------------------------------
 
-Vocabulary tiny_vocabulary() {
-    Vocabulary v;
-    v.model = "llama";
-    v.bos_id = 1;
-    v.eos_id = 2;
-    auto add = [&](const std::string& piece, float score, int32_t type) {
-        v.tokens.push_back(piece);
-        v.scores.push_back(score);
-        v.token_types.push_back(type);
-    };
-    add("<unk>", 0, 2);
-    add("<s>", 0, 3);
-    add("</s>", 0, 3);
-    add("\xE2\x96\x81", -1, 1);
-    for (char c = 'a'; c <= 'z'; ++c) add(std::string(1, c), -2, 1);
-    for (const char* m : {"\xE2\x96\x81"
-                          "a",
-                          "ab", "ba",
-                          "\xE2\x96\x81"
-                          "ab",
-                          "cd", "de", "ef", "fg", "gh", "hi"})
-        add(m, -3, 1);
-    return v;
-}
-
 TinyKnot make_tiny_knot(const TempDir& dir, const std::string& preset) {
     TinyKnot k;
     k.gguf = dir.file("tiny.gguf");

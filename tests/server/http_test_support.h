@@ -5,6 +5,7 @@
 
 #include "gkq/metadata.h"
 #include "gkq/model_config.h"
+#include "tiny_model.h"
 
 #include <atomic>
 #include <cstdint>
@@ -19,9 +20,6 @@
 namespace gkq::test {
 
 class TempDir;
-
-// A sentencepiece-style vocabulary of 40 tokens (specials, "▁", letters, a few merges) for the tiny model.
-Vocabulary tiny_vocabulary();
 
 struct TinyKnot {
     std::string gguf;  // the tiny model as GGUF with tiny_vocabulary()

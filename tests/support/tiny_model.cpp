@@ -50,3 +50,31 @@ TinyModel make_tiny_model(const ModelConfig& c, uint64_t seed) {
 }
 
 }  // namespace gkq::test
+
+namespace gkq::test {
+
+Vocabulary tiny_vocabulary(const std::vector<std::string>& merges) {
+    Vocabulary v;
+    v.model = "llama";
+    v.bos_id = 1;
+    v.eos_id = 2;
+    auto add = [&](const std::string& piece, float score, int32_t type) {
+        v.tokens.push_back(piece);
+        v.scores.push_back(score);
+        v.token_types.push_back(type);
+    };
+    add("<unk>", 0, 2);
+    add("<s>", 0, 3);
+    add("</s>", 0, 3);
+    add("\xE2\x96\x81", -1, 1);
+    for (char c = 'a'; c <= 'z'; ++c) add(std::string(1, c), -2, 1);
+    for (const std::string& m : merges) add(m, -3, 1);
+    return v;
+}
+
+Vocabulary tiny_vocabulary() {
+    const std::string space = "\xE2\x96\x81";
+    return tiny_vocabulary({space + "a", "ab", "ba", space + "ab", "cd", "de", "ef", "fg", "gh", "hi"});
+}
+
+}  // namespace gkq::test

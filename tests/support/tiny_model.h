@@ -2,10 +2,12 @@
 // that need a real file in each format.
 #pragma once
 
+#include "gkq/metadata.h"
 #include "gkq/model_config.h"
 #include "gkq/model_writer.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace gkq::test {
@@ -19,5 +21,11 @@ struct TinyModel {
 // dim 64, hidden 96, 2 layers, 4 heads, 2 kv heads, vocab 40, context 32 unless changed.
 ModelConfig tiny_config(bool shared_classifier = true);
 TinyModel make_tiny_model(const ModelConfig& config, uint64_t seed = 1);
+
+// A sentencepiece-style vocabulary of 40 tokens for the tiny model (vocab 40): <unk> <s> </s>, "\u2581", the 26
+// lowercase letters and 10 merges (default: "\u2581a", "ab", "ba", "\u2581ab", "cd" .. "hi"), so any lowercase text
+// encodes. The merges change which pieces a text splits into; tests that count tokens name theirs.
+Vocabulary tiny_vocabulary();
+Vocabulary tiny_vocabulary(const std::vector<std::string>& merges);
 
 }  // namespace gkq::test
