@@ -11,11 +11,13 @@ packages=(
     # the HTTP server's parser: llhttp's C sources (/usr/share/llhttp), built by cmake/GkqServerDeps.cmake
     node-llhttp
     # workbench (libqt6opengl6-dev is needed by Qt6Charts' CMake config under --no-install-recommends)
-    qt6-base-dev qt6-charts-dev libqt6opengl6-dev qt6-qpa-plugins libgl-dev
+    qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev qt6-qpa-plugins libgl-dev
     # running the GUI without a desktop
     xvfb xauth
-    # WebAssembly-SIMD kernels (emcc) and their tests (node --test)
-    emscripten nodejs
+    # WebAssembly-SIMD kernels (emcc), the TypeScript reconstructor (tsc) and their tests (node --test, npm ci)
+    emscripten nodejs node-typescript
+    # HTTP benchmarks and the load test: wrk against gkq serve and nginx
+    wrk nginx-light
 )
 
 missing=()
@@ -24,6 +26,9 @@ for p in "${packages[@]}"; do
         missing+=("$p")
     fi
 done
+
+# npm installs the pinned JavaScript test clients (npm ci). NodeSource's nodejs ships it; Debian's nodejs does not.
+if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
 
 if [ ${#missing[@]} -eq 0 ]; then
     echo "setup-deps: all ${#packages[@]} packages already installed"
