@@ -4,7 +4,9 @@
 //   - sigma * U for 6 rows is packed (k x 6) and stays in L1;
 //   - a 6 x 16 register tile (12 accumulators) sums r = 0 .. k-1 in ascending order with fused multiply-adds, then
 //     the residual's 16 elements per row are dequantized and added as the tile is stored — one pass over W.
-// Large outputs go out with streaming stores: W is written once and read later by someone else.
+// Large outputs of low rank go out with streaming stores: W is written once and read later by someone else, and
+// at rank <= kStreamMaxRank the kernel is store-bound. Above it the kernel is FMA-bound (k FMAs per element), and
+// plain stores measured faster than streaming ones there (see kStreamMaxRank).
 // Threads claim chunks of rows (parallel.h). Compiled with -mavx2 -mfma -mf16c: call only when cpu_has_avx2_fma().
 #include "cpu/aligned.h"
 #include "cpu/cpu_kernels.h"
@@ -24,9 +26,15 @@ namespace gkq::kernels::cpu {
 
 namespace {
 
-constexpr int kMR = 6;                             // rows per register tile
-constexpr int kNR = 16;                            // columns per register tile (two 8-float vectors)
+constexpr int kMR = 6;                               // rows per register tile
+constexpr int kNR = 16;                              // columns per register tile (two 8-float vectors)
 constexpr int64_t kPanelBytes = int64_t{256} << 10;  // packed V^T column block, kept in L2
+// Streaming stores only up to this rank. Measured on the Zen 4 build VM in process CPU time (so that other load does
+// not count), outputs of 64-256 MB: at rank 3-10 streaming stores were 3-23% faster than plain ones; at rank 12 plain
+// stores were 10% faster, at rank 16 7-18%, at rank 64 and 256 3-8% (1 and 2 threads, the benchmark's three shapes).
+// The tile alone, storing into L1, runs at 94% of the FMA peak at rank 16; storing to memory, 83% with plain stores
+// and 76% with streaming ones: streaming stores overlap less with the next tile's arithmetic.
+constexpr int64_t kStreamMaxRank = 10;
 
 enum class StoreMode { Plain, Stream };
 
@@ -36,9 +44,12 @@ uint16_t load_u16(const uint8_t* p) {
     return v;
 }
 
-inline void store8(float* p, __m256 v, StoreMode mode) {
-    if (mode == StoreMode::Stream) _mm256_stream_ps(p, v);
-    else _mm256_storeu_ps(p, v);
+template <StoreMode kMode>
+inline void store8(float* p, __m256 v) {
+    if constexpr (kMode == StoreMode::Stream)
+        _mm256_stream_ps(p, v);
+    else
+        _mm256_storeu_ps(p, v);
 }
 
 inline __m256 i8x8_to_ps(const uint8_t* q) {
@@ -76,18 +87,17 @@ struct Job {
     int64_t rows, cols, k;
     const uint8_t* residual;
     int residual_bits;
-    float* out;  // (rows, cols)
-    StoreMode mode;
+    float* out;          // (rows, cols)
     int64_t block_cols;  // columns per packed panel, a multiple of kNR
 };
 
 // One 6 x 16 tile: a (k, 6) packed sigma * U rows, b (k, 16) packed strip; stores rows [0, mr) and columns [0, w)
 // of it at out (row stride cols). out_index is the tile's first element in W (for the residual).
+template <StoreMode kMode>
 inline void tile(const Job& job, const float* a, const float* b, float* out, uint64_t out_index, int mr, int w) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
-           c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
-           c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
-           c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(),
+           c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(),
+           c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
     for (int64_t r = 0; r < job.k; ++r) {
         const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
         __m256 x = _mm256_broadcast_ss(a + 0);
@@ -114,18 +124,18 @@ inline void tile(const Job& job, const float* a, const float* b, float* out, uin
     if (mr == kMR && w == kNR && job.residual_bits == 0) {
         // the common tile, stored straight from the registers (the general path below indexes them: a spill)
         const int64_t c = job.cols;
-        store8(out, c00, job.mode);
-        store8(out + 8, c01, job.mode);
-        store8(out + c, c10, job.mode);
-        store8(out + c + 8, c11, job.mode);
-        store8(out + 2 * c, c20, job.mode);
-        store8(out + 2 * c + 8, c21, job.mode);
-        store8(out + 3 * c, c30, job.mode);
-        store8(out + 3 * c + 8, c31, job.mode);
-        store8(out + 4 * c, c40, job.mode);
-        store8(out + 4 * c + 8, c41, job.mode);
-        store8(out + 5 * c, c50, job.mode);
-        store8(out + 5 * c + 8, c51, job.mode);
+        store8<kMode>(out, c00);
+        store8<kMode>(out + 8, c01);
+        store8<kMode>(out + c, c10);
+        store8<kMode>(out + c + 8, c11);
+        store8<kMode>(out + 2 * c, c20);
+        store8<kMode>(out + 2 * c + 8, c21);
+        store8<kMode>(out + 3 * c, c30);
+        store8<kMode>(out + 3 * c + 8, c31);
+        store8<kMode>(out + 4 * c, c40);
+        store8<kMode>(out + 4 * c + 8, c41);
+        store8<kMode>(out + 5 * c, c50);
+        store8<kMode>(out + 5 * c + 8, c51);
         return;
     }
     __m256 acc[2 * kMR] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
@@ -135,8 +145,8 @@ inline void tile(const Job& job, const float* a, const float* b, float* out, uin
         if (w == kNR) {
             // residuals need cols % 32 == 0, so their tiles are always full
             if (job.residual_bits) add_residual(job.residual, job.residual_bits, out_index + m * job.cols, lo, hi);
-            store8(p, lo, job.mode);
-            store8(p + 8, hi, job.mode);
+            store8<kMode>(p, lo);
+            store8<kMode>(p + 8, hi);
         } else {
             alignas(32) float tmp[kNR];
             _mm256_store_ps(tmp, lo);
@@ -153,6 +163,7 @@ struct Scratch {
 };
 
 // Rows [i_begin, i_end) of W.
+template <StoreMode kMode>
 void run_rows(const Job& job, Scratch& scratch, int64_t i_begin, int64_t i_end) {
     const int64_t k = job.k;
     float* const panel = scratch.panel.get();
@@ -179,25 +190,24 @@ void run_rows(const Job& job, Scratch& scratch, int64_t i_begin, int64_t i_end) 
             for (int64_t s = 0; s < n_strips; ++s) {
                 const int64_t j = jb + s * kNR;
                 const auto index = static_cast<uint64_t>(i0 * job.cols + j);
-                tile(job, a, panel + s * k * kNR, job.out + index, index, mr,
-                     static_cast<int>(std::min<int64_t>(kNR, job.cols - j)));
+                tile<kMode>(job, a, panel + s * k * kNR, job.out + index, index, mr,
+                            static_cast<int>(std::min<int64_t>(kNR, job.cols - j)));
             }
         }
     }
-    if (job.mode != StoreMode::Plain) _mm_sfence();
+    if constexpr (kMode == StoreMode::Stream) _mm_sfence();
 }
 
 }  // namespace
 
 void reconstruct_avx2(const float* ut, const float* sigma, const float* vt, int64_t rows, int64_t cols, int64_t k,
                       const uint8_t* residual, int residual_bits, float* out, int n_threads) {
-    Job job{ut, sigma, vt, rows, cols, k, residual, residual_bits, out, StoreMode::Plain, 0};
+    Job job{ut, sigma, vt, rows, cols, k, residual, residual_bits, out, 0};
     const auto out_addr = reinterpret_cast<uintptr_t>(out);
     // Streaming stores only where every full tile row is exactly one cache line: a tile writes six rows at once,
     // and a line that six tiles each fill in part goes to memory in parts (measured: 6x slower than plain stores).
-    if (static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols) * 4 >= kStreamingMinBytes && out_addr % 64 == 0 &&
-        cols % kNR == 0)
-        job.mode = StoreMode::Stream;
+    const bool stream = static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols) * 4 >= kStreamingMinBytes &&
+                        out_addr % 64 == 0 && cols % kNR == 0 && k <= kStreamMaxRank;
     const int64_t cols_up = (cols + kNR - 1) / kNR * kNR;
     job.block_cols = k == 0 ? cols_up : std::clamp<int64_t>(kPanelBytes / (4 * k) / kNR * kNR, kNR, cols_up);
     // A chunk of rows repacks V^T once: keep chunks long enough for that to be negligible (and >= 64K outputs).
@@ -206,7 +216,11 @@ void reconstruct_avx2(const float* ut, const float* sigma, const float* vt, int6
     std::vector<Scratch> scratch(static_cast<size_t>(n_workers(rows, chunk, n_threads)));
     for (Scratch& s : scratch) s = Scratch{aligned_floats(k * job.block_cols), aligned_floats(k * kMR)};
     parallel_chunks(rows, chunk, n_threads, [&](int worker, int64_t i0, int64_t i1) {
-        run_rows(job, scratch[static_cast<size_t>(worker)], i0, i1);
+        Scratch& mine = scratch[static_cast<size_t>(worker)];
+        if (stream)
+            run_rows<StoreMode::Stream>(job, mine, i0, i1);
+        else
+            run_rows<StoreMode::Plain>(job, mine, i0, i1);
     });
 }
 

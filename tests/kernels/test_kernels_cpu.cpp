@@ -1,7 +1,8 @@
 // The CPU kernels (gkq/kernels.h): every AVX2 kernel against its scalar *_ref oracle at odd sizes and ranks 1..256,
 // the oracles against hand-computed values and the codec's own decoder, whole EncodedTensors of every preset (and
 // of the folded, run-length-encoded and quantized-sigma layouts) decoded through the kernels against
-// gkq::decode_tensor, payload errors, backend availability and the per-backend measurement.
+// gkq::decode_tensor, payload errors, backend availability and the per-backend measurement. CpuSimd's reconstruction
+// is also checked bit for bit against a scalar reference of its summation order (fma_order_reference).
 // Tolerances (named below): dequantization is exact; the FMA reconstruction is bounded per element by
 // kReconstructTolerancePerTerm * k * sum_r |sigma_r u_ir v_jr| (+ one rounding of the residual add).
 #include "gkq/codec.h"
@@ -42,6 +43,33 @@ std::string check_against_codec(const EncodedTensor& e) {
     const int64_t bad = first_bit_difference(ref.data(), codec->data(), int64_t(ref.size()));
     if (bad >= 0) return describe("cpu-ref vs codec", bad, ref[bad], (*codec)[bad]);
     return simd_here() ? check_decode(Backend::CpuSimd, e) : "";
+}
+
+// The summation order CpuSimd promises (and the CUDA kernels follow): per element, from +0, one fused multiply-add
+// per rank r = 0 .. k-1 in ascending order with the rounded product sigma_r * u_ir, then + (q * d) of the residual as
+// a rounded product and a rounded sum. Scalar, so that any reordering in a SIMD kernel shows as a bit difference.
+std::vector<float> fma_order_reference(const float* ut, const float* sigma, const float* vt, int64_t rows, int64_t cols,
+                                       int64_t k, kernels::ResidualBlocks residual) {
+    std::vector<float> res(residual.bits ? size_t(rows * cols) : 0);
+    if (residual.bits && !kernels::dequantize_blocks(Backend::CpuRef, residual.bits == 4 ? DType::Q4_0 : DType::Q8_0,
+                                                     residual.data, uint64_t(rows * cols), res.data()))
+        return {};  // the callers compare sizes first
+    std::vector<float> w(size_t(rows * cols));
+    for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+            float acc = 0.0f;
+            for (int64_t r = 0; r < k; ++r) acc = std::fma(sigma[r] * ut[r * rows + i], vt[r * cols + j], acc);
+            w[size_t(i * cols + j)] = residual.bits ? acc + res[size_t(i * cols + j)] : acc;
+        }
+    return w;
+}
+
+std::vector<uint8_t> residual_blocks(int bits, int64_t n, uint64_t seed) {
+    const std::vector<float> values = test::random_floats(size_t(n), seed, 0.1f);
+    std::vector<uint8_t> res(bits ? size_t(n / 32 * (bits == 4 ? 18 : 34)) : 0);
+    if (bits == 4) quantize_q4_0(values.data(), values.size(), res.data());
+    if (bits == 8) quantize_q8_0(values.data(), values.size(), res.data());
+    return res;
 }
 
 }  // namespace
@@ -208,6 +236,81 @@ private slots:
                 }
                 if (k == 0) QCOMPARE(first_bit_difference(first.data(), want.data(), rows * cols), int64_t(-1));
             }
+        }
+    }
+
+    // CpuSimd is the FMA-order reference bit for bit: at the 6 x 16 tile's row and column edges (rows 1, 5-7, 12-13;
+    // columns 1, 15-17, 31-33, 48), ranks around the streaming-store limit (10, 11), 1-3 threads.
+    void reconstructFollowsFmaOrder_data() {
+        QTest::addColumn<int>("rank");
+        for (int k : {0, 1, 2, 5, 6, 7, 10, 11, 16, 17, 33, 64}) QTest::addRow("rank %d", k) << k;
+    }
+    void reconstructFollowsFmaOrder() {
+        SKIP_WITHOUT_SIMD();
+        QFETCH(int, rank);
+        const int64_t k = rank;
+        for (int64_t rows : {1, 5, 6, 7, 12, 13})
+            for (int64_t cols : {1, 15, 16, 17, 31, 32, 33, 48, 64}) {
+                const std::vector<float> ut = test::random_floats(size_t(k * rows), uint64_t(rows * 7 + k + 1));
+                const std::vector<float> vt = test::random_floats(size_t(k * cols), uint64_t(cols * 5 + k + 2));
+                const std::vector<float> sigma = test::random_floats(size_t(k), uint64_t(k) + 3, 4.0f);
+                for (int bits : {0, 4, 8}) {
+                    if (bits && cols % 32 != 0) continue;
+                    const std::vector<uint8_t> res = residual_blocks(bits, rows * cols, uint64_t(rows + cols));
+                    const kernels::ResidualBlocks rb{res.data(), bits};
+                    const std::vector<float> want =
+                        fma_order_reference(ut.data(), sigma.data(), vt.data(), rows, cols, k, rb);
+                    QCOMPARE(want.size(), size_t(rows * cols));
+                    for (int threads : {1, 2, 3}) {
+                        std::vector<float> got(size_t(rows * cols), -7.0f);
+                        QVERIFY(kernels::reconstruct(Backend::CpuSimd, ut.data(), sigma.data(), vt.data(), rows, cols,
+                                                     k, rb, got.data(), {threads})
+                                    .is_ok());
+                        const int64_t bad = first_bit_difference(got.data(), want.data(), rows * cols);
+                        if (bad >= 0)
+                            QFAIL(describe("reconstruct " + std::to_string(rows) + " x " + std::to_string(cols) +
+                                               " residual " + std::to_string(bits) + " threads " +
+                                               std::to_string(threads),
+                                           bad, got[size_t(bad)], want[size_t(bad)])
+                                      .c_str());
+                    }
+                }
+            }
+    }
+
+    // Outputs of 16 MiB and more: streaming stores up to rank 10 (when 64-byte aligned with whole tile rows), plain
+    // stores above it. Both sides of that limit, aligned and not, with and without a residual, are the FMA-order
+    // reference bit for bit with 1, 2 and 3 threads.
+    void reconstructLargeOutputStorePaths() {
+        SKIP_WITHOUT_SIMD();
+        const int64_t rows = 1031, cols = 4096 + 64;
+        QVERIFY(uint64_t(rows * cols * 4) >= (uint64_t{16} << 20));
+        std::vector<float> buffer(size_t(rows * cols) + 64);
+        float* base = buffer.data();
+        while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
+        for (int64_t k : {10, 11, 16}) {
+            const std::vector<float> ut = test::random_floats(size_t(k * rows), uint64_t(k) + 11);
+            const std::vector<float> vt = test::random_floats(size_t(k * cols), uint64_t(k) + 12);
+            const std::vector<float> sigma = test::random_floats(size_t(k), uint64_t(k) + 13, 4.0f);
+            const int bits = k == 11 ? 4 : 0;
+            const std::vector<uint8_t> res = residual_blocks(bits, rows * cols, 14);
+            const kernels::ResidualBlocks rb{res.data(), bits};
+            const std::vector<float> want = fma_order_reference(ut.data(), sigma.data(), vt.data(), rows, cols, k, rb);
+            QCOMPARE(want.size(), size_t(rows * cols));
+            for (int64_t offset : {0, 1})  // 64-byte aligned, 4-byte aligned
+                for (int threads : {1, 2, 3}) {
+                    float* out = base + offset;
+                    std::fill(out, out + rows * cols, -7.0f);
+                    QVERIFY(kernels::reconstruct(Backend::CpuSimd, ut.data(), sigma.data(), vt.data(), rows, cols, k,
+                                                 rb, out, {threads})
+                                .is_ok());
+                    const int64_t bad = first_bit_difference(out, want.data(), rows * cols);
+                    if (bad >= 0)
+                        QFAIL(describe("reconstruct rank " + std::to_string(k) + " offset " + std::to_string(offset) +
+                                           " threads " + std::to_string(threads),
+                                       bad, out[bad], want[size_t(bad)])
+                                  .c_str());
+                }
         }
     }
 
