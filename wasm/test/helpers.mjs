@@ -1,16 +1,24 @@
-// Shared by the node tests: the kernels module and the C++-written vectors, located by the environment that
-// tests/wasm/run_wasm_tests.sh sets (GKQ_WASM_MODULE, GKQ_WASM_VECTORS); a missing one skips the tests that need it.
+// Shared by the node tests: the kernels module, the reconstructor compiled from wasm/ts by tsc and the C++-written
+// vectors, located by the environment that tests/wasm/run_wasm_tests.sh sets (GKQ_WASM_MODULE, GKQ_WASM_JS,
+// GKQ_WASM_VECTORS); a missing one skips the tests that need it.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { GKQKernels } from '../js/gkq_reconstructor.mjs';
+import { pathToFileURL } from 'node:url';
 
 export const modulePath = process.env.GKQ_WASM_MODULE;
+export const jsDir = process.env.GKQ_WASM_JS;
 export const vectorsDir = process.env.GKQ_WASM_VECTORS;
-export const noModule = modulePath ? false : 'GKQ_WASM_MODULE is not set (run through CTest: tests/wasm/run_wasm_tests.sh)';
-export const noVectors = vectorsDir ? noModule : 'GKQ_WASM_VECTORS is not set (run through CTest: tests/wasm/run_wasm_tests.sh)';
+const viaCTest = '(run through CTest: tests/wasm/run_wasm_tests.sh)';
+export const noModule = !modulePath ? `GKQ_WASM_MODULE is not set ${viaCTest}`
+                      : !jsDir ? `GKQ_WASM_JS is not set ${viaCTest}` : false;
+export const noVectors = vectorsDir ? noModule : `GKQ_WASM_VECTORS is not set ${viaCTest}`;
+
+// The compiled reconstructor (BUILD/wasm/js/gkq_reconstructor.mjs), or {} when GKQ_WASM_JS is not set.
+export const reconstructorUrl = jsDir ? pathToFileURL(join(jsDir, 'gkq_reconstructor.mjs')).href : null;
+export const lib = reconstructorUrl ? await import(reconstructorUrl) : {};
 
 export async function loadKernels() {
-  return GKQKernels.load(readFileSync(modulePath));
+  return lib.GKQKernels.load(readFileSync(modulePath));
 }
 
 export function manifest() {

@@ -41,7 +41,8 @@ test('gkq_dequantize_simd: 8-bit codes over [-max, max]', { skip: noModule }, as
 
 test('gkq_matmul_reconstruct_simd: u (d_out, rank) diag(sigma) vt, summed in rank order', { skip: noModule }, async () => {
   const k = await loadKernels();
-  const shapes = [[1, 1, 1], [3, 5, 2], [4, 8, 3], [5, 9, 0], [13, 37, 7], [64, 96, 17], [7, 130, 64]];
+  // [9, 2100, 40]: V^T is packed in two column blocks (64 Ki floats / rank 40 = 1632 columns), plus 4 scalar tail columns
+  const shapes = [[1, 1, 1], [3, 5, 2], [4, 8, 3], [5, 9, 0], [13, 37, 7], [64, 96, 17], [7, 130, 64], [9, 2100, 40]];
   for (const [dOut, dIn, rank] of shapes) {
     const u = randomFloats(dOut * rank, dOut), vt = randomFloats(rank * dIn, dIn), sigma = randomFloats(rank, 3, 10).map(Math.abs);
     const want = new Float32Array(dOut * dIn);
@@ -54,6 +55,42 @@ test('gkq_matmul_reconstruct_simd: u (d_out, rank) diag(sigma) vt, summed in ran
     const got = k.matmulReconstruct(u, sigma, vt, dOut, dIn, rank);
     assert.equal(firstBitDifference(got, want), -1, `${dOut} x ${dIn} rank ${rank}`);
   }
+});
+
+test('gkq_reconstruct_residual: Q4_0 / Q8_0 residual added per block, across packed column blocks', { skip: noModule }, async () => {
+  const k = await loadKernels();
+  // rank 40: V^T is packed in blocks of 1632 columns (64 Ki floats / 40, a multiple of 32), so 2112 columns are two
+  // blocks and the residual is added in each; 5 rows leave a partial row tile
+  for (const [rows, cols, rank] of [[5, 2112, 40], [4, 64, 3], [9, 96, 0]])
+    for (const bits of [4, 8]) {
+      const ut = randomFloats(rank * rows, rows + bits), vt = randomFloats(rank * cols, cols), sigma = randomFloats(rank, 7, 4);
+      const n = rows * cols, blockBytes = bits === 4 ? 18 : 34;
+      const res = randomBytes((n / 32) * blockBytes, n + bits);
+      const r = rng(bits);
+      const scales = [];
+      for (let b = 0; b < n / 32; b++) {  // finite f16 scales
+        const h = (Math.floor(r() * 30) << 10) | Math.floor(r() * 1024) | (r() < 0.5 ? 0x8000 : 0);
+        res[b * blockBytes] = h & 0xff;
+        res[b * blockBytes + 1] = h >> 8;
+        scales.push(f(f16ToF32(h)));
+      }
+      const q = (e) => {
+        const b = Math.floor(e / 32), j = e % 32, blk = b * blockBytes + 2;
+        if (bits === 8) return (res[blk + j] << 24) >> 24;
+        return (j < 16 ? res[blk + j] & 15 : res[blk + j - 16] >> 4) - 8;
+      };
+      const want = new Float32Array(n);
+      for (let i = 0; i < rows; i++)
+        for (let j = 0; j < cols; j++) {
+          let acc = 0;
+          for (let t = 0; t < rank; t++) acc = f(acc + f(f(sigma[t] * ut[t * rows + i]) * vt[t * cols + j]));
+          const e = i * cols + j;
+          want[e] = f(acc + f(q(e) * scales[Math.floor(e / 32)]));
+        }
+      const got = k.withBuffers([ut, sigma, vt, res], n, (pu, ps, pv, pr, out) =>
+        k.x.gkq_reconstruct_residual(pu, ps, pv, out, rows, cols, rank, pr, bits));
+      assert.equal(firstBitDifference(got, want), -1, `${rows} x ${cols} rank ${rank} + Q${bits}_0`);
+    }
 });
 
 test('gkq_dequantize_factors: 2/4/8-bit, packed or one per byte, delta, any start', { skip: noModule }, async () => {

@@ -1,12 +1,44 @@
-// GKQReconstructor and the knot reader on the records the C++ side wrote at test time (tests/wasm/
-// make_wasm_vectors.cpp): every record decodes to exactly the floats of the native gkq::decode_tensor; the LRU cache
-// counts hits, misses, evictions and reconstructions; remote-style reads touch only trailer, index and record;
-// corrupt and truncated knots are rejected with the record named.
+// GKQReconstructor and the knot reader (wasm/ts, compiled by the build) on the records the C++ side wrote at test
+// time (tests/wasm/make_wasm_vectors.cpp): every record decodes to exactly the floats of the native
+// gkq::decode_tensor; the LRU cache counts hits, misses, evictions and reconstructions; remote-style reads touch only
+// trailer, index and record; corrupt and truncated knots are rejected with the record named.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { gzipSync } from 'node:zlib';
-import { GKQReconstructor, KnotReader, decodeTensor } from '../js/gkq_reconstructor.mjs';
-import { loadKernels, noVectors, manifest, knotBytes, expected, firstBitDifference } from './helpers.mjs';
+import { lib, loadKernels, noModule, noVectors, manifest, knotBytes, expected, firstBitDifference } from './helpers.mjs';
+
+const { GKQReconstructor, KnotReader, decodeTensor } = lib;
+
+test('the modules under test are the TypeScript reconstructor, compiled by the build', { skip: noModule }, async () => {
+  const { existsSync, statSync, readFileSync } = await import('node:fs');
+  const { join, dirname } = await import('node:path');
+  const { fileURLToPath } = await import('node:url');
+  const { jsDir, reconstructorUrl } = await import('./helpers.mjs');
+  const tsDir = join(dirname(fileURLToPath(import.meta.url)), '..', 'ts');
+  assert.equal(fileURLToPath(reconstructorUrl), join(jsDir, 'gkq_reconstructor.mjs'));
+  for (const name of ['gkq_reconstructor', 'reconstruct_cli']) {
+    const source = join(tsDir, `${name}.mts`), built = join(jsDir, `${name}.mjs`);
+    assert.ok(existsSync(source), `${source} is missing`);
+    // tsc emitted it (with its declarations) from the current source: a stale build would test old code
+    assert.ok(existsSync(join(jsDir, `${name}.d.mts`)), `${name}.d.mts was not emitted`);
+    assert.ok(statSync(built).mtimeMs >= statSync(source).mtimeMs, `${built} is older than ${source}: rebuild gkq_wasm_js`);
+  }
+  // the public API that packaging/edge imports, with its types
+  const declarations = readFileSync(join(jsDir, 'gkq_reconstructor.d.mts'), 'utf8');
+  for (const api of ['export declare class GKQKernels', 'export declare class KnotReader', 'export declare class GKQReconstructor',
+                     'export declare function decodeTensor(', 'export declare function decodeTensorInWasm(',
+                     'readonly stats: ReconstructorStats'])
+    assert.ok(declarations.includes(api), `gkq_reconstructor.d.mts lacks '${api}'`);
+  assert.deepEqual(Object.keys(lib).sort(), ['Flags', 'GKQKernels', 'GKQReconstructor', 'KnotReader', 'Method', 'crc32',
+                                              'decodeKnotRecord', 'decodeTensor', 'decodeTensorInWasm', 'parseKnotIndex',
+                                              'parseKnotTrailer']);
+  // no hand-written JavaScript copy left beside the sources
+  assert.equal(existsSync(join(tsDir, '..', 'js')), false, 'wasm/js/ exists: the reconstructor lives in wasm/ts/');
+  // edge workers import the .wasm as a compiled WebAssembly.Module
+  const { modulePath } = await import('./helpers.mjs');
+  const kernels = await lib.GKQKernels.load(new WebAssembly.Module(readFileSync(modulePath)));
+  assert.deepEqual([...kernels.dequantizeSimd(Uint8Array.from([0, 255]), 2)], [-2, 2]);
+});
 
 test('every record decodes to the native decoder\'s floats, bit for bit', { skip: noVectors }, async () => {
   const kernels = await loadKernels();
@@ -69,11 +101,20 @@ test('range reads: trailer, index, then only the record asked for', { skip: noVe
   assert.equal(reads.length, 3);
 });
 
-test('a gzipped knot reads the same', { skip: noVectors }, async () => {
+test('a gzipped knot, and a knot at an odd offset of a Buffer, read the same', { skip: noVectors }, async () => {
   const kernels = await loadKernels();
   const knot = await KnotReader.fromBytes(gzipSync(knotBytes()), 'vectors.knot.gz');
   const entry = manifest().tensors.find((t) => t.name === 't7');
   assert.equal(firstBitDifference(decodeTensor(kernels, await knot.readRecord('t7')), expected(entry)), -1);
+  // a knot that starts at an odd offset of a Node Buffer (whose slice() is a view, not a copy) reads the same
+  const { readFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const { vectorsDir } = await import('./helpers.mjs');
+  const file = readFileSync(join(vectorsDir, 'vectors.knot'));
+  const padded = Buffer.concat([Buffer.from([1, 2, 3]), file]);
+  const offset = await KnotReader.fromBytes(padded.subarray(3), 'odd.knot');
+  for (const e of manifest().tensors.filter((t) => !t.bench))
+    assert.equal(firstBitDifference(decodeTensor(kernels, await offset.readRecord(e.name)), expected(e)), -1, e.label);
 });
 
 test('corrupt and truncated knots are rejected, naming the record', { skip: noVectors }, async () => {
@@ -104,8 +145,8 @@ test('reconstruct_cli.mjs: one tensor as a child process, one JSON line', { skip
   const { spawnSync } = await import('node:child_process');
   const { join } = await import('node:path');
   const { readFileSync } = await import('node:fs');
-  const { modulePath, vectorsDir } = await import('./helpers.mjs');
-  const cli = new URL('../js/reconstruct_cli.mjs', import.meta.url).pathname;
+  const { modulePath, vectorsDir, jsDir } = await import('./helpers.mjs');
+  const cli = join(jsDir, 'reconstruct_cli.mjs');
   const knot = join(vectorsDir, 'vectors.knot'), out = join(vectorsDir, 'cli.f32');
   const entry = manifest().tensors.find((t) => t.method === 'lowrank+residual' && !t.bench);
   const run = spawnSync(process.execPath, [cli, '--wasm', modulePath, '--knot', knot, '--tensor', entry.name, '--runs', '2',
