@@ -309,6 +309,37 @@ private slots:
         QVERIFY(!p.ffn_routing());
     }
 
+    void rederivedMasksEqualAFreshProfile() {
+        auto m = test::make_tiny_model(test::tiny_config(), 8);
+        const auto tokens = token_sequence(static_cast<int32_t>(m.config.vocab_size), 40);
+        Transformer p = load(m, source_of(m));
+        SaturationOptions o;
+        o.thresholds = {0.5};
+        auto at0 = profile_saturation(p, tokens, o);
+        o.min_frequency = 0.3;
+        auto at30 = profile_saturation(p, tokens, o);
+        QVERIFY(at0.is_ok() && at30.is_ok());
+        auto derived = rederive_masks(at0->front(), 0.3);
+        QVERIFY2(derived.is_ok(), derived.message().c_str());
+        QCOMPARE(derived->min_frequency, 0.3);
+        int64_t fewer = 0;
+        for (size_t l = 0; l < derived->layers.size(); ++l) {
+            QCOMPARE(derived->layers[l].hot, at30->front().layers[l].hot);
+            QCOMPARE(derived->layers[l].min_frequency, 0.3);
+            QCOMPARE(derived->layers[l].counts, at0->front().layers[l].counts);
+            QCOMPARE(derived->layers[l].histogram, at0->front().layers[l].histogram);
+            fewer += at0->front().layers[l].hot_count() - derived->layers[l].hot_count();
+        }
+        QVERIFY(fewer > 0);  // the frequency rule changed some masks, so the comparison above can fail
+        QVERIFY(!rederive_masks(at0->front(), 1.0).is_ok());
+        QVERIFY(!rederive_masks(at0->front(), -0.1).is_ok());
+        SaturationProfile broken = at0->front();
+        broken.layers[1].counts.pop_back();
+        auto bad = rederive_masks(broken, 0.1);
+        QVERIFY(!bad.is_ok());
+        QVERIFY2(bad.message().find("layers[1]") != std::string::npos, bad.message().c_str());
+    }
+
     void masksFileRoundTripAndChecks() {
         auto m = test::make_tiny_model(test::tiny_config(), 7);
         Transformer p = load(m, source_of(m));

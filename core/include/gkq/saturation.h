@@ -75,6 +75,13 @@ std::vector<uint8_t> pack_bitmask(const std::vector<uint8_t>& hot);
 // "sha256:" + the hex digest of pack_bitmask(hot).
 std::string bitmask_hash(const std::vector<uint8_t>& hot);
 
+// The profile with every block's hot mask re-derived from its stored counts for another min_frequency in [0, 1)
+// (hot_j <=> counts_j / n_tokens > min_frequency, the rule profile_saturation applies); counts, scales and
+// histograms stay as they are. A new activation threshold T cannot be derived from the counts: it needs a new
+// pass over the text (profile_saturation). InvalidArgument when the frequency is out of range, n_tokens <= 0 or a
+// block's counts do not hold neuron_count values (naming the block).
+Result<SaturationProfile> rederive_masks(const SaturationProfile& profile, double min_frequency);
+
 // Per block, the hot flags (for Transformer::set_ffn_routing).
 std::vector<std::vector<uint8_t>> routing_masks(const SaturationProfile& profile);
 

@@ -36,6 +36,11 @@ int saturation_histogram_bin(uint64_t count, uint64_t n_tokens) {
 
 namespace {
 
+// The one hot rule, shared by profiling and re-deriving so both decide every neuron identically.
+bool is_hot(uint64_t count, int64_t n_tokens, double min_frequency) {
+    return static_cast<double>(count) / static_cast<double>(n_tokens) > min_frequency;
+}
+
 // Runs the tokens window by window; `what` labels the pass in progress reports (fraction from..to).
 Status run_windows(Transformer& model, const std::vector<int32_t>& tokens, int64_t window, double from, double to,
                    const char* what, const ProgressFn& progress) {
@@ -122,12 +127,31 @@ Result<std::vector<SaturationProfile>> profile_saturation(Transformer& model, co
             ls.hot.resize(static_cast<size_t>(hidden));
             ls.histogram.assign(kSaturationHistogramBins, 0);
             for (int64_t j = 0; j < hidden; ++j) {
-                const double f = static_cast<double>(c[j]) / static_cast<double>(n_tokens);
-                ls.hot[static_cast<size_t>(j)] = f > p.min_frequency ? 1 : 0;
+                ls.hot[static_cast<size_t>(j)] = is_hot(c[j], n_tokens, p.min_frequency) ? 1 : 0;
                 ls.histogram[static_cast<size_t>(saturation_histogram_bin(c[j], static_cast<uint64_t>(n_tokens)))]++;
             }
             p.layers.push_back(std::move(ls));
         }
+    }
+    return out;
+}
+
+Result<SaturationProfile> rederive_masks(const SaturationProfile& profile, double min_frequency) {
+    if (!std::isfinite(min_frequency) || min_frequency < 0.0 || min_frequency >= 1.0)
+        return error(StatusCode::InvalidArgument, "profile: min_frequency must be in [0, 1)");
+    if (profile.n_tokens <= 0) return error(StatusCode::InvalidArgument, "profile: n_tokens must be > 0");
+    SaturationProfile out = profile;
+    out.min_frequency = min_frequency;
+    for (size_t l = 0; l < out.layers.size(); ++l) {
+        LayerSaturation& ls = out.layers[l];
+        if (ls.neuron_count < 0 || ls.counts.size() != static_cast<size_t>(ls.neuron_count))
+            return error(StatusCode::InvalidArgument, "profile: layers[" + std::to_string(l) + "]: " +
+                                                          std::to_string(ls.counts.size()) + " counts for " +
+                                                          std::to_string(ls.neuron_count) + " neurons");
+        ls.min_frequency = min_frequency;
+        ls.hot.resize(ls.counts.size());
+        for (size_t j = 0; j < ls.counts.size(); ++j)
+            ls.hot[j] = is_hot(ls.counts[j], out.n_tokens, min_frequency) ? 1 : 0;
     }
     return out;
 }
