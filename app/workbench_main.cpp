@@ -16,10 +16,10 @@
 namespace {
 const char* const kHelp =
     "usage: gkq-workbench [--screenshot DIR] [MODEL]\n\n"
-    "GKQ Workbench: open a model (safetensors file or folder, GGUF, llama2.c checkpoint), look at its spectra,\n"
-    "quantize it and export the result.\n\n"
+    "GKQ Workbench: open a model (safetensors file or folder, GGUF, llama2.c checkpoint) or a knot (shown decoded),\n"
+    "look at its spectra and saturation masks, quantize it and export the result.\n\n"
     "arguments:\n"
-    "  MODEL             model file or folder to open (default: the bundled demo model, when present)\n\n"
+    "  MODEL             model file or folder, or a knot, to open (default: the bundled demo model, when present)\n\n"
     "options:\n"
     "  --screenshot DIR  open the model, compute each main view and save it as DIR/<view>.png, then exit\n"
     "                    (uses the offscreen platform unless QT_QPA_PLATFORM is set)\n"

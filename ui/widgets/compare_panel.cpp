@@ -1,5 +1,6 @@
 #include "widgets/compare_panel.h"
 
+#include "charts/chart_export.h"
 #include "charts/pareto_chart.h"
 #include "gkq/atomic_file.h"
 #include "gkq/quantize.h"
@@ -43,6 +44,7 @@ ComparePanel::ComparePanel(JobRunner* runner, QWidget* parent) : QWidget(parent)
     m_cancelButton = new QPushButton(tr("Cancel"), this);
     m_csvButton = new QPushButton(tr("Export CSV..."), this);
     m_pngButton = new QPushButton(tr("Export PNG..."), this);
+    m_svgButton = new QPushButton(tr("Export SVG..."), this);
     connect(m_runButton, &QPushButton::clicked, this, &ComparePanel::run);
     connect(m_cancelButton, &QPushButton::clicked, this, &ComparePanel::cancel);
     connect(m_csvButton, &QPushButton::clicked, this, [this] {
@@ -52,6 +54,11 @@ ComparePanel::ComparePanel(JobRunner* runner, QWidget* parent) : QWidget(parent)
     connect(m_pngButton, &QPushButton::clicked, this, [this] {
         const QString p = QFileDialog::getSaveFileName(this, tr("Export chart"), QString(), tr("PNG (*.png)"));
         if (!p.isEmpty() && !exportPng(p)) m_status->setText(tr("Cannot write %1").arg(p));
+    });
+    connect(m_svgButton, &QPushButton::clicked, this, [this] {
+        const QString p = QFileDialog::getSaveFileName(this, tr("Export chart"), QString(), tr("SVG (*.svg)"));
+        QString error;
+        if (!p.isEmpty() && !exportSvg(p, &error)) m_status->setText(error);
     });
     m_progress = new QProgressBar(this);
     m_progress->setRange(0, 1000);
@@ -67,6 +74,7 @@ ComparePanel::ComparePanel(JobRunner* runner, QWidget* parent) : QWidget(parent)
     buttons->addStretch(1);
     buttons->addWidget(m_csvButton);
     buttons->addWidget(m_pngButton);
+    buttons->addWidget(m_svgButton);
 
     m_chart = new ParetoChart(this);
     m_chart->setMinimumHeight(260);
@@ -204,6 +212,10 @@ bool ComparePanel::exportPng(const QString& path) const {
     buffer.open(QIODevice::WriteOnly);
     if (!m_chart->grab().save(&buffer, "PNG")) return false;
     return write_file_atomic(path.toStdString(), std::string_view(bytes.constData(), static_cast<size_t>(bytes.size()))).is_ok();
+}
+
+bool ComparePanel::exportSvg(const QString& path, QString* error) const {
+    return exportChartSvg(m_chart, path, error);
 }
 
 void ComparePanel::onEnded(quint64 id, Ended how) {

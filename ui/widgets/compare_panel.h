@@ -36,6 +36,8 @@ public:
     void cancel();
     bool exportCsv(const QString& path) const;
     bool exportPng(const QString& path) const;
+    // The chart as SVG (charts/chart_export.h), written atomically.
+    bool exportSvg(const QString& path, QString* error = nullptr) const;
 
     CompareResultModel* resultModel() const { return m_results; }
     ParetoChart* chart() const { return m_chart; }
@@ -59,6 +61,7 @@ private:
     QPushButton* m_cancelButton = nullptr;
     QPushButton* m_csvButton = nullptr;
     QPushButton* m_pngButton = nullptr;
+    QPushButton* m_svgButton = nullptr;
     QProgressBar* m_progress = nullptr;
     QLabel* m_status = nullptr;
     ParetoChart* m_chart = nullptr;

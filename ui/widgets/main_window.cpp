@@ -6,6 +6,10 @@
 #include "widgets/compare_panel.h"
 #include "widgets/model_browser.h"
 #include "widgets/quantize_panel.h"
+#include "widgets/reconstruct_panel.h"
+#include "widgets/rknot_editor.h"
+#include "widgets/saturation_panel.h"
+#include "widgets/server_panel.h"
 #include "widgets/spectrum_panel.h"
 
 #include <QApplication>
@@ -72,6 +76,29 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     m_tabs->addTab(m_quantize, tr("Quantize"));
     m_compare = new ComparePanel(m_runner, this);
     m_tabs->addTab(m_compare, tr("Compare"));
+    m_saturation = new SaturationPanel(m_runner, this);
+    m_tabs->addTab(m_saturation, tr("Saturation"));
+    m_tuning = new RknotEditor(m_runner, m_quantize, this);
+    m_tabs->addTab(m_tuning, tr("Tuning"));
+    connect(m_tuning, &RknotEditor::titleChanged, this,
+            [this](const QString& title) { m_tabs->setTabText(m_tabs->indexOf(m_tuning), title); });
+    connect(m_tuning, &RknotEditor::requantizeStarted, this, [this] { m_tabs->setCurrentWidget(m_quantize); });
+    connect(m_tuning, &RknotEditor::errorOccurred, this, [this](const QString& m) { statusBar()->showMessage(m); });
+    m_reconstruct = new ReconstructPanel(m_runner, this);
+    m_tabs->addTab(m_reconstruct, tr("Reconstruct"));
+    m_serve = new ServerPanel(this);
+    m_tabs->addTab(m_serve, tr("Serve"));
+    // The last knot the Quantize panel wrote is what Reconstruct and Serve work on (each can open another).
+    connect(m_quantize, &QuantizePanel::quantized, this, [this] {
+        m_reconstruct->setKnotPath(m_quantize->lastKnotPath());
+        if (m_serve->isRunning()) return;
+        m_serve->setKnotPath(m_quantize->lastKnotPath());
+        // A model whose vocabulary is a llama2.c tokenizer.bin beside it (the demo) leaves the knot without one.
+        const QFileInfo source(m_modelPath);
+        const QString tokenizer = QDir(source.isDir() ? source.absoluteFilePath() : source.absolutePath())
+                                      .filePath(QStringLiteral("tokenizer.bin"));
+        if (QFileInfo::exists(tokenizer)) m_serve->setTokenizerPath(tokenizer);
+    });
     setCentralWidget(m_tabs);
     connect(m_quantize, &QuantizePanel::exported, this,
             [this](const QString& path) { statusBar()->showMessage(tr("Wrote %1").arg(path)); });
@@ -133,6 +160,11 @@ MainWindow::~MainWindow() {
 }
 
 QString MainWindow::demoModelPath() {
+    // An installed binary (bin/gkq-workbench) uses the copy installed beside it in share/gkq/demo, first: a build
+    // tree has no such folder and falls through to the source tree's copy.
+    const QString installed =
+        QDir::cleanPath(QCoreApplication::applicationDirPath() + QStringLiteral("/../share/gkq/demo"));
+    if (QFileInfo::exists(installed + QStringLiteral("/model.safetensors"))) return installed;
 #ifdef GKQ_DEMO_MODEL_DIR
     const QString dir = QStringLiteral(GKQ_DEMO_MODEL_DIR);
     if (QFileInfo::exists(dir + QStringLiteral("/model.safetensors"))) return dir;
@@ -156,6 +188,7 @@ void MainWindow::buildMenus() {
         m_spectrum->analyze();
     });
     analysis->addAction(tr("&Quantize"), QKeySequence(Qt::CTRL | Qt::Key_R), this, [this] {
+        if (m_knot) return showError(knotNotice());
         m_tabs->setCurrentWidget(m_quantize);
         m_quantize->startQuantize();
     });
@@ -167,13 +200,17 @@ void MainWindow::buildMenus() {
     view->addAction(tr("&Spectrum"), QKeySequence(Qt::CTRL | Qt::Key_2), this, [this] { m_tabs->setCurrentIndex(SpectrumTab); });
     view->addAction(tr("&Quantize"), QKeySequence(Qt::CTRL | Qt::Key_3), this, [this] { m_tabs->setCurrentIndex(QuantizeTab); });
     view->addAction(tr("&Compare"), QKeySequence(Qt::CTRL | Qt::Key_4), this, [this] { m_tabs->setCurrentIndex(CompareTab); });
+    view->addAction(tr("S&aturation"), QKeySequence(Qt::CTRL | Qt::Key_5), this, [this] { m_tabs->setCurrentWidget(m_saturation); });
+    view->addAction(tr("&Tuning"), QKeySequence(Qt::CTRL | Qt::Key_6), this, [this] { m_tabs->setCurrentWidget(m_tuning); });
+    view->addAction(tr("&Reconstruct"), QKeySequence(Qt::CTRL | Qt::Key_7), this, [this] { m_tabs->setCurrentWidget(m_reconstruct); });
+    view->addAction(tr("Ser&ve"), QKeySequence(Qt::CTRL | Qt::Key_8), this, [this] { m_tabs->setCurrentWidget(m_serve); });
 }
 
 void MainWindow::openDialog() {
     QSettings settings;
     const QString path = QFileDialog::getOpenFileName(
         this, tr("Open model"), settings.value(QStringLiteral("lastDir")).toString(),
-        tr("Models (*.safetensors *.gguf *.bin *.json);;All files (*)"));
+        tr("Models and knots (*.safetensors *.gguf *.bin *.json *.knot *.knot.gz);;All files (*)"));
     if (path.isEmpty()) return;
     settings.setValue(QStringLiteral("lastDir"), QFileInfo(path).absolutePath());
     openModel(path);
@@ -182,14 +219,17 @@ void MainWindow::openDialog() {
 quint64 MainWindow::openModel(const QString& path) {
     const std::string p = path.toStdString();
     statusBar()->showMessage(tr("Opening %1...").arg(path));
-    m_loadJob = m_runner->run<std::shared_ptr<const ModelFile>>(
+    // A knot is decoded into its own folder of m_scratch (removed when the next model opens).
+    const QString knotDir = m_scratch.filePath(QStringLiteral("knot-%1").arg(++m_nKnotOpens));
+    m_loadJob = m_runner->run<OpenedModel>(
         kLoadKey, tr("Opening %1").arg(QFileInfo(path).fileName()),
-        [p](const ProgressFn&) -> Result<std::shared_ptr<const ModelFile>> {
-            auto opened = ModelFile::open(p);
-            if (!opened) return opened.status();
-            return std::shared_ptr<const ModelFile>(std::make_shared<ModelFile>(std::move(opened).value()));
-        },
-        [this, path](std::shared_ptr<const ModelFile>& model) { onModelOpened(path, std::move(model)); });
+        [p, dir = knotDir.toStdString()](const ProgressFn& progress) { return openModelOrKnot(p, dir, progress); },
+        [this, path, knotDir](OpenedModel& opened) {
+            if (!m_knotDir.isEmpty() && m_knotDir != knotDir) QDir(m_knotDir).removeRecursively();  // mmaps outlive it
+            m_knotDir = opened.knot ? knotDir : QString();
+            m_knot = std::move(opened.knot);
+            onModelOpened(path, std::move(opened.model));
+        });
     return m_loadJob;
 }
 
@@ -201,6 +241,18 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const ModelF
     m_spectrum->setModel(m_model);
     m_quantize->setModel(m_model);
     m_compare->setModel(m_model);
+    m_tuning->setModel(m_model, m_knot ? path : QString());
+    m_saturation->setModel(m_model, m_knot ? path : QString(), m_knot ? m_knot->vocab : Vocabulary{});
+    if (m_knot) {  // an opened knot is also what Reconstruct and Serve work on
+        m_reconstruct->setKnotPath(path);
+        if (!m_serve->isRunning()) m_serve->setKnotPath(path);
+    }
+    // A knot holds no original to measure against: Quantize (its Evaluate) and Compare are off, and say why.
+    for (QWidget* needsOriginal : {static_cast<QWidget*>(m_quantize), static_cast<QWidget*>(m_compare)}) {
+        const int index = m_tabs->indexOf(needsOriginal);
+        m_tabs->setTabEnabled(index, !m_knot);
+        m_tabs->setTabToolTip(index, knotNotice());
+    }
     const ModelConfig& c = m_model->config();
     m_summary->setText(tr("<b>%1</b> — %2<br>dim %3, hidden %4, %5 layers, %6 heads (%7 kv), vocab %8, context %9; "
                           "%10 tensors, %11 parameters, %12 bytes")
@@ -210,13 +262,47 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const ModelF
                            .arg(m_model->tensors().size())
                            .arg(QLocale().toString(static_cast<qlonglong>(m_model->n_params())))
                            .arg(QLocale().toString(static_cast<qulonglong>(m_model->n_tensor_bytes()))));
+    if (m_knot) {
+        const KnotSummary& k = *m_knot;
+        QStringList methods;
+        for (const auto& [name, n] : k.methods)
+            methods << QStringLiteral("%1 %2").arg(QString::fromStdString(name)).arg(n);
+        m_summary->setText(
+            tr("<b>%1</b> — knot%2, written by %3; command <tt>%4</tt>%5<br>%6 records (%7), %8 parameters, %9 bytes "
+               "= %10 bits per weight (whole file)<br>Shown decoded: the float32 weights this knot reconstructs.<br>"
+               "dim %11, hidden %12, %13 layers, %14 heads (%15 kv), vocab %16, context %17<br><b>%18</b>")
+                .arg(path.toHtmlEscaped(), k.gzipped ? tr(" (gzipped)") : QString(),
+                     QString::fromStdString(k.producer).toHtmlEscaped(),
+                     QString::fromStdString(k.command).toHtmlEscaped(),
+                     k.preset.empty() ? QString()
+                                      : tr(", preset %1").arg(QString::fromStdString(k.preset).toHtmlEscaped()))
+                .arg(k.n_records)
+                .arg(methods.join(QStringLiteral(", ")))
+                .arg(QLocale().toString(static_cast<qlonglong>(k.n_params)))
+                .arg(QLocale().toString(static_cast<qulonglong>(k.file_bytes)))
+                .arg(k.bitsPerWeight(), 0, 'f', 3)
+                .arg(c.dim).arg(c.hidden_dim).arg(c.n_layers).arg(c.n_heads).arg(c.n_kv_heads)
+                .arg(c.vocab_size).arg(c.context_length)
+                .arg(knotNotice().toHtmlEscaped()));
+    }
     m_table->resizeColumnsToContents();
-    setWindowTitle(tr("%1 — GKQ Workbench").arg(QFileInfo(path).fileName()));
+    setWindowTitle(m_knot ? tr("%1 (knot, %2 bpw) — GKQ Workbench")
+                                .arg(QFileInfo(path).fileName())
+                                .arg(m_knot->bitsPerWeight(), 0, 'f', 3)
+                          : tr("%1 — GKQ Workbench").arg(QFileInfo(path).fileName()));
     statusBar()->showMessage(tr("Opened %1").arg(path));
     m_lastError.clear();
     addRecentFile(path);
     m_spectrum->analyze();
     emit modelLoaded(path);
+}
+
+QString MainWindow::knotNotice() const {
+    if (!m_knot) return {};
+    return tr("This is a knot: Quantize, Evaluate and Compare measure a model against its original, which a knot does "
+              "not hold. Open the original model to quantize it, or compare this knot with it: gkq eval --base "
+              "ORIGINAL --candidate %1 --text FILE.")
+        .arg(QString::fromStdString(m_knot->path));
 }
 
 QStringList MainWindow::recentFiles() const {
@@ -258,6 +344,16 @@ void MainWindow::saveLayout() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
+    // Unsaved tuning edits: ask first (a non-blocking box; offscreen the close is refused and the Tuning view says why).
+    if (!m_tuning->confirmDiscard(tr("close the window"), [this] {
+            m_tuning->discardEdits();
+            close();
+        })) {
+        m_tabs->setCurrentWidget(m_tuning);
+        statusBar()->showMessage(m_tuning->lastMessage());
+        event->ignore();
+        return;
+    }
     saveLayout();
     m_runner->cancelAll();
     event->accept();

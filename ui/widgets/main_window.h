@@ -7,9 +7,11 @@
 #pragma once
 
 #include "gkq/model_file.h"
+#include "jobs/open_model_job.h"
 
 #include <QMainWindow>
 #include <QStringList>
+#include <QTemporaryDir>
 #include <memory>
 
 class QLabel;
@@ -26,13 +28,17 @@ class ComparePanel;
 class JobRunner;
 class ModelBrowser;
 class QuantizePanel;
+class ReconstructPanel;
+class RknotEditor;
+class SaturationPanel;
+class ServerPanel;
 class SpectrumPanel;
 class TensorTableModel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
-    enum Tab { OverviewTab, SpectrumTab, QuantizeTab, CompareTab };
+    enum Tab { OverviewTab, SpectrumTab, QuantizeTab, CompareTab, SaturationTab, TuningTab, ReconstructTab, ServeTab };
 
     explicit MainWindow(QWidget* parent = nullptr);
     ~MainWindow() override;
@@ -54,6 +60,14 @@ public:
     SpectrumPanel* spectrumPanel() const { return m_spectrum; }
     QuantizePanel* quantizePanel() const { return m_quantize; }
     ComparePanel* comparePanel() const { return m_compare; }
+    SaturationPanel* saturationPanel() const { return m_saturation; }
+    ReconstructPanel* reconstructPanel() const { return m_reconstruct; }
+    ServerPanel* serverPanel() const { return m_serve; }
+    RknotEditor* rknotEditor() const { return m_tuning; }
+    // Set while the open model is a knot (decoded for the views): what the knot records about itself.
+    const std::optional<KnotSummary>& knot() const { return m_knot; }
+    // Why Quantize, Evaluate and Compare are off while a knot is open; empty otherwise.
+    QString knotNotice() const;
     QTabWidget* tabs() const { return m_tabs; }
 
 signals:
@@ -83,6 +97,14 @@ private:
     SpectrumPanel* m_spectrum = nullptr;
     QuantizePanel* m_quantize = nullptr;
     ComparePanel* m_compare = nullptr;
+    SaturationPanel* m_saturation = nullptr;
+    ReconstructPanel* m_reconstruct = nullptr;
+    ServerPanel* m_serve = nullptr;
+    RknotEditor* m_tuning = nullptr;
+    std::optional<KnotSummary> m_knot;
+    QTemporaryDir m_scratch;  // decoded knots, one folder per open
+    QString m_knotDir;        // the open knot's folder in m_scratch
+    int m_nKnotOpens = 0;
     QTabWidget* m_tabs = nullptr;
     QMenu* m_recentMenu = nullptr;
     QLabel* m_jobLabel = nullptr;

@@ -178,6 +178,7 @@ QuantizeOptions QuantizePanel::options() const {
     if (m_factorBits->currentData().toInt() > 0) o.global.factor_bits = m_factorBits->currentData().toInt();
     if (m_residual->currentData().toInt() >= 0) o.global.residual = static_cast<ResidualKind>(m_residual->currentData().toInt());
     o.n_threads = m_threads->value();
+    o.per_layer = m_tuning;
     o.producer = "gkq-workbench";
     return o;
 }
@@ -212,6 +213,14 @@ quint64 QuantizePanel::startQuantize() {
         });
     updateButtons();
     return m_job;
+}
+
+quint64 QuantizePanel::startQuantizeWithTuning(std::vector<LayerOverride> perLayer, const QString& source) {
+    m_tuning = std::move(perLayer);
+    const quint64 id = startQuantize();  // options() copies m_tuning into this run's options
+    m_tuning.clear();
+    if (id != 0) m_status->setText(tr("Quantizing with preset %1 and the tuning of %2...").arg(preset(), source));
+    return id;
 }
 
 void QuantizePanel::cancel() {

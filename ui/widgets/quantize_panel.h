@@ -41,6 +41,9 @@ public:
     QuantizeOptions options() const;
 
     quint64 startQuantize();  // 0 without a model
+    // One run with per-layer overrides (an rknot tuning, rknot_layer_overrides) above the controls' options;
+    // `source` names the tuning in the status line. Later runs are untuned again.
+    quint64 startQuantizeWithTuning(std::vector<LayerOverride> perLayer, const QString& source);
     void cancel();
     // Export the last knot, or a reconstruction of it (format from the extension: .safetensors, .gguf, .bin).
     quint64 exportKnot(const QString& path);
@@ -85,6 +88,7 @@ private:
     std::optional<EvalReport> m_eval;
     std::optional<QuantizeReport> m_report;
     QString m_knotPath;
+    std::vector<LayerOverride> m_tuning;  // set only while startQuantizeWithTuning() starts its run
 
     QComboBox* m_presetCombo = nullptr;
     QLabel* m_presetDescription = nullptr;

@@ -1,12 +1,17 @@
 #include "widgets/screenshot_session.h"
 
 #include "jobs/job_runner.h"
+#include "models/rknot_tree_model.h"
 #include "models/spectrum_store.h"
 #include "gkq/codec.h"
 #include "widgets/compare_panel.h"
 #include "widgets/main_window.h"
 #include "widgets/model_browser.h"
 #include "widgets/quantize_panel.h"
+#include "widgets/reconstruct_panel.h"
+#include "widgets/rknot_editor.h"
+#include "widgets/saturation_panel.h"
+#include "widgets/server_panel.h"
 #include "widgets/spectrum_panel.h"
 
 #include <QCoreApplication>
@@ -17,6 +22,7 @@
 #include <QTemporaryDir>
 #include <QPixmap>
 #include <QTabWidget>
+#include <QTreeView>
 #include <functional>
 
 namespace gkq::ui {
@@ -137,6 +143,99 @@ QStringList renderScreenshots(MainWindow& window, const QString& modelPath, cons
         }
         if (!save(window, dir.filePath(QStringLiteral("compare.png")), written, error)) return {};
     }
+
+    // Saturation masks of the first 1024 tokens of the panel's calibration text (heldout.txt beside the model).
+    SaturationPanel* saturation = window.saturationPanel();
+    if (!saturation->textPath().isEmpty()) {
+        window.tabs()->setCurrentWidget(saturation);
+        saturation->setMaxTokens(1024);
+        bool profiled = false;
+        QObject::connect(saturation, &SaturationPanel::profiled, &window, [&profiled] { profiled = true; });
+        if (saturation->startProfile() == 0 ||
+            !waitUntil([&] { return profiled || !saturation->errorText().isEmpty(); }, deadline) || !profiled) {
+            *error = saturation->errorText().isEmpty() ? QStringLiteral("saturation profile did not finish")
+                                                       : saturation->errorText();
+            return {};
+        }
+        if (!save(window, dir.filePath(QStringLiteral("saturation.png")), written, error)) return {};
+    }
+
+    // The rknot of the lowrank-q4 knot (spectra of the model's matrices) in the Tuning view, the focus tensor's entry
+    // opened.
+    RknotEditor* tuning = window.rknotEditor();
+    if (!quantize->lastKnotPath().isEmpty()) {
+        window.tabs()->setCurrentWidget(tuning);
+        bool encoded = false;
+        QString failed;
+        QObject::connect(tuning, &RknotEditor::encoded, &window, [&encoded] { encoded = true; });
+        QObject::connect(tuning, &RknotEditor::errorOccurred, &window, [&failed](const QString& m) { failed = m; });
+        if (tuning->newFromOpenModel(true) == 0 ||
+            !waitUntil([&] { return encoded || !failed.isEmpty(); }, deadline) || !encoded) {
+            *error = failed.isEmpty() ? QStringLiteral("the rknot was not encoded") : failed;
+            return {};
+        }
+        const RknotTreeModel* tree = tuning->treeModel();
+        const QModelIndex layers = tree->indexOfPath(QStringLiteral("folded_waves.layers"));
+        tuning->view()->expand(layers);
+        for (size_t i = 0; i < tree->rknot().layers.size(); ++i)
+            if (QString::fromStdString(tree->rknot().layers[i].tensor) == focus) {
+                const QModelIndex entry = tree->index(static_cast<int>(i), 0, layers);
+                tuning->view()->expand(entry);
+                tuning->view()->scrollTo(entry, QAbstractItemView::PositionAtTop);
+            }
+        if (!save(window, dir.filePath(QStringLiteral("tuning.png")), written, error)) return {};
+    }
+
+    // Reconstruct the focus tensor of the quantized knot on every backend (the panel holds the Quantize knot).
+    ReconstructPanel* reconstruct = window.reconstructPanel();
+    if (!reconstruct->knotPath().isEmpty()) {
+        window.tabs()->setCurrentWidget(reconstruct);
+        QStringList pick{focus};
+        for (const QString& t : reconstruct->tensorNames())
+            if (pick.size() < 2 && t != focus) pick << t;
+        reconstruct->setSelectedTensors(pick);
+        bool rebuilt = false;
+        QString failed;
+        QObject::connect(reconstruct, &ReconstructPanel::reconstructed, &window, [&rebuilt] { rebuilt = true; });
+        QObject::connect(reconstruct, &ReconstructPanel::errorOccurred, &window,
+                         [&failed](const QString& m) { failed = m; });
+        if (reconstruct->start() == 0 || !waitUntil([&] { return rebuilt || !failed.isEmpty(); }, deadline) || !rebuilt) {
+            *error = failed.isEmpty() ? QStringLiteral("reconstruction did not finish") : failed;
+            return {};
+        }
+        if (!save(window, dir.filePath(QStringLiteral("reconstruct.png")), written, error)) return {};
+    }
+
+#ifdef GKQ_WITH_SERVER  // a build without the server only says so in the Serve tab
+    // Serve the knot on a free port: one greedy prompt, then a few seconds of its metrics.
+    ServerPanel* serve = window.serverPanel();
+    if (!serve->knotPath().isEmpty()) {
+        window.tabs()->setCurrentWidget(serve);
+        serve->setPort(0);
+        if (!serve->start()) {
+            *error = serve->statusText();
+            return {};
+        }
+        QString failed;
+        bool answered = false;
+        QObject::connect(serve, &ServerPanel::errorOccurred, &window, [&failed](const QString& m) { failed = m; });
+        QObject::connect(serve, &ServerPanel::answerReceived, &window, [&answered] { answered = true; });
+        if (waitUntil([&] { return serve->isHealthy() || !failed.isEmpty(); }, deadline) && serve->isHealthy()) {
+            serve->setPrompt(QStringLiteral("Once upon a time"));
+            serve->setTemperature(0.0);
+            serve->sendPrompt();
+            const int scrapes = serve->scrapeCount();
+            waitUntil([&] { return (answered && serve->scrapeCount() >= scrapes + 4) || !failed.isEmpty(); }, deadline);
+        }
+        const bool ok = failed.isEmpty() && answered && save(window, dir.filePath(QStringLiteral("serve.png")), written, error);
+        serve->stop();
+        if (!ok) {
+            if (!failed.isEmpty()) *error = failed;
+            else if (error->isEmpty()) *error = QStringLiteral("the server did not answer");
+            return {};
+        }
+    }
+#endif
     return written;
 }
 

@@ -1,5 +1,6 @@
 #include "widgets/spectrum_panel.h"
 
+#include "charts/chart_export.h"
 #include "charts/rank_stats.h"
 #include "charts/spectrum_chart.h"
 #include "charts/spectrum_heat_map.h"
@@ -7,6 +8,7 @@
 #include "models/spectrum_store.h"
 
 #include <QComboBox>
+#include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
@@ -61,6 +63,17 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     top->addWidget(m_analyzeButton);
     top->addWidget(m_pinButton);
     top->addWidget(m_clearButton);
+    for (const QString& format : {QStringLiteral("PNG"), QStringLiteral("SVG")}) {
+        auto* button = new QPushButton(tr("Export %1...").arg(format), this);
+        connect(button, &QPushButton::clicked, this, [this, format] {
+            const QString p = QFileDialog::getSaveFileName(this, tr("Export chart"), QString(),
+                                                           QStringLiteral("%1 (*.%2)").arg(format, format.toLower()));
+            QString error;
+            if (!p.isEmpty() && !(format == QLatin1String("SVG") ? exportSvg(p, &error) : exportPng(p, &error)))
+                m_title->setText(error);
+        });
+        top->addWidget(button);
+    }
 
     m_chart = new SpectrumChart(this);
     m_chart->setMinimumHeight(260);
@@ -285,6 +298,13 @@ void SpectrumPanel::refreshHeatMap() {
         spectra.push_back(s->singular_values);
     }
     m_heatMap->setSpectra(tr("%1: s_i / s_1 by layer").arg(roleText(role)), labels, spectra);
+}
+
+bool SpectrumPanel::exportPng(const QString& path, QString* error) const {
+    return exportChartPng(m_chart, path, error);
+}
+bool SpectrumPanel::exportSvg(const QString& path, QString* error) const {
+    return exportChartSvg(m_chart, path, error);
 }
 
 }  // namespace gkq::ui

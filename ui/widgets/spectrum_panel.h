@@ -36,6 +36,9 @@ public:
     void pinCurrent();
     void clearOverlay();
     void setHeatMapRole(TensorRole role);
+    // The spectrum chart as PNG or SVG (charts/chart_export.h), written atomically; false with `error` naming the file.
+    bool exportPng(const QString& path, QString* error = nullptr) const;
+    bool exportSvg(const QString& path, QString* error = nullptr) const;
 
     SpectrumStore* store() const { return m_store; }
     SpectrumChart* chart() const { return m_chart; }
