@@ -18,6 +18,9 @@ packages=(
     emscripten nodejs node-typescript
     # HTTP benchmarks and the load test: wrk against gkq serve and nginx
     wrk nginx-light
+    # packaging tests: the .deb (dpkg-dev for dpkg-shlibdeps, desktop-file-validate), the container entrypoint and
+    # the k8s scripts (curl, jq), the monitoring config (promtool and a real Prometheus)
+    dpkg-dev desktop-file-utils curl jq prometheus
 )
 
 missing=()

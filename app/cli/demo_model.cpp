@@ -10,11 +10,13 @@ namespace fs = std::filesystem;
 std::string demo_model_dir() {
     std::error_code ec;
     std::vector<fs::path> candidates;
+    // The installed copy first: an installed gkq must not open a source tree that happens to still exist (a build
+    // tree has no share/gkq/demo beside its binary, so it falls through to the source tree's copy).
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) candidates.push_back(exe.parent_path() / ".." / "share" / "gkq" / "demo");
 #ifdef GKQ_DEMO_MODEL_DIR
     candidates.emplace_back(GKQ_DEMO_MODEL_DIR);
 #endif
-    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec) candidates.push_back(exe.parent_path() / ".." / "share" / "gkq" / "demo");
     for (const fs::path& dir : candidates)
         if (fs::is_regular_file(dir / "model.safetensors", ec)) return fs::weakly_canonical(dir, ec).string();
     return {};

@@ -1,6 +1,6 @@
 // The bundled demo model (resources/demo: model.safetensors + config.json + tokenizer.bin), which generate, eval,
-// inspect and quantize open when no MODEL is given. Looked up in the source tree the binary was built from
-// (GKQ_DEMO_MODEL_DIR), then next to an installed binary (../share/gkq/demo).
+// inspect and quantize open when no MODEL is given. Looked up next to an installed binary (../share/gkq/demo), then
+// in the source tree the binary was built from (GKQ_DEMO_MODEL_DIR).
 #pragma once
 
 #include <string>
