@@ -6,6 +6,7 @@
 #include "gkq/quantize.h"
 #include "jobs/evaluate_job.h"
 #include "jobs/job_runner.h"
+#include "jobs/job_watch.h"
 
 #include <QBuffer>
 #include <QDir>
@@ -37,7 +38,8 @@ ComparePanel::ComparePanel(JobRunner* runner, QWidget* parent) : QWidget(parent)
     auto* browse = new QPushButton(tr("Browse..."), this);
     connect(browse, &QPushButton::clicked, this, [this] {
         const QString dir = m_model ? QFileInfo(QString::fromStdString(m_model->path())).absolutePath() : QString();
-        const QString path = QFileDialog::getOpenFileName(this, tr("Text to evaluate on"), dir, tr("Text (*.txt);;All files (*)"));
+        const QString path =
+            QFileDialog::getOpenFileName(this, tr("Text to evaluate on"), dir, tr("Text (*.txt);;All files (*)"));
         if (!path.isEmpty()) m_text->setText(path);
     });
     m_runButton = new QPushButton(tr("Compare"), this);
@@ -60,10 +62,9 @@ ComparePanel::ComparePanel(JobRunner* runner, QWidget* parent) : QWidget(parent)
         QString error;
         if (!p.isEmpty() && !exportSvg(p, &error)) m_status->setText(error);
     });
-    m_progress = new QProgressBar(this);
-    m_progress->setRange(0, 1000);
-    m_status = new QLabel(this);
-    m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    const ProgressWidgets progress = makeProgressWidgets(this);
+    m_progress = progress.bar;
+    m_status = progress.status;
 
     auto* textRow = new QHBoxLayout();
     textRow->addWidget(m_text, 1);
@@ -98,18 +99,12 @@ ComparePanel::ComparePanel(JobRunner* runner, QWidget* parent) : QWidget(parent)
     layout->addWidget(m_status);
     layout->addWidget(split, 1);
 
-    connect(m_runner, &JobRunner::progressChanged, this, [this](quint64 id, double f, const QString& what) {
-        if (id != m_job) return;
-        m_progress->setValue(static_cast<int>(f * 1000.0));
-        m_status->setText(what);
-    });
-    connect(m_runner, &JobRunner::finished, this, [this](quint64 id) { onEnded(id, Ended::Finished); });
-    connect(m_runner, &JobRunner::cancelled, this, [this](quint64 id) { onEnded(id, Ended::Cancelled); });
-    connect(m_runner, &JobRunner::failed, this, [this](quint64 id, const QString& message) {
-        if (id != m_job) return;
-        m_status->setText(message);
-        onEnded(id, Ended::Failed);
-    });
+    watchJobs(
+        m_runner, this, [this](quint64 id) { return id == m_job; }, progress,
+        [this](quint64 id, JobEnd how, const QString& message) {
+            if (how == JobEnd::Failed) m_status->setText(message);
+            onEnded(id, how);
+        });
     m_cancelButton->setEnabled(false);
 }
 
@@ -127,14 +122,16 @@ void ComparePanel::setModel(std::shared_ptr<const ModelFile> model) {
     m_chart->setPoints({});
     if (m_model) {
         const QFileInfo info(QString::fromStdString(m_model->path()));
-        const QString heldout = QDir(info.isDir() ? info.absoluteFilePath() : info.absolutePath()).filePath(QStringLiteral("heldout.txt"));
+        const QString heldout =
+            QDir(info.isDir() ? info.absoluteFilePath() : info.absolutePath()).filePath(QStringLiteral("heldout.txt"));
         if (QFileInfo::exists(heldout)) m_text->setText(heldout);
     }
 }
 
 void ComparePanel::setPresets(const QStringList& presets) {
     for (int i = 0; i < m_presetList->count(); ++i)
-        m_presetList->item(i)->setCheckState(presets.contains(m_presetList->item(i)->text()) ? Qt::Checked : Qt::Unchecked);
+        m_presetList->item(i)->setCheckState(presets.contains(m_presetList->item(i)->text()) ? Qt::Checked
+                                                                                             : Qt::Unchecked);
 }
 
 QStringList ComparePanel::presets() const {
@@ -144,7 +141,9 @@ QStringList ComparePanel::presets() const {
     return out;
 }
 
-void ComparePanel::setTextPath(const QString& path) { m_text->setText(path); }
+void ComparePanel::setTextPath(const QString& path) {
+    m_text->setText(path);
+}
 
 quint64 ComparePanel::run() {
     const QStringList chosen = presets();
@@ -162,7 +161,8 @@ quint64 ComparePanel::run() {
             for (size_t i = 0; i < names.size(); ++i) {
                 // Each preset: the first half of its share is the quantization, the second the evaluation.
                 auto part = [&](double offset, const std::string& label) {
-                    return [&progress, base = (static_cast<double>(i) + offset) * step, step, label](double f, std::string_view) {
+                    return [&progress, base = (static_cast<double>(i) + offset) * step, step, label](double f,
+                                                                                                     std::string_view) {
                         return report_progress(progress, base + 0.5 * step * f, label);
                     };
                 };
@@ -211,22 +211,23 @@ bool ComparePanel::exportPng(const QString& path) const {
     QBuffer buffer(&bytes);
     buffer.open(QIODevice::WriteOnly);
     if (!m_chart->grab().save(&buffer, "PNG")) return false;
-    return write_file_atomic(path.toStdString(), std::string_view(bytes.constData(), static_cast<size_t>(bytes.size()))).is_ok();
+    return write_file_atomic(path.toStdString(), std::string_view(bytes.constData(), static_cast<size_t>(bytes.size())))
+        .is_ok();
 }
 
 bool ComparePanel::exportSvg(const QString& path, QString* error) const {
     return exportChartSvg(m_chart, path, error);
 }
 
-void ComparePanel::onEnded(quint64 id, Ended how) {
+void ComparePanel::onEnded(quint64 id, JobEnd how) {
     if (id != m_job) return;
     m_job = 0;
     m_runButton->setEnabled(true);
     m_cancelButton->setEnabled(false);
-    if (how == Ended::Finished) {
+    if (how == JobEnd::Finished) {
         m_progress->setValue(1000);
         emit compared();
-    } else if (how == Ended::Cancelled) {
+    } else if (how == JobEnd::Cancelled) {
         m_status->setText(tr("Cancelled"));
         emit compareCancelled();
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "gkq/model_file.h"
+#include "jobs/job_watch.h"
 #include "models/compare_result_model.h"
 
 #include <QTemporaryDir>
@@ -47,8 +48,7 @@ signals:
     void compareCancelled();
 
 private:
-    enum class Ended { Finished, Cancelled, Failed };
-    void onEnded(quint64 id, Ended how);
+    void onEnded(quint64 id, JobEnd how);
 
     JobRunner* m_runner = nullptr;
     std::shared_ptr<const ModelFile> m_model;

@@ -3,6 +3,7 @@
 #include "gkq/atomic_file.h"
 #include "jobs/evaluate_job.h"
 #include "jobs/job_runner.h"
+#include "jobs/job_watch.h"
 #include "models/quant_result_model.h"
 
 #include <QComboBox>
@@ -74,8 +75,9 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     m_runButton = new QPushButton(tr("Quantize"), this);
     m_cancelButton = new QPushButton(tr("Cancel"), this);
     m_evaluateButton = new QPushButton(tr("Evaluate..."), this);
-    m_evaluateButton->setToolTip(tr("KL divergence of the last knot against the open model on a text you choose "
-                                    "(llama.cpp's --kl-divergence quantities)"));
+    m_evaluateButton->setToolTip(
+        tr("KL divergence of the last knot against the open model on a text you choose "
+           "(llama.cpp's --kl-divergence quantities)"));
     m_exportKnotButton = new QPushButton(tr("Export knot..."), this);
     m_exportModelButton = new QPushButton(tr("Export model..."), this);
     m_exportModelButton->setToolTip(tr("Reconstruct the knot to safetensors, GGUF or a llama2.c checkpoint"));
@@ -92,11 +94,9 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     buttons->addWidget(m_exportKnotButton);
     buttons->addWidget(m_exportModelButton);
 
-    m_progress = new QProgressBar(this);
-    m_progress->setRange(0, 1000);
-    m_progress->setValue(0);
-    m_status = new QLabel(this);
-    m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    const ProgressWidgets progress = makeProgressWidgets(this);
+    m_progress = progress.bar;
+    m_status = progress.status;
     m_totals = new QLabel(this);
     m_totals->setWordWrap(true);
     m_totals->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -123,19 +123,15 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     layout->addWidget(m_evalLabel);
     layout->addWidget(m_table, 1);
 
-    connect(m_runner, &JobRunner::progressChanged, this, [this](quint64 id, double fraction, const QString& what) {
-        if (id != m_job && id != m_exportJob && id != m_evalJob) return;
-        m_progress->setValue(static_cast<int>(fraction * 1000.0));
-        m_status->setText(tr("%1 % — %2").arg(QString::number(100.0 * fraction, 'f', 1), what));
-    });
-    connect(m_runner, &JobRunner::finished, this, [this](quint64 id) { onJobEnded(id, JobEnd::Finished); });
-    connect(m_runner, &JobRunner::cancelled, this, [this](quint64 id) { onJobEnded(id, JobEnd::Cancelled); });
-    connect(m_runner, &JobRunner::failed, this, [this](quint64 id, const QString& message) {
-        if (id != m_job && id != m_exportJob && id != m_evalJob) return;
-        m_status->setText(message);
-        emit errorOccurred(message);
-        onJobEnded(id, JobEnd::Failed);
-    });
+    watchJobs(
+        m_runner, this, [this](quint64 id) { return id == m_job || id == m_exportJob || id == m_evalJob; }, progress,
+        [this](quint64 id, JobEnd how, const QString& message) {
+            if (how == JobEnd::Failed) {
+                m_status->setText(message);
+                emit errorOccurred(message);
+            }
+            onJobEnded(id, how);
+        });
 
     const QString saved = QSettings().value(QStringLiteral("quantize/preset"), QStringLiteral("lowrank-q4")).toString();
     m_presetCombo->setCurrentText(saved);
@@ -166,9 +162,15 @@ void QuantizePanel::setModel(std::shared_ptr<const ModelFile> model) {
     updateButtons();
 }
 
-void QuantizePanel::setPreset(const QString& name) { m_presetCombo->setCurrentText(name); }
-QString QuantizePanel::preset() const { return m_presetCombo->currentText(); }
-QString QuantizePanel::totalsText() const { return m_totals->text(); }
+void QuantizePanel::setPreset(const QString& name) {
+    m_presetCombo->setCurrentText(name);
+}
+QString QuantizePanel::preset() const {
+    return m_presetCombo->currentText();
+}
+QString QuantizePanel::totalsText() const {
+    return m_totals->text();
+}
 
 QuantizeOptions QuantizePanel::options() const {
     QuantizeOptions o;
@@ -176,7 +178,8 @@ QuantizeOptions QuantizePanel::options() const {
     if (m_rank->value() > 0) o.global.rank = m_rank->value();
     if (m_energy->value() > 0.0) o.global.energy = m_energy->value();
     if (m_factorBits->currentData().toInt() > 0) o.global.factor_bits = m_factorBits->currentData().toInt();
-    if (m_residual->currentData().toInt() >= 0) o.global.residual = static_cast<ResidualKind>(m_residual->currentData().toInt());
+    if (m_residual->currentData().toInt() >= 0)
+        o.global.residual = static_cast<ResidualKind>(m_residual->currentData().toInt());
     o.n_threads = m_threads->value();
     o.per_layer = m_tuning;
     o.producer = "gkq-workbench";
@@ -229,7 +232,9 @@ void QuantizePanel::cancel() {
     if (m_evalJob) m_runner->cancel(m_evalJob);
 }
 
-QString QuantizePanel::evaluationText() const { return m_evalLabel->text(); }
+QString QuantizePanel::evaluationText() const {
+    return m_evalLabel->text();
+}
 
 quint64 QuantizePanel::evaluate(const QString& textPath) {
     if (m_knotPath.isEmpty() || !m_model) return 0;
@@ -248,15 +253,25 @@ quint64 QuantizePanel::evaluate(const QString& textPath) {
                    "median %8, 99 %: %9, 99.9 %: %10, max %11; same top token %12 ± %13 %; RMS Δp %14 %; "
                    "PPL %15 → %16 (ratio %17 ± %18); bits per byte %19 → %20")
                     .arg(QString::fromStdString(r.text_label).toHtmlEscaped())
-                    .arg(r.n_tokens).arg(r.n_windows).arg(r.n_ctx).arg(r.stride)
-                    .arg(c.mean_kld, 0, 'f', 6).arg(c.mean_kld_se, 0, 'f', 6)
-                    .arg(c.median_kld, 0, 'f', 6).arg(c.kld_p99, 0, 'f', 6).arg(c.kld_p999, 0, 'f', 6)
+                    .arg(r.n_tokens)
+                    .arg(r.n_windows)
+                    .arg(r.n_ctx)
+                    .arg(r.stride)
+                    .arg(c.mean_kld, 0, 'f', 6)
+                    .arg(c.mean_kld_se, 0, 'f', 6)
+                    .arg(c.median_kld, 0, 'f', 6)
+                    .arg(c.kld_p99, 0, 'f', 6)
+                    .arg(c.kld_p999, 0, 'f', 6)
                     .arg(c.max_kld, 0, 'f', 6)
-                    .arg(100.0 * c.same_top, 0, 'f', 3).arg(100.0 * c.same_top_se, 0, 'f', 3)
+                    .arg(100.0 * c.same_top, 0, 'f', 3)
+                    .arg(100.0 * c.same_top_se, 0, 'f', 3)
                     .arg(100.0 * c.rms_delta_p, 0, 'f', 3)
-                    .arg(c.base.perplexity, 0, 'f', 4).arg(c.candidate.perplexity, 0, 'f', 4)
-                    .arg(c.ppl_ratio, 0, 'f', 6).arg(c.ppl_ratio_se, 0, 'f', 6)
-                    .arg(c.base.bits_per_byte, 0, 'f', 4).arg(c.candidate.bits_per_byte, 0, 'f', 4));
+                    .arg(c.base.perplexity, 0, 'f', 4)
+                    .arg(c.candidate.perplexity, 0, 'f', 4)
+                    .arg(c.ppl_ratio, 0, 'f', 6)
+                    .arg(c.ppl_ratio_se, 0, 'f', 6)
+                    .arg(c.base.bits_per_byte, 0, 'f', 4)
+                    .arg(c.candidate.bits_per_byte, 0, 'f', 4));
             m_eval = std::move(r);
             m_status->setText(tr("Evaluated"));
         });
@@ -266,8 +281,8 @@ quint64 QuantizePanel::evaluate(const QString& textPath) {
 
 void QuantizePanel::evaluateDialog() {
     const QString dir = m_model ? QFileInfo(QString::fromStdString(m_model->path())).absolutePath() : QString();
-    const QString path = QFileDialog::getOpenFileName(this, tr("Text to evaluate on"), dir,
-                                                      tr("Text (*.txt);;All files (*)"));
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Text to evaluate on"), dir, tr("Text (*.txt);;All files (*)"));
     if (!path.isEmpty()) evaluate(path);
 }
 
@@ -310,9 +325,9 @@ void QuantizePanel::exportKnotDialog() {
 }
 
 void QuantizePanel::exportReconstructedDialog() {
-    const QString path = QFileDialog::getSaveFileName(
-        this, tr("Export reconstructed model"), QString(),
-        tr("safetensors (*.safetensors);;GGUF (*.gguf);;llama2.c checkpoint (*.bin)"));
+    const QString path =
+        QFileDialog::getSaveFileName(this, tr("Export reconstructed model"), QString(),
+                                     tr("safetensors (*.safetensors);;GGUF (*.gguf);;llama2.c checkpoint (*.bin)"));
     if (!path.isEmpty()) exportReconstructed(path);
 }
 

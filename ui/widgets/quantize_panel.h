@@ -8,6 +8,7 @@
 #include "gkq/evaluate.h"
 #include "gkq/model_file.h"
 #include "gkq/quantize.h"
+#include "jobs/job_watch.h"
 
 #include <QTemporaryDir>
 #include <QWidget>
@@ -71,7 +72,6 @@ signals:
     void errorOccurred(const QString& message);
 
 private:
-    enum class JobEnd { Finished, Cancelled, Failed };
     void onJobEnded(quint64 id, JobEnd how);
     void updateButtons();
     void exportKnotDialog();

@@ -4,6 +4,7 @@
 #include "gkq/kernels.h"
 #include "gkq/knot.h"
 #include "jobs/job_runner.h"
+#include "jobs/job_watch.h"
 #include "models/backend_result_model.h"
 
 #include <QDir>
@@ -299,12 +300,9 @@ ReconstructPanel::ReconstructPanel(JobRunner* runner, QWidget* parent) : QWidget
     m_cancelButton = new QPushButton(tr("Cancel"), this);
     connect(m_runButton, &QPushButton::clicked, this, &ReconstructPanel::start);
     connect(m_cancelButton, &QPushButton::clicked, this, &ReconstructPanel::cancel);
-    m_progress = new QProgressBar(this);
-    m_progress->setRange(0, 1000);
-    m_progress->setValue(0);
-    m_status = new QLabel(this);
-    m_status->setWordWrap(true);
-    m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    const ProgressWidgets progress = makeProgressWidgets(this);
+    m_progress = progress.bar;
+    m_status = progress.status;
 
     m_results = new BackendResultModel(this);
     m_table = new QTableView(this);
@@ -331,33 +329,21 @@ ReconstructPanel::ReconstructPanel(JobRunner* runner, QWidget* parent) : QWidget
     layout->addWidget(m_status);
     layout->addWidget(m_table, 2);
 
-    connect(m_runner, &JobRunner::progressChanged, this, [this](quint64 id, double fraction, const QString& what) {
-        if (id != m_job) return;
-        m_progress->setValue(static_cast<int>(fraction * 1000.0));
-        m_status->setText(tr("%1 % — %2").arg(QString::number(100.0 * fraction, 'f', 1), what));
-    });
-    connect(m_runner, &JobRunner::finished, this, [this](quint64 id) {
-        if (id != m_job) return;
-        m_job = 0;
-        m_progress->setValue(1000);
-        updateButtons();
-        emit reconstructed();
-    });
-    connect(m_runner, &JobRunner::cancelled, this, [this](quint64 id) {
-        if (id != m_job) return;
-        m_job = 0;
-        m_progress->setValue(0);
-        m_status->setText(tr("Cancelled"));
-        updateButtons();
-        emit reconstructCancelled();
-    });
-    connect(m_runner, &JobRunner::failed, this, [this](quint64 id, const QString& message) {
-        if (id != m_job) return;
-        m_job = 0;
-        m_status->setText(message);
-        updateButtons();
-        emit errorOccurred(message);
-    });
+    watchJobs(
+        m_runner, this, [this](quint64 id) { return id == m_job; }, progress,
+        [this](quint64, JobEnd how, const QString& message) {
+            m_job = 0;
+            if (how == JobEnd::Finished) m_progress->setValue(1000);
+            if (how == JobEnd::Cancelled) {
+                m_progress->setValue(0);
+                m_status->setText(tr("Cancelled"));
+            }
+            if (how == JobEnd::Failed) m_status->setText(message);
+            updateButtons();
+            if (how == JobEnd::Finished) emit reconstructed();
+            if (how == JobEnd::Cancelled) emit reconstructCancelled();
+            if (how == JobEnd::Failed) emit errorOccurred(message);
+        });
     updateButtons();
 }
 

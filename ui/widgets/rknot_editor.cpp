@@ -2,6 +2,7 @@
 
 #include "gkq/rknot.h"
 #include "jobs/job_runner.h"
+#include "jobs/job_watch.h"
 #include "models/rknot_tree_model.h"
 #include "widgets/quantize_panel.h"
 
@@ -119,12 +120,9 @@ RknotEditor::RknotEditor(JobRunner* runner, QuantizePanel* quantize, QWidget* pa
     buttons->addWidget(m_requantizeButton);
     buttons->addWidget(m_cancelButton);
 
-    m_progress = new QProgressBar(this);
-    m_progress->setRange(0, 1000);
-    m_progress->setValue(0);
-    m_status = new QLabel(this);
-    m_status->setWordWrap(true);
-    m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    const ProgressWidgets progress = makeProgressWidgets(this);
+    m_progress = progress.bar;
+    m_status = progress.status;
 
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(buttons);
@@ -140,19 +138,13 @@ RknotEditor::RknotEditor(JobRunner* runner, QuantizePanel* quantize, QWidget* pa
         updateState();
     });
 
-    connect(m_runner, &JobRunner::progressChanged, this, [this](quint64 id, double fraction, const QString& what) {
-        if (id == 0 || id != m_encodeJob) return;
-        m_progress->setValue(static_cast<int>(fraction * 1000.0));
-        m_status->setText(tr("Encoding the rknot: %1 % — %2").arg(QString::number(100.0 * fraction, 'f', 1), what));
-    });
-    connect(m_runner, &JobRunner::finished, this, [this](quint64 id) { onJobEnded(id, true); });
-    connect(m_runner, &JobRunner::cancelled, this, [this](quint64 id) { onJobEnded(id, false); });
-    connect(m_runner, &JobRunner::staleDropped, this, [this](quint64 id) { onJobEnded(id, false); });
-    connect(m_runner, &JobRunner::failed, this, [this](quint64 id, const QString& message) {
-        if (id == 0 || id != m_encodeJob) return;
-        fail(message);
-        onJobEnded(id, false);
-    });
+    watchJobs(
+        m_runner, this, [this](quint64 id) { return id == m_encodeJob; }, progress,
+        [this](quint64 id, JobEnd how, const QString& message) {
+            if (how == JobEnd::Failed) fail(message);
+            onJobEnded(id, how == JobEnd::Finished);
+        },
+        tr("Encoding the rknot: "));
 
     // A new rknot that waits for its quantization.
     connect(m_quantize, &QuantizePanel::quantized, this, [this] {

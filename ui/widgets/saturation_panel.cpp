@@ -4,6 +4,7 @@
 #include "gkq/tokenizer.h"
 #include "gkq/transformer.h"
 #include "jobs/job_runner.h"
+#include "jobs/job_watch.h"
 
 #include <QComboBox>
 #include <QDir>
@@ -198,11 +199,9 @@ SaturationPanel::SaturationPanel(JobRunner* runner, QWidget* parent) : QWidget(p
         const QString p = QFileDialog::getSaveFileName(this, tr("Save masks"), QString(), tr("Masks (*.json)"));
         if (!p.isEmpty()) saveMasks(p);
     });
-    m_progress = new QProgressBar(this);
-    m_progress->setRange(0, 1000);
-    m_status = new QLabel(this);
-    m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_status->setWordWrap(true);
+    const ProgressWidgets progress = makeProgressWidgets(this);
+    m_progress = progress.bar;
+    m_status = progress.status;
     m_summary = new QLabel(this);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_summary->setWordWrap(true);
@@ -311,18 +310,12 @@ SaturationPanel::SaturationPanel(JobRunner* runner, QWidget* parent) : QWidget(p
     layout->addWidget(legendLabel);
     layout->addWidget(split, 1);
 
-    connect(m_runner, &JobRunner::progressChanged, this, [this](quint64 id, double f, const QString& what) {
-        if (id != m_job) return;
-        m_progress->setValue(static_cast<int>(f * 1000.0));
-        m_status->setText(what);
-    });
-    connect(m_runner, &JobRunner::finished, this, [this](quint64 id) { onEnded(id, Ended::Finished); });
-    connect(m_runner, &JobRunner::cancelled, this, [this](quint64 id) { onEnded(id, Ended::Cancelled); });
-    connect(m_runner, &JobRunner::failed, this, [this](quint64 id, const QString& message) {
-        if (id != m_job) return;
-        setError(message);
-        onEnded(id, Ended::Failed);
-    });
+    watchJobs(
+        m_runner, this, [this](quint64 id) { return id == m_job; }, progress,
+        [this](quint64 id, JobEnd how, const QString& message) {
+            if (how == JobEnd::Failed) setError(message);
+            onEnded(id, how);
+        });
     updateButtons();
 }
 
@@ -599,14 +592,14 @@ void SaturationPanel::refreshHistogram() {
     m_histCounts->setText(tr("Neurons by frequency: %1").arg(parts.join(QStringLiteral(", "))));
 }
 
-void SaturationPanel::onEnded(quint64 id, Ended how) {
+void SaturationPanel::onEnded(quint64 id, JobEnd how) {
     if (id != m_job) return;
     m_job = 0;
-    if (how == Ended::Finished) {
+    if (how == JobEnd::Finished) {
         m_progress->setValue(1000);
         m_status->setText(tr("Done"));
         emit profiled();
-    } else if (how == Ended::Cancelled) {
+    } else if (how == JobEnd::Cancelled) {
         m_status->setText(tr("Cancelled"));
         emit profileCancelled();
     }

@@ -12,6 +12,7 @@
 #include "gkq/metadata.h"
 #include "gkq/model_file.h"
 #include "gkq/saturation.h"
+#include "jobs/job_watch.h"
 
 #include <QImage>
 #include <QWidget>
@@ -84,8 +85,7 @@ signals:
     void errorOccurred(const QString& message);
 
 private:
-    enum class Ended { Finished, Cancelled, Failed };
-    void onEnded(quint64 id, Ended how);
+    void onEnded(quint64 id, JobEnd how);
     void showProfile(SaturationProfile profile);
     void refreshViews();
     void refreshHistogram();

@@ -1,0 +1,41 @@
+#include "jobs/job_watch.h"
+
+#include "jobs/job_runner.h"
+
+#include <QLabel>
+#include <QProgressBar>
+
+namespace gkq::ui {
+
+ProgressWidgets makeProgressWidgets(QWidget* parent) {
+    ProgressWidgets w;
+    w.bar = new QProgressBar(parent);
+    w.bar->setRange(0, 1000);
+    w.bar->setValue(0);
+    w.status = new QLabel(parent);
+    w.status->setWordWrap(true);
+    w.status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    return w;
+}
+
+void watchJobs(JobRunner* runner, QObject* context, std::function<bool(quint64)> owns, ProgressWidgets widgets,
+               std::function<void(quint64, JobEnd, const QString&)> ended, const QString& prefix) {
+    QObject::connect(
+        runner, &JobRunner::progressChanged, context,
+        [owns, widgets, prefix](quint64 id, double fraction, const QString& what) {
+            if (id == 0 || !owns(id)) return;
+            widgets.bar->setValue(static_cast<int>(fraction * 1000.0));
+            widgets.status->setText(
+                QStringLiteral("%1%2 % — %3").arg(prefix, QString::number(100.0 * fraction, 'f', 1), what));
+        });
+    auto end = [owns, ended](quint64 id, JobEnd how, const QString& message) {
+        if (id != 0 && owns(id)) ended(id, how, message);
+    };
+    QObject::connect(runner, &JobRunner::finished, context, [end](quint64 id) { end(id, JobEnd::Finished, {}); });
+    QObject::connect(runner, &JobRunner::cancelled, context, [end](quint64 id) { end(id, JobEnd::Cancelled, {}); });
+    QObject::connect(runner, &JobRunner::staleDropped, context, [end](quint64 id) { end(id, JobEnd::Cancelled, {}); });
+    QObject::connect(runner, &JobRunner::failed, context,
+                     [end](quint64 id, const QString& message) { end(id, JobEnd::Failed, message); });
+}
+
+}  // namespace gkq::ui
