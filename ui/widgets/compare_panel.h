@@ -1,6 +1,6 @@
 // ComparePanel: quantize the open model with several presets and evaluate each knot against it on one text, then
-// plot bits per weight against mean KLD (ParetoChart) with the points' table; export the chart as PNG and the data
-// as CSV. One JobRunner job (key "compare") runs the presets in turn; Cancel stops it.
+// plot bits per weight against mean KLD (ParetoChart) with the points' table; export the chart as PNG or SVG and the
+// data as CSV. One JobRunner job (key "compare") runs the presets in turn; Cancel stops it.
 #pragma once
 
 #include "gkq/model_file.h"

@@ -1,7 +1,7 @@
 // ReconstructPanel: reconstruct chosen tensors of a knot (the Quantize panel's last knot, or one the user opens) on
 // every tier side by side — the CPU reference, CPU SIMD, CUDA (gkq::kernels::run_backend) and WebAssembly SIMD
-// (wasm/js/reconstruct_cli.mjs run by node as a child process) — and show, per tensor and backend, the median
-// decode time, GB/s of output, max abs and relative error against the float64 reference, and how many elements
+// (reconstruct_cli.mjs, compiled from wasm/ts, run by node as a child process) — and show, per tensor and backend, the
+// median decode time, GB/s of output, max abs and relative error against the float64 reference, and how many elements
 // differ in their bits from cpu-ref's. A backend that cannot run here keeps its row with the reason (the kernels'
 // backend_unavailable_reason, no node on PATH, no wasm module built). One JobRunner job (key "reconstruct") with
 // progress; Cancel stops between backends and kills a running node child at once.
@@ -31,7 +31,8 @@ public:
     ReconstructPanel(JobRunner* runner, QWidget* parent = nullptr);
     ~ReconstructPanel() override;
 
-    // The build's gkq_kernels.wasm (empty when this build has none) and wasm/js/reconstruct_cli.mjs.
+    // The build's gkq_kernels.wasm (empty when this build has none) and the build's wasm/js/reconstruct_cli.mjs
+    // (compiled from wasm/ts).
     static QString builtWasmModulePath();
     static QString wasmRunnerScriptPath();
 
