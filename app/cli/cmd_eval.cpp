@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -23,8 +22,6 @@
 namespace gkq::cli {
 
 namespace {
-
-namespace fs = std::filesystem;
 
 int exit_code_for(const Status& s) {
     if (s.code() == StatusCode::Cancelled) return kExitCancelled;
@@ -38,23 +35,9 @@ int fail(const Status& s) {
 
 // The tokenizer: --tokenizer, else the model's own vocabulary, else the one tokenizer.bin / tok*.bin beside it.
 Result<Tokenizer> pick_tokenizer(const LoadedModel& m, const std::string& given) {
-    if (!given.empty()) return Tokenizer::load_llama2c(given, m.config.vocab_size);
-    if (!m.vocab.empty()) return Tokenizer::from_vocabulary(m.vocab, m.path);
-    std::error_code ec;
-    const fs::path model(m.path);
-    const fs::path dir = fs::is_directory(model, ec) ? model : model.parent_path();
-    std::vector<std::string> found;
-    for (const auto& entry : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
-        const std::string name = entry.path().filename().string();
-        if (name == "tokenizer.bin" || (name.rfind("tok", 0) == 0 && entry.path().extension() == ".bin"))
-            if (entry.is_regular_file(ec) && !fs::equivalent(entry.path(), model, ec))
-                found.push_back(entry.path().string());
-    }
-    std::sort(found.begin(), found.end());
-    if (found.size() == 1) return Tokenizer::load_llama2c(found.front(), m.config.vocab_size);
-    return error(StatusCode::NotFound, m.path + (found.empty() ? " has no vocabulary and no tokenizer.bin beside it"
-                                                               : " has several tokenizers beside it") +
-                                           ": pass --tokenizer FILE");
+    auto t = tokenizer_for_model(m.path, m.vocab, m.config.vocab_size, given);
+    if (!t && given.empty()) return error(t.status().code(), t.status().message() + ": pass --tokenizer FILE");
+    return t;
 }
 
 Result<std::string> read_text(const std::string& path) {
@@ -67,13 +50,13 @@ Result<std::string> read_text(const std::string& path) {
 }
 
 nlohmann::json ppl_json(const PerplexityStats& s) {
-    return {{"tokens", s.n_tokens},           {"bytes", s.n_bytes},           {"mean_nll", s.mean_nll},
+    return {{"tokens", s.n_tokens},         {"bytes", s.n_bytes},         {"mean_nll", s.mean_nll},
             {"mean_nll_se", s.mean_nll_se}, {"perplexity", s.perplexity}, {"bits_per_byte", s.bits_per_byte}};
 }
 
 void print_report(const EvalReport& r, const std::string& base, const std::string& cand, bool json) {
     if (json) {
-        nlohmann::json j = {{"text", r.text_label}, {"ctx", r.n_ctx},         {"stride", r.stride},
+        nlohmann::json j = {{"text", r.text_label},   {"ctx", r.n_ctx},       {"stride", r.stride},
                             {"windows", r.n_windows}, {"tokens", r.n_tokens}, {"bytes", r.n_bytes},
                             {"seconds", r.seconds}};
         if (!r.compared) {
@@ -89,18 +72,16 @@ void print_report(const EvalReport& r, const std::string& base, const std::strin
                         {"p99", c.kld_p99},   {"p99_9", c.kld_p999}, {"max", c.max_kld}};
             j["same_top"] = {{"fraction", c.same_top}, {"se", c.same_top_se}};
             j["rms_delta_p"] = {{"value", c.rms_delta_p}, {"se", c.rms_delta_p_se}};
-            j["ppl_ratio"] = {{"value", c.ppl_ratio},
-                              {"se", c.ppl_ratio_se},
-                              {"ln", c.ln_ppl_ratio},
-                              {"ln_se", c.ln_ppl_ratio_se}};
+            j["ppl_ratio"] = {
+                {"value", c.ppl_ratio}, {"se", c.ppl_ratio_se}, {"ln", c.ln_ppl_ratio}, {"ln_se", c.ln_ppl_ratio_se}};
         }
         std::printf("%s\n", j.dump(2).c_str());
         return;
     }
     std::printf("text: %s, %llu bytes, %lld tokens scored; context %lld, stride %lld, %lld windows (%.1f s)\n",
                 r.text_label.c_str(), static_cast<unsigned long long>(r.n_bytes), static_cast<long long>(r.n_tokens),
-                static_cast<long long>(r.n_ctx), static_cast<long long>(r.stride),
-                static_cast<long long>(r.n_windows), r.seconds);
+                static_cast<long long>(r.n_ctx), static_cast<long long>(r.stride), static_cast<long long>(r.n_windows),
+                r.seconds);
     if (!r.compared) {
         std::printf("model: %s\n", base.c_str());
         std::printf("PPL            : %12.6f   (mean NLL %.6f ± %.6f nats)\n", r.single.perplexity, r.single.mean_nll,
@@ -148,7 +129,8 @@ int cmd_eval(int argc, char** argv) {
     p.option("--candidate", "MODEL", "the model to compare with it (any model file or a knot)", &cand_path);
     p.option("--model", "MODEL",
              "perplexity and bits per byte of this model alone; without --model, --base and --candidate: the "
-             "bundled demo model " + demo_model_help(),
+             "bundled demo model " +
+                 demo_model_help(),
              &model_path);
     p.option("--text", "FILE", "UTF-8 text to score (required)", &text_path);
     p.option_int("--ctx", "N", "positions per window, BOS included (default: the model's context, at most 512)", &ctx,
@@ -212,8 +194,8 @@ int cmd_eval(int argc, char** argv) {
         auto cand = load_model(cand_path, topt);
         if (!cand) return fail(cand.status());
         if (!base_logits.empty()) {
-            auto resolved = resolve_eval_options(
-                eo, std::min(first->config.context_length, first->transformer->n_context()));
+            auto resolved =
+                resolve_eval_options(eo, std::min(first->config.context_length, first->transformer->n_context()));
             if (!resolved) return fail(resolved.status());
             auto saved = load_base_logits(base_logits, et, cand->config.vocab_size, *resolved);
             if (!saved) return fail(saved.status());

@@ -15,7 +15,6 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -23,41 +22,15 @@ namespace gkq::cli {
 
 namespace {
 
-namespace fs = std::filesystem;
-
 int exit_code_for(const Status& s) {
     return s.code() == StatusCode::Internal || s.code() == StatusCode::IoError ? kExitFailure : kExitBadInput;
 }
 
-// tokenizer.bin or tok*.bin files beside the model (in the model's folder when MODEL is one).
-std::vector<std::string> tokenizers_beside(const std::string& model_path) {
-    std::error_code ec;
-    const fs::path model(model_path);
-    const fs::path dir = fs::is_directory(model, ec) ? model : model.parent_path();
-    std::vector<std::string> found;
-    for (const auto& entry : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
-        const std::string name = entry.path().filename().string();
-        const bool named = name == "tokenizer.bin" || (name.rfind("tok", 0) == 0 && entry.path().extension() == ".bin");
-        if (!named || !entry.is_regular_file(ec) || fs::equivalent(entry.path(), model, ec)) continue;
-        found.push_back(entry.path().string());
-    }
-    std::sort(found.begin(), found.end());
-    return found;
-}
-
+// The tokenizer of `model` (see gkq::tokenizer_for_model), with what to pass when there is none or several.
 Result<Tokenizer> pick_tokenizer(const LoadedModel& model, const std::string& given) {
-    if (!given.empty()) return Tokenizer::load_llama2c(given, model.config.vocab_size);
-    if (!model.vocab.empty()) return Tokenizer::from_vocabulary(model.vocab, model.path);
-    const std::vector<std::string> found = tokenizers_beside(model.path);
-    if (found.size() == 1) return Tokenizer::load_llama2c(found.front(), model.config.vocab_size);
-    if (found.empty())
-        return error(StatusCode::NotFound, model.path +
-                                               " has no vocabulary and no tokenizer.bin or tok*.bin is "
-                                               "next to it: pass --tokenizer FILE");
-    std::string list;
-    for (const std::string& f : found) list += (list.empty() ? "" : ", ") + f;
-    return error(StatusCode::InvalidArgument,
-                 model.path + ": several tokenizers next to it (" + list + "): pass --tokenizer FILE");
+    auto t = tokenizer_for_model(model.path, model.vocab, model.config.vocab_size, given);
+    if (!t && given.empty()) return error(t.status().code(), t.status().message() + ": pass --tokenizer FILE");
+    return t;
 }
 
 // run.c's safe_printf: a lone control byte (a raw byte token) is not printed. Bytes >= 0x80 are kept, unlike

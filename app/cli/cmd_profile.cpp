@@ -13,11 +13,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
-
-namespace fs = std::filesystem;
 
 namespace gkq::cli {
 
@@ -32,24 +29,11 @@ int exit_code_for(const Status& s) {
     }
 }
 
-// The model's own vocabulary, else the one tokenizer.bin / tok*.bin beside it, else --tokenizer (as generate).
+// --tokenizer, else the model's own vocabulary, else the one tokenizer.bin / tok*.bin beside it (as generate).
 Result<Tokenizer> pick_tokenizer(const ModelFile& model, const std::string& given) {
-    if (!given.empty()) return Tokenizer::load_llama2c(given, model.config().vocab_size);
-    if (!model.vocabulary().empty()) return Tokenizer::from_vocabulary(model.vocabulary(), model.path());
-    std::error_code ec;
-    const fs::path mp(model.path());
-    const fs::path dir = fs::is_directory(mp, ec) ? mp : mp.parent_path();
-    std::vector<std::string> found;
-    for (const auto& entry : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
-        const std::string name = entry.path().filename().string();
-        if ((name == "tokenizer.bin" || (name.rfind("tok", 0) == 0 && entry.path().extension() == ".bin")) &&
-            entry.is_regular_file(ec) && !fs::equivalent(entry.path(), mp, ec))
-            found.push_back(entry.path().string());
-    }
-    if (found.size() == 1) return Tokenizer::load_llama2c(found.front(), model.config().vocab_size);
-    return error(StatusCode::NotFound, model.path() +
-                                           ": no vocabulary and not exactly one tokenizer.bin / tok*.bin "
-                                           "next to it: pass --tokenizer FILE");
+    auto t = tokenizer_for_model(model.path(), model.vocabulary(), model.config().vocab_size, given);
+    if (!t && given.empty()) return error(t.status().code(), t.status().message() + ": pass --tokenizer FILE");
+    return t;
 }
 
 }  // namespace

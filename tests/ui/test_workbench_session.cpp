@@ -200,6 +200,62 @@ private slots:
         QCOMPARE(w.recentFiles().value(1), QFileInfo(m_model).absoluteFilePath());
     }
 
+    // The same session on the real pretrained checkpoints in ../shared/models (llama2.c files, with their tokenizer
+    // beside them): open -> analyze -> quantize (lowrank-q4) -> evaluate on 2 KB of text -> export the knot -> open it.
+    void sharedCheckpointSession_data() {
+        QTest::addColumn<QString>("relative");
+        QTest::newRow("llama2xs-279K") << QStringLiteral("llama2xs-279K/model.bin");
+        QTest::newRow("babyllama-tok105") << QStringLiteral("babyllama-tok105/model5000.bin");
+    }
+    void sharedCheckpointSession() {
+        QFETCH(QString, relative);
+        const auto path = test::shared_model(relative.toStdString());
+        if (!path) QSKIP(test::shared_models_skip_reason(relative.toStdString()).c_str());
+        const QString heldout = QDir(MainWindow::demoModelPath()).filePath(QStringLiteral("heldout.txt"));
+        if (!QFileInfo::exists(heldout)) QSKIP("needs the demo's heldout.txt as the evaluation text");
+        MainWindow w;
+        w.resize(1280, 800);
+        w.show();
+        const QString model = QString::fromStdString(*path);
+        QVERIFY(openAndAnalyze(w, model));
+        QVERIFY2(w.lastError().isEmpty(), qPrintable(w.lastError()));
+        const size_t nTensors = w.model()->tensors().size();
+        QVERIFY(!w.spectrumPanel()->store()->byRole(TensorRole::FfnUp).empty());
+
+        ui::QuantizePanel* quantize = w.quantizePanel();
+        quantize->setPreset(QStringLiteral("lowrank-q4"));
+        QSignalSpy quantized(quantize, &ui::QuantizePanel::quantized);
+        QVERIFY(quantize->startQuantize() != 0);
+        QVERIFY(quantized.wait(300000));
+        QCOMPARE(quantize->resultModel()->rowCount(), static_cast<int>(nTensors));
+
+        // The tokenizer (tok512.bin / tok105.bin) is found beside the checkpoint, as `gkq eval` finds it.
+        QFile in(heldout);
+        QVERIFY(in.open(QIODevice::ReadOnly));
+        const QString textPath = QString::fromStdString(m_dir.file("shared-eval.txt"));
+        QFile out(textPath);
+        QVERIFY(out.open(QIODevice::WriteOnly));
+        out.write(in.read(2048));
+        out.close();
+        QSignalSpy evaluated(quantize, &ui::QuantizePanel::evaluated);
+        QSignalSpy failed(quantize, &ui::QuantizePanel::errorOccurred);
+        QVERIFY(quantize->evaluate(textPath) != 0);
+        QVERIFY2(evaluated.wait(300000), failed.isEmpty() ? "" : qPrintable(failed.last().at(0).toString()));
+        const EvalReport& e = *quantize->lastEvaluation();
+        QVERIFY(e.compared && e.n_tokens > 0);
+        QVERIFY(std::isfinite(e.compare.mean_kld) && e.compare.mean_kld > 0.0);
+        std::printf("%s: lowrank-q4 %.3f bpw, %lld tokens, mean KLD %.6f\n", qPrintable(relative),
+                    quantize->lastReport()->bits_per_weight(), static_cast<long long>(e.n_tokens), e.compare.mean_kld);
+
+        QSignalSpy exported(quantize, &ui::QuantizePanel::exported);
+        const QString knotPath = QString::fromStdString(m_dir.file(QTest::currentDataTag() + std::string(".knot")));
+        QVERIFY(quantize->exportKnot(knotPath) != 0);
+        QVERIFY(exported.wait(60000));
+        QVERIFY(openAndAnalyze(w, knotPath));
+        QVERIFY2(w.lastError().isEmpty(), qPrintable(w.lastError()));
+        QCOMPARE(w.model()->tensors().size(), nTensors);
+    }
+
     void compareRunsPresetsAndExports() {
         const QString heldout = QDir(m_model).filePath(QStringLiteral("heldout.txt"));
         if (!QFileInfo::exists(heldout)) QSKIP("needs the demo model's heldout.txt (a tokenizer and a text)");

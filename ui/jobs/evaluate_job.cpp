@@ -4,23 +4,10 @@
 #include "gkq/tokenizer.h"
 #include "gkq/transformer.h"
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 namespace gkq::ui {
-
-namespace {
-Result<Tokenizer> tokenizerFor(const LoadedModel& m) {
-    if (!m.vocab.empty()) return Tokenizer::from_vocabulary(m.vocab, m.path);
-    std::error_code ec;
-    const std::filesystem::path model(m.path);
-    const std::filesystem::path dir = std::filesystem::is_directory(model, ec) ? model : model.parent_path();
-    const std::filesystem::path tok = dir / "tokenizer.bin";
-    if (std::filesystem::is_regular_file(tok, ec)) return Tokenizer::load_llama2c(tok.string(), m.config.vocab_size);
-    return Status(StatusCode::NotFound, m.path + " has no vocabulary and no tokenizer.bin beside it");
-}
-}  // namespace
 
 Result<EvalReport> evaluateKnot(const std::string& basePath, const std::string& knotPath, const std::string& textPath,
                                 const ProgressFn& progress) {
@@ -37,7 +24,7 @@ Result<EvalReport> evaluateKnot(const std::string& basePath, const std::string& 
     if (!base) return base.status();
     auto candidate = load_model(knotPath, options);
     if (!candidate) return candidate.status();
-    auto tokenizer = tokenizerFor(*base);
+    auto tokenizer = tokenizer_for_model(base->path, base->vocab, base->config.vocab_size);
     if (!tokenizer) return tokenizer.status();
 
     EvalText et;

@@ -1,5 +1,6 @@
 #include "widgets/main_window.h"
 
+#include "gkq/tokenizer.h"
 #include "jobs/job_runner.h"
 #include "models/model_tree_model.h"
 #include "models/tensor_table_model.h"
@@ -93,11 +94,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         m_reconstruct->setKnotPath(m_quantize->lastKnotPath());
         if (m_serve->isRunning()) return;
         m_serve->setKnotPath(m_quantize->lastKnotPath());
-        // A model whose vocabulary is a llama2.c tokenizer.bin beside it (the demo) leaves the knot without one.
-        const QFileInfo source(m_modelPath);
-        const QString tokenizer = QDir(source.isDir() ? source.absoluteFilePath() : source.absolutePath())
-                                      .filePath(QStringLiteral("tokenizer.bin"));
-        if (QFileInfo::exists(tokenizer)) m_serve->setTokenizerPath(tokenizer);
+        // A model whose vocabulary is a llama2.c tokenizer file beside it (the demo) leaves the knot without one.
+        const std::vector<std::string> tokenizers = tokenizers_beside(m_modelPath.toStdString());
+        if (tokenizers.size() == 1) m_serve->setTokenizerPath(QString::fromStdString(tokenizers.front()));
     });
     setCentralWidget(m_tabs);
     connect(m_quantize, &QuantizePanel::exported, this,
@@ -196,14 +195,22 @@ void MainWindow::buildMenus() {
 
     QMenu* view = menuBar()->addMenu(tr("&View"));
     for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
-    view->addAction(tr("&Overview"), QKeySequence(Qt::CTRL | Qt::Key_1), this, [this] { m_tabs->setCurrentIndex(OverviewTab); });
-    view->addAction(tr("&Spectrum"), QKeySequence(Qt::CTRL | Qt::Key_2), this, [this] { m_tabs->setCurrentIndex(SpectrumTab); });
-    view->addAction(tr("&Quantize"), QKeySequence(Qt::CTRL | Qt::Key_3), this, [this] { m_tabs->setCurrentIndex(QuantizeTab); });
-    view->addAction(tr("&Compare"), QKeySequence(Qt::CTRL | Qt::Key_4), this, [this] { m_tabs->setCurrentIndex(CompareTab); });
-    view->addAction(tr("S&aturation"), QKeySequence(Qt::CTRL | Qt::Key_5), this, [this] { m_tabs->setCurrentWidget(m_saturation); });
-    view->addAction(tr("&Tuning"), QKeySequence(Qt::CTRL | Qt::Key_6), this, [this] { m_tabs->setCurrentWidget(m_tuning); });
-    view->addAction(tr("&Reconstruct"), QKeySequence(Qt::CTRL | Qt::Key_7), this, [this] { m_tabs->setCurrentWidget(m_reconstruct); });
-    view->addAction(tr("Ser&ve"), QKeySequence(Qt::CTRL | Qt::Key_8), this, [this] { m_tabs->setCurrentWidget(m_serve); });
+    view->addAction(tr("&Overview"), QKeySequence(Qt::CTRL | Qt::Key_1), this,
+                    [this] { m_tabs->setCurrentIndex(OverviewTab); });
+    view->addAction(tr("&Spectrum"), QKeySequence(Qt::CTRL | Qt::Key_2), this,
+                    [this] { m_tabs->setCurrentIndex(SpectrumTab); });
+    view->addAction(tr("&Quantize"), QKeySequence(Qt::CTRL | Qt::Key_3), this,
+                    [this] { m_tabs->setCurrentIndex(QuantizeTab); });
+    view->addAction(tr("&Compare"), QKeySequence(Qt::CTRL | Qt::Key_4), this,
+                    [this] { m_tabs->setCurrentIndex(CompareTab); });
+    view->addAction(tr("S&aturation"), QKeySequence(Qt::CTRL | Qt::Key_5), this,
+                    [this] { m_tabs->setCurrentWidget(m_saturation); });
+    view->addAction(tr("&Tuning"), QKeySequence(Qt::CTRL | Qt::Key_6), this,
+                    [this] { m_tabs->setCurrentWidget(m_tuning); });
+    view->addAction(tr("&Reconstruct"), QKeySequence(Qt::CTRL | Qt::Key_7), this,
+                    [this] { m_tabs->setCurrentWidget(m_reconstruct); });
+    view->addAction(tr("Ser&ve"), QKeySequence(Qt::CTRL | Qt::Key_8), this,
+                    [this] { m_tabs->setCurrentWidget(m_serve); });
 }
 
 void MainWindow::openDialog() {
@@ -257,8 +264,13 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const ModelF
     m_summary->setText(tr("<b>%1</b> — %2<br>dim %3, hidden %4, %5 layers, %6 heads (%7 kv), vocab %8, context %9; "
                           "%10 tensors, %11 parameters, %12 bytes")
                            .arg(path.toHtmlEscaped(), QString::fromStdString(m_model->format_detail()))
-                           .arg(c.dim).arg(c.hidden_dim).arg(c.n_layers).arg(c.n_heads).arg(c.n_kv_heads)
-                           .arg(c.vocab_size).arg(c.context_length)
+                           .arg(c.dim)
+                           .arg(c.hidden_dim)
+                           .arg(c.n_layers)
+                           .arg(c.n_heads)
+                           .arg(c.n_kv_heads)
+                           .arg(c.vocab_size)
+                           .arg(c.context_length)
                            .arg(m_model->tensors().size())
                            .arg(QLocale().toString(static_cast<qlonglong>(m_model->n_params())))
                            .arg(QLocale().toString(static_cast<qulonglong>(m_model->n_tensor_bytes()))));
@@ -281,8 +293,13 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const ModelF
                 .arg(QLocale().toString(static_cast<qlonglong>(k.n_params)))
                 .arg(QLocale().toString(static_cast<qulonglong>(k.file_bytes)))
                 .arg(k.bitsPerWeight(), 0, 'f', 3)
-                .arg(c.dim).arg(c.hidden_dim).arg(c.n_layers).arg(c.n_heads).arg(c.n_kv_heads)
-                .arg(c.vocab_size).arg(c.context_length)
+                .arg(c.dim)
+                .arg(c.hidden_dim)
+                .arg(c.n_layers)
+                .arg(c.n_heads)
+                .arg(c.n_kv_heads)
+                .arg(c.vocab_size)
+                .arg(c.context_length)
                 .arg(knotNotice().toHtmlEscaped()));
     }
     m_table->resizeColumnsToContents();
@@ -344,7 +361,8 @@ void MainWindow::saveLayout() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
-    // Unsaved tuning edits: ask first (a non-blocking box; offscreen the close is refused and the Tuning view says why).
+    // Unsaved tuning edits: ask first (a non-blocking box; offscreen the close is refused and the Tuning view says
+    // why).
     if (!m_tuning->confirmDiscard(tr("close the window"), [this] {
             m_tuning->discardEdits();
             close();

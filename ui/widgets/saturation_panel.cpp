@@ -82,12 +82,6 @@ QColor binColour(int bin, bool hot) {
     return hot || bin == 0 ? c : c.darker(320);
 }
 
-std::filesystem::path folderOf(const std::string& path) {
-    std::error_code ec;
-    const std::filesystem::path p(path);
-    return std::filesystem::is_directory(p, ec) ? p : p.parent_path();
-}
-
 struct ProfileInput {
     std::shared_ptr<const ModelFile> model;
     std::string modelLabel;  // the path the user opened (the knot for a decoded knot)
@@ -104,19 +98,17 @@ struct ProfileInput {
 // beside the model or the origin.
 Result<Tokenizer> tokenizerFor(const ProfileInput& in) {
     const ModelFile& m = *in.model;
-    if (!in.tokenizer.empty()) return Tokenizer::load_llama2c(in.tokenizer, m.config().vocab_size);
-    if (!m.vocabulary().empty()) return Tokenizer::from_vocabulary(m.vocabulary(), m.path());
+    if (!in.tokenizer.empty() || !m.vocabulary().empty())
+        return tokenizer_for_model(m.path(), m.vocabulary(), m.config().vocab_size, in.tokenizer);
     if (!in.originVocab.empty()) return Tokenizer::from_vocabulary(in.originVocab, in.origin);
-    std::error_code ec;
     for (const std::string& base : {m.path(), in.origin}) {
         if (base.empty()) continue;
-        const std::filesystem::path tok = folderOf(base) / "tokenizer.bin";
-        if (std::filesystem::is_regular_file(tok, ec))
-            return Tokenizer::load_llama2c(tok.string(), m.config().vocab_size);
+        const std::vector<std::string> found = tokenizers_beside(base);
+        if (found.size() == 1) return Tokenizer::load_llama2c(found.front(), m.config().vocab_size);
     }
-    return Status(
-        StatusCode::NotFound,
-        in.modelLabel + ": no vocabulary and no tokenizer.bin beside it: choose a llama2.c tokenizer.bin (Tokenizer)");
+    return Status(StatusCode::NotFound, in.modelLabel +
+                                            ": no vocabulary and not exactly one tokenizer.bin / tok*.bin "
+                                            "beside it: choose a llama2.c tokenizer file (Tokenizer)");
 }
 
 Result<SaturationProfile> runProfile(const ProfileInput& in, const ProgressFn& progress) {

@@ -70,4 +70,14 @@ private:
     size_t m_max_piece_bytes = 0;
 };
 
+// The llama2.c tokenizer files beside a model: "tokenizer.bin" and "tok*.bin" in its folder (the folder itself when
+// `model_path` is one), the model file excluded; sorted.
+std::vector<std::string> tokenizers_beside(const std::string& model_path);
+
+// The tokenizer of a model: the llama2.c file `given` when set, else the model's own vocabulary, else the one file
+// tokenizers_beside() finds. Errors name the model — NotFound "M has no vocabulary and no tokenizer.bin or tok*.bin is
+// next to it", InvalidArgument "M: several tokenizers next to it (A, B)" — and callers add how to choose one.
+Result<Tokenizer> tokenizer_for_model(const std::string& model_path, const Vocabulary& vocab, int64_t vocab_size,
+                                      const std::string& given = {});
+
 }  // namespace gkq
