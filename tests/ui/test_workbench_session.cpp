@@ -29,8 +29,8 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
-#include <QThread>
 #include <QSignalSpy>
+#include <QThread>
 #include <QtTest>
 #include <cmath>
 #include <cstdio>
@@ -80,8 +80,10 @@ private slots:
         QVERIFY(openAndAnalyze(w, m_model));
         QVERIFY(w.lastError().isEmpty());
         QCOMPARE(w.recentFiles().value(0), QFileInfo(m_model).absoluteFilePath());
-        QAbstractItemModelTester treeTester(w.browser()->treeModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
-        QAbstractItemModelTester proxyTester(w.browser()->proxyModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester treeTester(w.browser()->treeModel(),
+                                            QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester proxyTester(w.browser()->proxyModel(),
+                                             QAbstractItemModelTester::FailureReportingMode::QtTest);
 
         // Select an FFN up-projection in the browser: the spectrum view follows it.
         ui::SpectrumPanel* spectrum = w.spectrumPanel();
@@ -106,7 +108,7 @@ private slots:
         QVERIFY(spectrum->rankText().contains(QString::number(bpw32, 'f', 4)));
         QVERIFY(spectrum->metricsText().contains(QStringLiteral("stable rank")));
         QVERIFY(spectrum->metricsText().contains(s.heavy_tail.power_law.reliable ? QStringLiteral("reliable")
-                                                                                  : QStringLiteral("unreliable")));
+                                                                                 : QStringLiteral("unreliable")));
 
         // Overlay and heat map.
         spectrum->pinCurrent();
@@ -146,7 +148,8 @@ private slots:
         const QuantizeReport& report = *quantize->lastReport();
         QCOMPARE(report.preset, std::string("lowrank-q4"));
         QCOMPARE(quantize->resultModel()->rowCount(), static_cast<int>(w.model()->tensors().size()));
-        QAbstractItemModelTester resultTester(quantize->resultModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester resultTester(quantize->resultModel(),
+                                              QAbstractItemModelTester::FailureReportingMode::QtTest);
         QVERIFY(quantize->totalsText().contains(QString::number(report.bits_per_weight(), 'f', 3)));
 
         // Evaluate the knot against the model (the demo model has a tokenizer and held-out text; 4 KB of it).
@@ -256,6 +259,44 @@ private slots:
         QCOMPARE(w.model()->tensors().size(), nTensors);
     }
 
+    // The window driven by keyboard and mouse events (QTest sends them through the platform: offscreen in CTest,
+    // a real X server under xvfb-run): View shortcuts switch every tab, Ctrl+R quantizes, a click on Cancel stops it,
+    // a click on Quantize runs it to the end, Escape cancels from anywhere.
+    void keyboardAndMouseDriveTheWindow() {
+        MainWindow w;
+        w.resize(1280, 800);
+        w.show();
+        w.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&w));
+        QVERIFY(openAndAnalyze(w, m_model));
+        for (int i = 0; i < w.tabs()->count(); ++i) {
+            QTest::keyClick(&w, static_cast<Qt::Key>(Qt::Key_1 + i), Qt::ControlModifier);
+            QCOMPARE(w.tabs()->currentIndex(), i);
+        }
+
+        ui::QuantizePanel* quantize = w.quantizePanel();
+        quantize->setPreset(QStringLiteral("lowrank-q4"));
+        QSignalSpy cancelled(quantize, &ui::QuantizePanel::quantizeCancelled);
+        QSignalSpy quantized(quantize, &ui::QuantizePanel::quantized);
+        QTest::keyClick(&w, Qt::Key_R, Qt::ControlModifier);
+        QVERIFY(quantize->isRunning());
+        QCOMPARE(w.tabs()->currentWidget(), quantize);  // Ctrl+R shows what it runs
+        QTest::mouseClick(quantize->cancelButton(), Qt::LeftButton);
+        QVERIFY(cancelled.wait(60000));
+        QCOMPARE(quantized.count(), 0);
+        QVERIFY(!quantize->isRunning());
+
+        QTest::keyClick(&w, Qt::Key_R, Qt::ControlModifier);
+        QVERIFY(quantize->isRunning());
+        QTest::keyClick(&w, Qt::Key_Escape);
+        QVERIFY(cancelled.wait(60000));
+        QCOMPARE(cancelled.count(), 2);
+
+        QTest::mouseClick(quantize->runButton(), Qt::LeftButton);
+        QVERIFY(quantized.wait(300000));
+        QCOMPARE(quantize->resultModel()->rowCount(), static_cast<int>(w.model()->tensors().size()));
+    }
+
     void compareRunsPresetsAndExports() {
         const QString heldout = QDir(m_model).filePath(QStringLiteral("heldout.txt"));
         if (!QFileInfo::exists(heldout)) QSKIP("needs the demo model's heldout.txt (a tokenizer and a text)");
@@ -287,7 +328,8 @@ private slots:
                         p.meanKld, p.meanKldSe);
         }
         QVERIFY(points[0].bitsPerWeight > points[1].bitsPerWeight);
-        QCOMPARE(ui::ParetoChart::paretoFront(points).size(), points[0].meanKld < points[1].meanKld ? size_t{2} : size_t{1});
+        QCOMPARE(ui::ParetoChart::paretoFront(points).size(),
+                 points[0].meanKld < points[1].meanKld ? size_t{2} : size_t{1});
 
         const QString csvPath = QString::fromStdString(m_dir.file("compare.csv"));
         QVERIFY(compare->exportCsv(csvPath));
@@ -295,8 +337,10 @@ private slots:
         QVERIFY(csv.open(QIODevice::ReadOnly));
         const QStringList lines = QString::fromUtf8(csv.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
         QCOMPARE(lines.size(), 3);
-        QCOMPARE(lines[0], QStringLiteral("preset,bits_per_weight,mean_kld,mean_kld_se,same_top,ppl_ratio,file_bytes,tokens"));
-        QVERIFY(lines[1].startsWith(QStringLiteral("q8_0,%1,%2,").arg(points[0].bitsPerWeight, 0, 'g', 17).arg(points[0].meanKld, 0, 'g', 17)));
+        QCOMPARE(lines[0],
+                 QStringLiteral("preset,bits_per_weight,mean_kld,mean_kld_se,same_top,ppl_ratio,file_bytes,tokens"));
+        QVERIFY(lines[1].startsWith(
+            QStringLiteral("q8_0,%1,%2,").arg(points[0].bitsPerWeight, 0, 'g', 17).arg(points[0].meanKld, 0, 'g', 17)));
         const QString pngPath = QString::fromStdString(m_dir.file("pareto.png"));
         QVERIFY(compare->exportPng(pngPath));
         QVERIFY(!QImage(pngPath).isNull());
