@@ -195,22 +195,20 @@ void MainWindow::buildMenus() {
 
     QMenu* view = menuBar()->addMenu(tr("&View"));
     for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
-    view->addAction(tr("&Overview"), QKeySequence(Qt::CTRL | Qt::Key_1), this,
-                    [this] { m_tabs->setCurrentIndex(OverviewTab); });
-    view->addAction(tr("&Spectrum"), QKeySequence(Qt::CTRL | Qt::Key_2), this,
-                    [this] { m_tabs->setCurrentIndex(SpectrumTab); });
-    view->addAction(tr("&Quantize"), QKeySequence(Qt::CTRL | Qt::Key_3), this,
-                    [this] { m_tabs->setCurrentIndex(QuantizeTab); });
-    view->addAction(tr("&Compare"), QKeySequence(Qt::CTRL | Qt::Key_4), this,
-                    [this] { m_tabs->setCurrentIndex(CompareTab); });
-    view->addAction(tr("S&aturation"), QKeySequence(Qt::CTRL | Qt::Key_5), this,
-                    [this] { m_tabs->setCurrentWidget(m_saturation); });
-    view->addAction(tr("&Tuning"), QKeySequence(Qt::CTRL | Qt::Key_6), this,
-                    [this] { m_tabs->setCurrentWidget(m_tuning); });
-    view->addAction(tr("&Reconstruct"), QKeySequence(Qt::CTRL | Qt::Key_7), this,
-                    [this] { m_tabs->setCurrentWidget(m_reconstruct); });
-    view->addAction(tr("Ser&ve"), QKeySequence(Qt::CTRL | Qt::Key_8), this,
-                    [this] { m_tabs->setCurrentWidget(m_serve); });
+    // Ctrl+1 .. Ctrl+8 show the tabs in their order.
+    const QList<std::pair<QString, QWidget*>> views = {{tr("&Overview"), m_tabs->widget(OverviewTab)},
+                                                       {tr("&Spectrum"), m_spectrum},
+                                                       {tr("&Quantize"), m_quantize},
+                                                       {tr("&Compare"), m_compare},
+                                                       {tr("S&aturation"), m_saturation},
+                                                       {tr("&Tuning"), m_tuning},
+                                                       {tr("&Reconstruct"), m_reconstruct},
+                                                       {tr("Ser&ve"), m_serve}};
+    for (int i = 0; i < views.size(); ++i) {
+        QWidget* page = views[i].second;
+        view->addAction(views[i].first, QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)), this,
+                        [this, page] { m_tabs->setCurrentWidget(page); });
+    }
 }
 
 void MainWindow::openDialog() {
