@@ -43,8 +43,7 @@ private slots:
     void initTestCase() {
         if (qgetenv("GKQ_CLI").isEmpty()) QSKIP("GKQ_CLI is not set (run through ctest)");
         m_model = m_dir.file("tiny.gguf");
-        auto m = test::make_tiny_model(test::tiny_config(true), 3);
-        QVERIFY(write_gguf(m_model, m.config, m.tensors, eval_vocabulary()));
+        test::write_tiny_gguf(m_model, true, 3, eval_vocabulary());
         m_text = m_dir.file("text.txt");
         test::write_file(m_text, std::string_view(kText));
         m_knot = m_dir.file("tiny-q8.knot");

@@ -92,8 +92,7 @@ private slots:
     void ggufUsesItsOwnVocabulary() {
         test::TempDir dir;
         const std::string path = dir.file("tiny.gguf");
-        auto m = test::make_tiny_model(test::tiny_config(true), 6);
-        QVERIFY(write_gguf(path, m.config, m.tensors, test::tiny_vocabulary()));
+        test::write_tiny_gguf(path, true, 6, test::tiny_vocabulary());
         Run r = run_gkq({"generate", q(path), "-p", "abc", "--temp", "0", "-n", "12"});
         QVERIFY2(r.code == 0, qPrintable(r.err));
         QVERIFY2(r.out.startsWith("abc"), qPrintable(r.out));  // the prompt's pieces come first

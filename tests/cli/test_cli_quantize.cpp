@@ -1,9 +1,9 @@
 // The real gkq binary: quantize (table and JSON), verify, reconstruct and merge, their help, option errors and
 // exit codes, on a tiny written model and on the shared checkpoint.
+#include "cli_run.h"
 #include "gkq/knot.h"
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
-#include "cli_run.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -18,22 +18,25 @@ namespace fs = std::filesystem;
 
 namespace {
 using Run = gkq::test::CliRunT<std::string>;
-Run run_gkq(const QStringList& args) { return gkq::test::run_gkq_as<std::string>(args, 120000); }
+Run run_gkq(const QStringList& args) {
+    return gkq::test::run_gkq_as<std::string>(args, 120000);
+}
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(const std::string& s) {
+    return QString::fromStdString(s);
+}
 
-#define VERIFY_CONTAINS(haystack, needle)                                                                    \
-    QVERIFY2(std::string(haystack).find(needle) != std::string::npos,                                        \
+#define VERIFY_CONTAINS(haystack, needle)                             \
+    QVERIFY2(std::string(haystack).find(needle) != std::string::npos, \
              qPrintable(QString::fromStdString(std::string(haystack) + "  [expected: " + (needle) + "]")))
 
 std::string tiny_gguf(const test::TempDir& dir) {
-    const std::string path = dir.file("tiny.gguf");
-    auto m = test::make_tiny_model(test::tiny_config(false));
-    if (!write_gguf(path, m.config, m.tensors).is_ok()) qFatal("write_gguf failed");
-    return path;
+    return test::write_tiny_gguf(dir.file("tiny.gguf"), false);
 }
 
-size_t count_lines(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+size_t count_lines(const std::string& s) {
+    return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
 }  // namespace
 
 class TestCliQuantize : public QObject {
@@ -50,10 +53,11 @@ private slots:
         Run h = run_gkq({"quantize", "--help"});
         QCOMPARE(h.code, 0);
         QVERIFY(h.out.rfind("usage: gkq quantize [MODEL] -o OUT.knot [--preset P] [--rank K] [--energy E] [--bits B] "
-                            "[--shard i/N] [--json]", 0) == 0);
-        for (const char* o : {"--rank K", "--energy E", "--bits B", "--shard i/N", "--json", "--tokenizer FILE",
-                              "--threads N", "-o, --output OUT.knot", "paper", "q8_0", "q4_0", "lowrank-q4",
-                              "svd-energy"})
+                            "[--shard i/N] [--json]",
+                            0) == 0);
+        for (const char* o :
+             {"--rank K", "--energy E", "--bits B", "--shard i/N", "--json", "--tokenizer FILE", "--threads N",
+              "-o, --output OUT.knot", "paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy"})
             VERIFY_CONTAINS(h.out, o);
         Run v = run_gkq({"verify", "--help"});
         QCOMPARE(v.code, 0);
@@ -77,14 +81,14 @@ private slots:
                                 << "option '--bits': 3 is not 2, 4 or 8";
         QTest::newRow("bits 9") << QStringList{"quantize", "m.gguf", "-o", "x.knot", "--preset", "paper", "--bits", "9"}
                                 << "option '--bits': 9 is out of range [2, 8]";
-        QTest::newRow("energy 0") << QStringList{"quantize", "m.gguf", "-o", "x.knot", "--preset", "paper",
-                                                 "--energy", "0"}
+        QTest::newRow("energy 0") << QStringList{"quantize", "m.gguf", "-o",       "x.knot",
+                                                 "--preset", "paper",  "--energy", "0"}
                                   << "option '--energy': 0 is out of range";
-        QTest::newRow("shard 2/2") << QStringList{"quantize", "m.gguf", "-o", "x.knot", "--preset", "q8_0", "--shard",
-                                                  "2/2"}
+        QTest::newRow("shard 2/2") << QStringList{"quantize", "m.gguf", "-o",      "x.knot",
+                                                  "--preset", "q8_0",   "--shard", "2/2"}
                                    << "option '--shard': '2/2' is not i/N with 0 <= i < N";
-        QTest::newRow("shard text") << QStringList{"quantize", "m.gguf", "-o", "x.knot", "--preset", "q8_0",
-                                                   "--shard", "a/b"}
+        QTest::newRow("shard text") << QStringList{"quantize", "m.gguf", "-o",      "x.knot",
+                                                   "--preset", "q8_0",   "--shard", "a/b"}
                                     << "'a/b' is not i/N";
         QTest::newRow("unknown option") << QStringList{"quantize", "--frob", "m.gguf"} << "unknown option '--frob'";
         QTest::newRow("missing model") << QStringList{"quantize", "/nonexistent/m.gguf", "-o", "x.knot", "--preset",
@@ -93,10 +97,10 @@ private slots:
         QTest::newRow("verify missing") << QStringList{"verify", "/nonexistent/a.knot"}
                                         << "gkq verify: /nonexistent/a.knot: cannot open";
         QTest::newRow("verify no file") << QStringList{"verify"} << "missing IN.knot";
-        QTest::newRow("reconstruct no output") << QStringList{"reconstruct", "a.knot"}
-                                               << "missing -o OUT.{safetensors,gguf,bin}";
-        QTest::newRow("reconstruct extension") << QStringList{"reconstruct", "a.knot", "-o", "m.onnx"}
-                                               << "m.onnx: unknown output format";
+        QTest::newRow("reconstruct no output")
+            << QStringList{"reconstruct", "a.knot"} << "missing -o OUT.{safetensors,gguf,bin}";
+        QTest::newRow("reconstruct extension")
+            << QStringList{"reconstruct", "a.knot", "-o", "m.onnx"} << "m.onnx: unknown output format";
         QTest::newRow("merge no shards") << QStringList{"merge", "-o", "x.knot"} << "missing SHARD";
         QTest::newRow("merge no output") << QStringList{"merge", "a.knot"} << "missing -o OUT.knot";
     }
@@ -112,8 +116,8 @@ private slots:
     void quantizeJsonVerifyReconstruct() {
         test::TempDir dir;
         const std::string model = tiny_gguf(dir), knot = dir.file("t.knot");
-        Run r = run_gkq({"quantize", q(model), "-o", q(knot), "--preset", "paper", "--rank", "2", "--bits", "8",
-                         "--json"});
+        Run r =
+            run_gkq({"quantize", q(model), "-o", q(knot), "--preset", "paper", "--rank", "2", "--bits", "8", "--json"});
         QCOMPARE(r.code, 0);
         auto j = nlohmann::json::parse(r.out);
         QCOMPARE(j["command"].get<std::string>(), std::string("quantize --preset paper --rank 2 --bits 8"));
@@ -170,7 +174,8 @@ private slots:
         QCOMPARE(r.code, 0);
         VERIFY_CONTAINS(r.out, "command  quantize --preset q4_0\n");
         VERIFY_CONTAINS(r.out, "\nname ");
-        VERIFY_CONTAINS(r.out, "  method            rank   bits         bytes      bpw     rel_err     max_abs    energy\n");
+        VERIFY_CONTAINS(r.out,
+                        "  method            rank   bits         bytes      bpw     rel_err     max_abs    energy\n");
         VERIFY_CONTAINS(r.out, "\ntotal    21 tensors, ");
         std::string size = std::to_string(fs::file_size(knot));
         for (int i = static_cast<int>(size.size()) - 3; i > 0; i -= 3) size.insert(static_cast<size_t>(i), ",");
@@ -218,8 +223,8 @@ private slots:
         QStringList shards;
         for (int i = 0; i < 3; ++i) {
             const std::string s = dir.file("s" + std::to_string(i) + ".knot");
-            Run r = run_gkq({"quantize", q(model), "-o", q(s), "--preset", "paper", "--shard",
-                             QString("%1/3").arg(i), "--json"});
+            Run r = run_gkq(
+                {"quantize", q(model), "-o", q(s), "--preset", "paper", "--shard", QString("%1/3").arg(i), "--json"});
             QCOMPARE(r.code, 0);
             QCOMPARE(nlohmann::json::parse(r.out)["shard"]["count"].get<int>(), 3);
             shards.prepend(q(s));

@@ -5,6 +5,7 @@
 #include "gkq/model_writer.h"
 #include "gkq/naming.h"
 #include "test_support.h"
+#include "tiny_model.h"
 
 #include <QtTest>
 
@@ -107,32 +108,12 @@ struct SmallModel {
 
 SmallModel small_model() {
     SmallModel m;
-    const ModelConfig& c = m.config;
-    const int64_t kv = c.kv_dim();
-    auto add = [&](TensorRole role, int32_t layer, std::vector<int64_t> shape, std::string name = {}) {
-        int64_t n = 1;
-        for (int64_t d : shape) n *= d;
-        m.values.push_back(gkq::test::random_floats(static_cast<size_t>(n), m.values.size() + 1, 0.5f));
-        m.tensors.push_back({role, layer, std::move(shape), nullptr, std::move(name)});
-    };
-    add(TensorRole::TokenEmbd, -1, {c.vocab_size, c.dim});
-    for (int32_t l = 0; l < c.n_layers; ++l) {
-        add(TensorRole::AttnNorm, l, {c.dim});
-        add(TensorRole::AttnQ, l, {c.dim, c.dim});
-        add(TensorRole::AttnK, l, {kv, c.dim});
-        add(TensorRole::AttnV, l, {kv, c.dim});
-        add(TensorRole::AttnO, l, {c.dim, c.dim});
-        add(TensorRole::FfnNorm, l, {c.dim});
-        add(TensorRole::FfnGate, l, {c.hidden_dim, c.dim});
-        add(TensorRole::FfnUp, l, {c.hidden_dim, c.dim});
-        add(TensorRole::FfnDown, l, {c.dim, c.hidden_dim});
-    }
-    add(TensorRole::OutputNorm, -1, {c.dim});
-    add(TensorRole::Output, -1, {c.vocab_size, c.dim});
-    add(TensorRole::Other, -1, {3}, "extra.rotary_scale");
+    gkq::test::TinyModel tiny = gkq::test::make_tiny_model(m.config);
+    m.values = std::move(tiny.storage);
+    m.tensors = std::move(tiny.tensors);
+    m.tensors.push_back({TensorRole::Other, -1, {3}, nullptr, "extra.rotary_scale"});
     // values that exercise f16 / bf16 rounding: ties, overflow to inf, subnormals, signed zero
-    auto& last = m.values.back();
-    last = {65520.0f, 3e-8f, -0.0f};
+    m.values.push_back({65520.0f, 3e-8f, -0.0f});
     for (size_t i = 0; i < m.tensors.size(); ++i) m.tensors[i].data = m.values[i].data();
     return m;
 }

@@ -2,6 +2,9 @@
 
 #include "test_support.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace gkq::test {
 
 ModelConfig tiny_config(bool shared_classifier) {
@@ -75,6 +78,15 @@ Vocabulary tiny_vocabulary(const std::vector<std::string>& merges) {
 Vocabulary tiny_vocabulary() {
     const std::string space = "\xE2\x96\x81";
     return tiny_vocabulary({space + "a", "ab", "ba", space + "ab", "cd", "de", "ef", "fg", "gh", "hi"});
+}
+
+std::string write_tiny_gguf(const std::string& path, bool shared_classifier, uint64_t seed, const Vocabulary& vocab) {
+    const TinyModel m = make_tiny_model(tiny_config(shared_classifier), seed);
+    if (Status s = write_gguf(path, m.config, m.tensors, vocab); !s) {
+        std::fprintf(stderr, "write_tiny_gguf: %s\n", s.message().c_str());
+        std::abort();
+    }
+    return path;
 }
 
 }  // namespace gkq::test

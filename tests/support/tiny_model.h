@@ -28,4 +28,9 @@ TinyModel make_tiny_model(const ModelConfig& config, uint64_t seed = 1);
 Vocabulary tiny_vocabulary();
 Vocabulary tiny_vocabulary(const std::vector<std::string>& merges);
 
+// make_tiny_model(tiny_config(shared_classifier), seed) written as GGUF to `path` (with `vocab` when it has tokens);
+// aborts the test program with the writer's message if it refuses. Returns `path`.
+std::string write_tiny_gguf(const std::string& path, bool shared_classifier = true, uint64_t seed = 1,
+                            const Vocabulary& vocab = {});
+
 }  // namespace gkq::test

@@ -17,10 +17,7 @@ class TestTensorTableModel : public QObject {
 private slots:
     void modelHoldsEveryTensor() {
         test::TempDir dir;
-        const std::string path = dir.file("tiny.gguf");
-        auto m = test::make_tiny_model(test::tiny_config(true));
-        QVERIFY(write_gguf(path, m.config, m.tensors).is_ok());
-        auto file = ModelFile::open(path);
+        auto file = ModelFile::open(test::write_tiny_gguf(dir.file("tiny.gguf")));
         QVERIFY2(file.is_ok(), file.message().c_str());
 
         ui::TensorTableModel model;
@@ -48,9 +45,7 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 30000);
         QVERIFY(w.lastError().contains(QStringLiteral("/nonexistent/x.gguf")));
         test::TempDir dir;
-        const std::string path = dir.file("tiny.gguf");
-        auto m = test::make_tiny_model(test::tiny_config(false));
-        QVERIFY(write_gguf(path, m.config, m.tensors).is_ok());
+        const std::string path = test::write_tiny_gguf(dir.file("tiny.gguf"), false);
         w.openModel(QString::fromStdString(path));
         QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 30000);
         QCOMPARE(w.tensorModel()->rowCount(), 21);

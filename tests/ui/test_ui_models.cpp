@@ -34,10 +34,7 @@ class TestUiModels : public QObject {
 private slots:
     void treeGroupsTensorsByLayer() {
         test::TempDir dir;
-        const std::string path = dir.file("tiny.gguf");
-        auto m = test::make_tiny_model(test::tiny_config(true));
-        QVERIFY(write_gguf(path, m.config, m.tensors).is_ok());
-        auto file = ModelFile::open(path);
+        auto file = ModelFile::open(test::write_tiny_gguf(dir.file("tiny.gguf")));
         QVERIFY2(file.is_ok(), file.message().c_str());
 
         ui::ModelTreeModel model;
@@ -108,7 +105,8 @@ private slots:
             const QuantizedTensor& q = report->tensors[static_cast<size_t>(r)];
             const auto raw = [&](int c) { return model.index(r, c).data(ui::QuantResultModel::RawRole); };
             QCOMPARE(raw(ui::QuantResultModel::Name).toString(), QString::fromStdString(q.codec.name));
-            QCOMPARE(raw(ui::QuantResultModel::Method).toString(), QString::fromLatin1(method_name(q.codec.method).data()));
+            QCOMPARE(raw(ui::QuantResultModel::Method).toString(),
+                     QString::fromLatin1(method_name(q.codec.method).data()));
             QCOMPARE(raw(ui::QuantResultModel::Rank).toInt(), q.codec.rank);
             QCOMPARE(raw(ui::QuantResultModel::Bytes).toULongLong(), q.bytes_on_disk());
             QCOMPARE(raw(ui::QuantResultModel::Bpw).toDouble(), q.bits_per_weight());
