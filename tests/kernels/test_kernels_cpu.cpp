@@ -28,9 +28,9 @@ bool simd_here() {
     return kernels::backend_available(Backend::CpuSimd);
 }
 
-#define SKIP_WITHOUT_SIMD()                                                                                      \
-    do {                                                                                                         \
-        if (!simd_here())                                                                                        \
+#define SKIP_WITHOUT_SIMD()                                                                                    \
+    do {                                                                                                       \
+        if (!simd_here())                                                                                      \
             QSKIP(("cpu-simd unavailable: " + kernels::backend_unavailable_reason(Backend::CpuSimd)).c_str()); \
     } while (0)
 
@@ -101,9 +101,12 @@ private slots:
         const std::vector<float> x = test::random_floats(32 * 37, 5, 3.0f);
         for (DType t : {DType::Q8_0, DType::Q4_0, DType::F16}) {
             std::vector<uint8_t> blocks(*dtype_storage_bytes(t, x.size()));
-            if (t == DType::Q8_0) quantize_q8_0(x.data(), x.size(), blocks.data());
-            else if (t == DType::Q4_0) quantize_q4_0(x.data(), x.size(), blocks.data());
-            else encode_f16(x.data(), x.size(), reinterpret_cast<uint16_t*>(blocks.data()));
+            if (t == DType::Q8_0)
+                quantize_q8_0(x.data(), x.size(), blocks.data());
+            else if (t == DType::Q4_0)
+                quantize_q4_0(x.data(), x.size(), blocks.data());
+            else
+                encode_f16(x.data(), x.size(), reinterpret_cast<uint16_t*>(blocks.data()));
             std::vector<float> want(x.size()), got(x.size());
             QVERIFY(convert_to_f32(t, blocks.data(), x.size(), want.data()).is_ok());
             QVERIFY(kernels::dequantize_blocks(Backend::CpuRef, t, blocks.data(), x.size(), got.data()).is_ok());
@@ -177,14 +180,16 @@ private slots:
                 const uint64_t count = n + extra;
                 const std::vector<float> x = test::random_floats(count, count, 4.0f);
                 std::vector<uint8_t> blocks(*dtype_storage_bytes(t, count));
-                if (t == DType::Q8_0) quantize_q8_0(x.data(), count, blocks.data());
-                else if (t == DType::Q4_0) quantize_q4_0(x.data(), count, blocks.data());
-                else encode_f16(x.data(), count, reinterpret_cast<uint16_t*>(blocks.data()));
+                if (t == DType::Q8_0)
+                    quantize_q8_0(x.data(), count, blocks.data());
+                else if (t == DType::Q4_0)
+                    quantize_q4_0(x.data(), count, blocks.data());
+                else
+                    encode_f16(x.data(), count, reinterpret_cast<uint16_t*>(blocks.data()));
                 for (int threads : {1, 2}) {
                     std::vector<float> want(count), got(count, -7.0f);
                     QVERIFY(kernels::dequantize_blocks(Backend::CpuRef, t, blocks.data(), count, want.data()).is_ok());
-                    QVERIFY(kernels::dequantize_blocks(Backend::CpuSimd, t, blocks.data(), count, got.data(),
-                                                       {threads})
+                    QVERIFY(kernels::dequantize_blocks(Backend::CpuSimd, t, blocks.data(), count, got.data(), {threads})
                                 .is_ok());
                     const int64_t bad = first_bit_difference(got.data(), want.data(), int64_t(count));
                     if (bad >= 0) QFAIL(describe("blocks", bad, got[bad], want[bad]).c_str());
@@ -201,9 +206,8 @@ private slots:
         SKIP_WITHOUT_SIMD();
         QFETCH(int, rank);
         const int64_t k = rank;
-        const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1},   {5, 7},    {6, 16},  {7, 17},
-                                                                 {13, 33}, {64, 96},  {97, 130}, {300, 257},
-                                                                 {37, 64}, {130, 320}};
+        const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1},   {5, 7},    {6, 16},    {7, 17},  {13, 33},
+                                                                 {64, 96}, {97, 130}, {300, 257}, {37, 64}, {130, 320}};
         for (auto [rows, cols] : shapes) {
             const std::vector<float> ut = test::random_floats(size_t(k * rows), uint64_t(rows * 31 + k));
             const std::vector<float> vt = test::random_floats(size_t(k * cols), uint64_t(cols * 17 + k));
@@ -226,13 +230,14 @@ private slots:
                     QVERIFY(kernels::reconstruct(Backend::CpuSimd, ut.data(), sigma.data(), vt.data(), rows, cols, k,
                                                  rb, got.data(), {threads})
                                 .is_ok());
-                    const std::string bad =
-                        check_reconstruction(ut.data(), sigma.data(), vt.data(), rows, cols, k, residual_bits != 0,
-                                             got.data(), want.data());
+                    const std::string bad = check_reconstruction(ut.data(), sigma.data(), vt.data(), rows, cols, k,
+                                                                 residual_bits != 0, got.data(), want.data());
                     QVERIFY2(bad.empty(), bad.c_str());
                     // each element is computed whole by one thread: the thread count changes nothing
-                    if (first.empty()) first = got;
-                    else QCOMPARE(first_bit_difference(got.data(), first.data(), rows * cols), int64_t(-1));
+                    if (first.empty())
+                        first = got;
+                    else
+                        QCOMPARE(first_bit_difference(got.data(), first.data(), rows * cols), int64_t(-1));
                 }
                 if (k == 0) QCOMPARE(first_bit_difference(first.data(), want.data(), rows * cols), int64_t(-1));
             }
@@ -276,6 +281,36 @@ private slots:
                     }
                 }
             }
+    }
+
+    // The factors at every alignment: 64-byte aligned ones are read in place, others through aligned copies; the
+    // result is the FMA-order reference bit for bit either way.
+    void reconstructFactorAlignment() {
+        SKIP_WITHOUT_SIMD();
+        const int64_t rows = 37, cols = 80, k = 16;
+        const std::vector<float> ut = test::random_floats(size_t(k * rows), 21);
+        const std::vector<float> vt = test::random_floats(size_t(k * cols), 22);
+        const std::vector<float> sigma = test::random_floats(size_t(k), 23, 4.0f);
+        const std::vector<float> want = fma_order_reference(ut.data(), sigma.data(), vt.data(), rows, cols, k, {});
+        std::vector<float> ut_buffer(ut.size() + 32), vt_buffer(vt.size() + 32);
+        auto aligned = [](std::vector<float>& b) {
+            float* p = b.data();
+            while (reinterpret_cast<uintptr_t>(p) % 64 != 0) ++p;
+            return p;
+        };
+        for (int64_t offset : {0, 1, 3, 4}) {
+            float* u = aligned(ut_buffer) + offset;
+            float* v = aligned(vt_buffer) + offset;
+            std::copy(ut.begin(), ut.end(), u);
+            std::copy(vt.begin(), vt.end(), v);
+            std::vector<float> got(size_t(rows * cols), -7.0f);
+            QVERIFY(
+                kernels::reconstruct(Backend::CpuSimd, u, sigma.data(), v, rows, cols, k, {}, got.data(), {2}).is_ok());
+            const int64_t bad = first_bit_difference(got.data(), want.data(), rows * cols);
+            if (bad >= 0)
+                QFAIL(describe("factors at offset " + std::to_string(offset), bad, got[size_t(bad)], want[size_t(bad)])
+                          .c_str());
+        }
     }
 
     // Outputs of 16 MiB and more: streaming stores up to rank 10 (when 64-byte aligned with whole tile rows), plain
@@ -378,11 +413,11 @@ private slots:
         const std::vector<float> w = test::random_floats(16 * 64, 4);
         EncodedTensor good = *encode_tensor(input("blk.1.ffn_up.weight", TensorRole::FfnUp, {16, 64}, w), p);
         std::vector<EncodedTensor> bad(5, good);
-        bad[0].payload.pop_back();                      // residual blocks one byte short
-        bad[1].rank = 99;                               // rank beyond min(rows, cols)
-        bad[2].factor_bits = 3;                         // not 2, 4 or 8
-        bad[3].method = Method::Q8_0;                   // header fields a block method must not have
-        bad[4].payload.resize(20);                      // truncated inside the scales
+        bad[0].payload.pop_back();     // residual blocks one byte short
+        bad[1].rank = 99;              // rank beyond min(rows, cols)
+        bad[2].factor_bits = 3;        // not 2, 4 or 8
+        bad[3].method = Method::Q8_0;  // header fields a block method must not have
+        bad[4].payload.resize(20);     // truncated inside the scales
         for (const EncodedTensor& t : bad) {
             Result<std::vector<float>> codec = decode_tensor(t);
             QVERIFY(!codec);
@@ -407,7 +442,8 @@ private slots:
         Status s = kernels::dequantize_factors(Backend::CpuRef, {codes, 3, true}, 0, 1, 4, false, scale, out);
         QCOMPARE(s.message(), std::string("dequantize_factors: bits is 3, expected 2, 4 or 8"));
         s = kernels::dequantize_blocks(Backend::CpuRef, DType::Q8_0, codes, 33, out);
-        QCOMPARE(s.message(), std::string("dequantize_blocks: 33 elements are not a whole number of 32-element blocks"));
+        QCOMPARE(s.message(),
+                 std::string("dequantize_blocks: 33 elements are not a whole number of 32-element blocks"));
         s = kernels::dequantize_blocks(Backend::CpuRef, DType::BF16, codes, 2, out);
         QCOMPARE(s.message(), std::string("dequantize_blocks: type bf16 is not f16, q8_0 or q4_0"));
         s = kernels::reconstruct(Backend::CpuRef, scale, scale, scale, 1, 48, 1, {codes, 8}, out);
@@ -441,8 +477,8 @@ private slots:
     void runBackendMeasuresAgainstFloat64() {
         const Preset p = *find_preset("lowrank-q4");
         const std::vector<float> w = test::random_floats(64 * 128, 21);
-        const EncodedTensor e =
-            *encode_tensor(input("blk.0.ffn_gate.weight", TensorRole::FfnGate, {64, 128}, w), p.params_for(TensorRole::FfnGate, 2));
+        const EncodedTensor e = *encode_tensor(input("blk.0.ffn_gate.weight", TensorRole::FfnGate, {64, 128}, w),
+                                               p.params_for(TensorRole::FfnGate, 2));
         QCOMPARE(e.method, Method::LowRankResidual);
 
         Result<std::vector<double>> ref = kernels::reference_f64(e);
@@ -452,7 +488,7 @@ private slots:
         double max_ref_gap = 0.0;
         for (size_t i = 0; i < codec.size(); ++i) max_ref_gap = std::max(max_ref_gap, std::fabs((*ref)[i] - codec[i]));
         QVERIFY2(max_ref_gap < 1e-4, std::to_string(max_ref_gap).c_str());  // f32 rounding of sums of ~2 magnitude
-        QVERIFY(max_ref_gap > 0.0);                                        // and not the f32 result itself
+        QVERIFY(max_ref_gap > 0.0);                                         // and not the f32 result itself
 
         for (Backend b : kernels::kAllBackends) {
             Result<kernels::BackendRun> run = kernels::run_backend(b, e, {3, {2}}, &*ref);
@@ -483,7 +519,6 @@ private slots:
         Result<kernels::BackendRun> bad = kernels::run_backend(Backend::CpuRef, e, {0, {}});
         QCOMPARE(bad.message(), std::string("run_backend: n_runs is 0"));
     }
-
 };
 
 QTEST_APPLESS_MAIN(TestKernelsCpu)
