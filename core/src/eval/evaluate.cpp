@@ -164,9 +164,8 @@ std::vector<Window> make_windows(int64_t n_tokens, int64_t n_ctx, int64_t stride
 Status check_tokens(const EvalText& text, int64_t n_vocab, const std::string& who) {
     if (text.tokens.empty()) return error(StatusCode::InvalidArgument, "eval: the text has no tokens");
     if (text.bos_id < 0 || text.bos_id >= n_vocab)
-        return error(StatusCode::InvalidArgument,
-                     "eval: BOS id " + std::to_string(text.bos_id) + " is outside " + who + "'s vocabulary of " +
-                         std::to_string(n_vocab));
+        return error(StatusCode::InvalidArgument, "eval: BOS id " + std::to_string(text.bos_id) + " is outside " + who +
+                                                      "'s vocabulary of " + std::to_string(n_vocab));
     for (size_t i = 0; i < text.tokens.size(); ++i)
         if (text.tokens[i] < 0 || text.tokens[i] >= n_vocab)
             return error(StatusCode::InvalidArgument, "eval: token " + std::to_string(i) + " of the text has id " +
@@ -175,28 +174,36 @@ Status check_tokens(const EvalText& text, int64_t n_vocab, const std::string& wh
     return Status::ok();
 }
 
-// Runs every window: `model`'s logits for the window's positions ((end - begin), n_vocab) go to `on_window`.
-using WindowFn = std::function<void(const Window& w, const float* logits)>;
+// A model a window runs through, and the name its errors carry (empty: none).
+struct WindowModel {
+    Transformer* model;
+    const char* role;
+};
 
-Status run_windows(const std::vector<Window>& windows, const EvalText& text, Transformer* model,
+// Runs every window through each of `models` in turn: logits[m] holds model m's logits for the window's positions
+// ((end - begin), n_vocab), handed to `on_window` before the next window runs.
+using WindowFn = std::function<void(const Window& w, const float* const* logits)>;
+
+Status run_windows(const std::vector<Window>& windows, const EvalText& text, const std::vector<WindowModel>& models,
                    const ProgressFn& progress, const WindowFn& on_window) {
-    const int64_t n_vocab = model != nullptr ? model->config().vocab_size : 0;
     std::vector<int32_t> input;
-    std::vector<float> logits;
+    std::vector<std::vector<float>> logits(models.size());
+    std::vector<const float*> views(models.size());
     for (size_t wi = 0; wi < windows.size(); ++wi) {
         if (!report_progress(progress, static_cast<double>(wi) / static_cast<double>(windows.size()),
                              "window " + std::to_string(wi + 1) + " of " + std::to_string(windows.size())))
             return error(StatusCode::Cancelled, "eval: cancelled");
         const Window& w = windows[wi];
-        if (model != nullptr) {
-            const int64_t len = w.end - w.begin;
-            input.assign(1, text.bos_id);
-            input.insert(input.end(), text.tokens.begin() + w.begin, text.tokens.begin() + w.end - 1);
-            logits.resize(static_cast<size_t>(len * n_vocab));
-            auto r = model->forward_batch(input.data(), len, 0, logits.data());
-            if (!r) return r.status();
+        const int64_t len = w.end - w.begin;
+        input.assign(1, text.bos_id);
+        input.insert(input.end(), text.tokens.begin() + w.begin, text.tokens.begin() + w.end - 1);
+        for (size_t m = 0; m < models.size(); ++m) {
+            logits[m].resize(static_cast<size_t>(len * models[m].model->config().vocab_size));
+            auto r = models[m].model->forward_batch(input.data(), len, 0, logits[m].data());
+            if (!r) return *models[m].role ? r.status().with_context(models[m].role) : r.status();
+            views[m] = logits[m].data();
         }
-        on_window(w, logits.data());
+        on_window(w, views.data());
     }
     if (!report_progress(progress, 1.0, "done")) return error(StatusCode::Cancelled, "eval: cancelled");
     return Status::ok();
@@ -223,9 +230,8 @@ Result<EvalOptions> resolve_eval_options(const EvalOptions& options, int64_t con
     EvalOptions o = options;
     if (o.n_ctx == 0) o.n_ctx = std::min(context_length, kDefaultMaxCtx);
     if (o.n_ctx < 2 || o.n_ctx > context_length)
-        return error(StatusCode::InvalidArgument, "eval: context " + std::to_string(o.n_ctx) +
-                                                      " is outside 2.." + std::to_string(context_length) +
-                                                      " (the model's context length)");
+        return error(StatusCode::InvalidArgument, "eval: context " + std::to_string(o.n_ctx) + " is outside 2.." +
+                                                      std::to_string(context_length) + " (the model's context length)");
     if (o.stride == 0) o.stride = o.n_ctx / 2;
     if (o.stride < 1 || o.stride > o.n_ctx)
         return error(StatusCode::InvalidArgument, "eval: stride " + std::to_string(o.stride) + " is outside 1.." +
@@ -243,10 +249,11 @@ Result<EvalReport> evaluate_perplexity(Transformer& model, const EvalText& text,
     try {
         const std::vector<Window> windows = make_windows(static_cast<int64_t>(text.tokens.size()), o->n_ctx, o->stride);
         EvalAccumulator acc(false);
-        Status s = run_windows(windows, text, &model, progress, [&](const Window& w, const float* logits) {
-            for (int64_t t = w.score_from; t < w.end; ++t)
-                acc.add_single(logits + (t - w.begin) * n_vocab, n_vocab, text.tokens[static_cast<size_t>(t)]);
-        });
+        Status s =
+            run_windows(windows, text, {{&model, ""}}, progress, [&](const Window& w, const float* const* logits) {
+                for (int64_t t = w.score_from; t < w.end; ++t)
+                    acc.add_single(logits[0] + (t - w.begin) * n_vocab, n_vocab, text.tokens[static_cast<size_t>(t)]);
+            });
         if (!s) return s;
         EvalReport r = start_report(text, *o, windows.size(), false);
         r.single = acc.perplexity(text.n_bytes);
@@ -265,8 +272,8 @@ Result<EvalReport> evaluate_compare(Transformer& base, Transformer& candidate, c
         return error(StatusCode::InvalidArgument, "eval: the base model has " + std::to_string(n_vocab) +
                                                       " tokens, the candidate " +
                                                       std::to_string(candidate.config().vocab_size));
-    const int64_t ctx = std::min({base.config().context_length, base.n_context(), candidate.config().context_length,
-                                  candidate.n_context()});
+    const int64_t ctx = std::min(
+        {base.config().context_length, base.n_context(), candidate.config().context_length, candidate.n_context()});
     auto o = resolve_eval_options(options, ctx);
     if (!o) return o.status();
     if (Status s = check_tokens(text, n_vocab, "the model"); !s) return s;
@@ -282,31 +289,17 @@ Result<EvalReport> evaluate_compare(Transformer& base, Transformer& candidate, c
         }
         EvalAccumulator acc(true);
         // Each window runs the base, then the candidate; the pairs are added in token order.
-        std::vector<float> base_logits;
-        std::vector<float> cand_logits;
-        std::vector<int32_t> input;
-        for (size_t wi = 0; wi < windows.size(); ++wi) {
-            if (!report_progress(progress, static_cast<double>(wi) / static_cast<double>(windows.size()),
-                                 "window " + std::to_string(wi + 1) + " of " + std::to_string(windows.size())))
-                return error(StatusCode::Cancelled, "eval: cancelled");
-            const Window& w = windows[wi];
-            const int64_t len = w.end - w.begin;
-            input.assign(1, text.bos_id);
-            input.insert(input.end(), text.tokens.begin() + w.begin, text.tokens.begin() + w.end - 1);
-            base_logits.resize(static_cast<size_t>(len * n_vocab));
-            cand_logits.resize(static_cast<size_t>(len * n_vocab));
-            if (auto r = base.forward_batch(input.data(), len, 0, base_logits.data()); !r)
-                return r.status().with_context("base model");
-            if (auto r = candidate.forward_batch(input.data(), len, 0, cand_logits.data()); !r)
-                return r.status().with_context("candidate model");
-            for (int64_t t = w.score_from; t < w.end; ++t) {
-                const float* b = base_logits.data() + (t - w.begin) * n_vocab;
-                acc.add_pair(b, cand_logits.data() + (t - w.begin) * n_vocab, n_vocab,
-                             text.tokens[static_cast<size_t>(t)]);
-                if (save_base != nullptr) save_base->logits.insert(save_base->logits.end(), b, b + n_vocab);
-            }
-        }
-        if (!report_progress(progress, 1.0, "done")) return error(StatusCode::Cancelled, "eval: cancelled");
+        Status s = run_windows(windows, text, {{&base, "base model"}, {&candidate, "candidate model"}}, progress,
+                               [&](const Window& w, const float* const* logits) {
+                                   for (int64_t t = w.score_from; t < w.end; ++t) {
+                                       const float* b = logits[0] + (t - w.begin) * n_vocab;
+                                       acc.add_pair(b, logits[1] + (t - w.begin) * n_vocab, n_vocab,
+                                                    text.tokens[static_cast<size_t>(t)]);
+                                       if (save_base != nullptr)
+                                           save_base->logits.insert(save_base->logits.end(), b, b + n_vocab);
+                                   }
+                               });
+        if (!s) return s;
         EvalReport r = start_report(text, *o, windows.size(), true);
         r.compare = acc.compare(text.n_bytes);
         r.seconds = seconds_since(t0);
@@ -335,11 +328,12 @@ Result<EvalReport> evaluate_compare_saved(const BaseLogits& base, Transformer& c
     try {
         const std::vector<Window> windows = make_windows(static_cast<int64_t>(text.tokens.size()), o->n_ctx, o->stride);
         EvalAccumulator acc(true);
-        Status s = run_windows(windows, text, &candidate, progress, [&](const Window& w, const float* logits) {
-            for (int64_t t = w.score_from; t < w.end; ++t)
-                acc.add_pair(base.logits.data() + t * n_vocab, logits + (t - w.begin) * n_vocab, n_vocab,
-                             text.tokens[static_cast<size_t>(t)]);
-        });
+        Status s =
+            run_windows(windows, text, {{&candidate, ""}}, progress, [&](const Window& w, const float* const* logits) {
+                for (int64_t t = w.score_from; t < w.end; ++t)
+                    acc.add_pair(base.logits.data() + t * n_vocab, logits[0] + (t - w.begin) * n_vocab, n_vocab,
+                                 text.tokens[static_cast<size_t>(t)]);
+            });
         if (!s) return s;
         EvalReport r = start_report(text, *o, windows.size(), true);
         r.compare = acc.compare(text.n_bytes);
