@@ -60,22 +60,8 @@ TensorInput input(const std::string& name, TensorRole role, std::vector<int64_t>
     return in;
 }
 
-struct Measured {
-    double rel = 0.0;
-    double max_abs = 0.0;
-};
-
-// Recomputed here from decode_tensor's output, independently of the codec's accounting.
-Measured measure(const std::vector<float>& w, const std::vector<float>& decoded) {
-    double diff = 0.0, ref = 0.0, max_abs = 0.0;
-    for (size_t i = 0; i < w.size(); ++i) {
-        const double d = double(w[i]) - double(decoded[i]);
-        diff += d * d;
-        ref += double(w[i]) * double(w[i]);
-        max_abs = std::max(max_abs, std::fabs(d));
-    }
-    return {diff == 0.0 ? 0.0 : std::sqrt(diff / ref), max_abs};
-}
+using test::measure;
+using test::Measured;
 
 float read_f32(const std::vector<uint8_t>& p, size_t offset) {
     float x;

@@ -1,5 +1,7 @@
 #include "test_support.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -66,6 +68,17 @@ std::vector<float> random_floats(size_t n, uint64_t seed, float scale) {
         v[i] = scale * (static_cast<float>((s >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f);
     }
     return v;
+}
+
+Measured measure(const std::vector<float>& w, const std::vector<float>& decoded) {
+    double diff = 0.0, ref = 0.0, max_abs = 0.0;
+    for (size_t i = 0; i < w.size(); ++i) {
+        const double d = double(w[i]) - double(decoded[i]);
+        diff += d * d;
+        ref += double(w[i]) * double(w[i]);
+        max_abs = std::max(max_abs, std::fabs(d));
+    }
+    return {diff == 0.0 ? 0.0 : std::sqrt(diff / ref), max_abs};
 }
 
 }  // namespace gkq::test

@@ -77,4 +77,12 @@ std::string shared_models_skip_reason(std::string_view relative);
 // Deterministic pseudo-random floats (xorshift), for building test tensors.
 std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f);
 
+// How far `decoded` is from `w`, recomputed in double independently of the codec's own accounting:
+// rel = ||w - decoded|| / ||w|| (0 when equal), max_abs = max |w - decoded|.
+struct Measured {
+    double rel = 0.0;
+    double max_abs = 0.0;
+};
+Measured measure(const std::vector<float>& w, const std::vector<float>& decoded);
+
 }  // namespace gkq::test
