@@ -39,11 +39,13 @@ const Command kCommands[] = {
 };
 
 void print_help() {
-    std::printf("usage: gkq COMMAND [options]   (gkq COMMAND --help for a command's options)\n\n"
-                "GKQ Workbench command line: the workbench's engine, scriptable.\n\ncommands:\n");
+    std::printf(
+        "usage: gkq COMMAND [options]   (gkq COMMAND --help for a command's options)\n\n"
+        "GKQ Workbench command line: the workbench's engine, scriptable.\n\ncommands:\n");
     for (const auto& c : kCommands) std::printf("  %-12s%s\n", c.name, c.summary);
-    std::printf("\noptions:\n  -h, --help  show this help\n  --version   print the version\n\n"
-                "exit codes: 0 success, 1 failure, 2 bad options or bad input file, 130 cancelled\n");
+    std::printf(
+        "\noptions:\n  -h, --help  show this help\n  --version   print the version\n\n"
+        "exit codes: 0 success, 1 failure, 2 bad options or bad input file, 130 cancelled\n");
 }
 
 }  // namespace

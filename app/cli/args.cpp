@@ -19,7 +19,8 @@ std::vector<std::string> split_names(const std::string& names) {
 }
 }  // namespace
 
-ArgParser::ArgParser(std::string usage, std::string summary) : m_usage(std::move(usage)), m_summary(std::move(summary)) {
+ArgParser::ArgParser(std::string usage, std::string summary)
+    : m_usage(std::move(usage)), m_summary(std::move(summary)) {
     m_specs.push_back({{"-h", "--help"}, "", "show this help and exit", nullptr});
 }
 
@@ -38,8 +39,8 @@ void ArgParser::option(const std::string& names, const std::string& metavar, con
                        }});
 }
 
-void ArgParser::option_int(const std::string& names, const std::string& metavar, const std::string& help,
-                           int64_t* out, int64_t min_value, int64_t max_value) {
+void ArgParser::option_int(const std::string& names, const std::string& metavar, const std::string& help, int64_t* out,
+                           int64_t min_value, int64_t max_value) {
     m_specs.push_back({split_names(names), metavar, help, [=](const std::string& v, std::string& err) {
                            int64_t x = 0;
                            auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
@@ -99,7 +100,8 @@ bool ArgParser::given(const std::string& long_name) const {
 ParseOutcome ArgParser::parse(int argc, char** argv, int first) {
     m_program = argc > 0 ? argv[0] : "gkq";
     auto fail = [&](const std::string& msg) {
-        std::fprintf(stderr, "gkq: %s\n(see '%s --help')\n", msg.c_str(), m_usage.substr(0, m_usage.find(' ', 4)).c_str());
+        std::fprintf(stderr, "gkq: %s\n(see '%s --help')\n", msg.c_str(),
+                     m_usage.substr(0, m_usage.find(' ', 4)).c_str());
         return ParseOutcome::Error;
     };
     size_t n_pos = 0;
@@ -194,8 +196,10 @@ std::string human_bytes(uint64_t n) {
         ++u;
     }
     char buf[32];
-    if (u == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
-    else std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+    if (u == 0)
+        std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+    else
+        std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
     return buf;
 }
 

@@ -12,8 +12,8 @@ namespace gkq::cli {
 
 // Exit codes shared by all subcommands.
 constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;    // the operation failed for a reason other than its input
-constexpr int kExitBadInput = 2;   // bad options, or an input file that is corrupt, missing or unsupported
+constexpr int kExitFailure = 1;   // the operation failed for a reason other than its input
+constexpr int kExitBadInput = 2;  // bad options, or an input file that is corrupt, missing or unsupported
 constexpr int kExitCancelled = 130;
 
 enum class ParseOutcome { Ok, Help, Error };

@@ -28,9 +28,9 @@ int cmd_bench(int argc, char** argv) {
     p.flag("--gpu-only", "skip the CPU sections", &gpu_only);
     p.flag("--json", "print one JSON document instead of the tables", &json);
     switch (p.parse(argc, argv)) {
-    case ParseOutcome::Help: return kExitOk;
-    case ParseOutcome::Error: return kExitBadInput;
-    case ParseOutcome::Ok: break;
+        case ParseOutcome::Help: return kExitOk;
+        case ParseOutcome::Error: return kExitBadInput;
+        case ParseOutcome::Ok: break;
     }
     if (what != "reconstruct") {
         std::fprintf(stderr, "gkq bench: unknown benchmark '%s' (benchmarks: reconstruct)\n", what.c_str());

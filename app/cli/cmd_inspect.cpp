@@ -28,11 +28,16 @@ double bits_per_weight(const ModelFile& m) {
 }
 
 nlohmann::json config_json(const ModelConfig& c) {
-    return {{"architecture", c.architecture}, {"dim", c.dim},
-            {"hidden_dim", c.hidden_dim},     {"n_layers", c.n_layers},
-            {"n_heads", c.n_heads},           {"n_kv_heads", c.n_kv_heads},
-            {"vocab_size", c.vocab_size},     {"context_length", c.context_length},
-            {"rope_theta", c.rope_theta},     {"norm_eps", c.norm_eps},
+    return {{"architecture", c.architecture},
+            {"dim", c.dim},
+            {"hidden_dim", c.hidden_dim},
+            {"n_layers", c.n_layers},
+            {"n_heads", c.n_heads},
+            {"n_kv_heads", c.n_kv_heads},
+            {"vocab_size", c.vocab_size},
+            {"context_length", c.context_length},
+            {"rope_theta", c.rope_theta},
+            {"norm_eps", c.norm_eps},
             {"shared_classifier", c.shared_classifier}};
 }
 
@@ -70,13 +75,13 @@ void print_table(const ModelFile& m) {
     const ModelConfig& c = m.config();
     std::printf("file     %s\n", m.path().c_str());
     std::printf("format   %s\n", m.format_detail().c_str());
-    std::printf("config   arch %s  dim %lld  hidden %lld  layers %lld  heads %lld  kv_heads %lld  vocab %lld  "
-                "context %lld  rope_theta %g  norm_eps %g  classifier %s\n",
-                c.architecture.c_str(), static_cast<long long>(c.dim), static_cast<long long>(c.hidden_dim),
-                static_cast<long long>(c.n_layers), static_cast<long long>(c.n_heads),
-                static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.vocab_size),
-                static_cast<long long>(c.context_length), c.rope_theta, c.norm_eps,
-                c.shared_classifier ? "shared with token_embd" : "separate");
+    std::printf(
+        "config   arch %s  dim %lld  hidden %lld  layers %lld  heads %lld  kv_heads %lld  vocab %lld  "
+        "context %lld  rope_theta %g  norm_eps %g  classifier %s\n",
+        c.architecture.c_str(), static_cast<long long>(c.dim), static_cast<long long>(c.hidden_dim),
+        static_cast<long long>(c.n_layers), static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads),
+        static_cast<long long>(c.vocab_size), static_cast<long long>(c.context_length), c.rope_theta, c.norm_eps,
+        c.shared_classifier ? "shared with token_embd" : "separate");
     if (!m.vocabulary().empty())
         std::printf("vocab    %zu tokens (%s)\n", m.vocabulary().tokens.size(), m.vocabulary().model.c_str());
 
@@ -90,9 +95,10 @@ void print_table(const ModelFile& m) {
                     std::string(role_name(t.role)).c_str(), layer.c_str(), shape_to_string(t.shape).c_str(),
                     dtype_label(t).c_str(), with_commas(t.n_bytes + t.n_scale_bytes).c_str());
     }
-    std::printf("\ntotal    %zu tensors, %s parameters, %s bytes of tensor data (%.2f bits per weight); file %s bytes\n",
-                m.tensors().size(), with_commas(static_cast<uint64_t>(m.n_params())).c_str(),
-                with_commas(m.n_tensor_bytes()).c_str(), bits_per_weight(m), with_commas(m.file_bytes()).c_str());
+    std::printf(
+        "\ntotal    %zu tensors, %s parameters, %s bytes of tensor data (%.2f bits per weight); file %s bytes\n",
+        m.tensors().size(), with_commas(static_cast<uint64_t>(m.n_params())).c_str(),
+        with_commas(m.n_tensor_bytes()).c_str(), bits_per_weight(m), with_commas(m.file_bytes()).c_str());
 }
 
 }  // namespace
@@ -107,9 +113,9 @@ int cmd_inspect(int argc, char** argv) {
     p.flag("--json", "print one JSON document (format, config, tensors[], n_params, n_bytes, ...) instead of a table",
            &json);
     switch (p.parse(argc, argv)) {
-    case ParseOutcome::Help: return kExitOk;
-    case ParseOutcome::Error: return kExitBadInput;
-    case ParseOutcome::Ok: break;
+        case ParseOutcome::Help: return kExitOk;
+        case ParseOutcome::Error: return kExitBadInput;
+        case ParseOutcome::Ok: break;
     }
     if (path.empty()) path = demo_model_dir();
     if (path.empty()) {
@@ -121,8 +127,10 @@ int cmd_inspect(int argc, char** argv) {
         std::fprintf(stderr, "gkq inspect: %s\n", model.message().c_str());
         return model.status().code() == StatusCode::Internal ? kExitFailure : kExitBadInput;
     }
-    if (json) print_json(*model);
-    else print_table(*model);
+    if (json)
+        print_json(*model);
+    else
+        print_table(*model);
     return kExitOk;
 }
 

@@ -21,9 +21,9 @@ int cmd_merge(int argc, char** argv) {
     p.positional_list("SHARD", "shard knots 0/N .. N-1/N", &shards, 1);
     p.option("-o,--output", "OUT.knot", "knot file to write", &out);
     switch (p.parse(argc, argv)) {
-    case ParseOutcome::Help: return kExitOk;
-    case ParseOutcome::Error: return kExitBadInput;
-    case ParseOutcome::Ok: break;
+        case ParseOutcome::Help: return kExitOk;
+        case ParseOutcome::Error: return kExitBadInput;
+        case ParseOutcome::Ok: break;
     }
     if (out.empty()) {
         std::fprintf(stderr, "gkq: missing -o OUT.knot\n(see 'gkq merge --help')\n");
@@ -36,11 +36,13 @@ int cmd_merge(int argc, char** argv) {
     }
     if (!r) {
         const StatusCode c = r.status().code();
-        if (c == StatusCode::Cancelled) std::fprintf(stderr, "gkq merge: cancelled; %s was not written\n", out.c_str());
-        else std::fprintf(stderr, "gkq merge: %s\n", r.message().c_str());
-        return c == StatusCode::Cancelled                                  ? kExitCancelled
+        if (c == StatusCode::Cancelled)
+            std::fprintf(stderr, "gkq merge: cancelled; %s was not written\n", out.c_str());
+        else
+            std::fprintf(stderr, "gkq merge: %s\n", r.message().c_str());
+        return c == StatusCode::Cancelled                              ? kExitCancelled
                : c == StatusCode::Internal || c == StatusCode::IoError ? kExitFailure
-                                                                           : kExitBadInput;
+                                                                       : kExitBadInput;
     }
     std::printf("wrote %s: %zu records from %zu shards, %s bytes\n", r->path.c_str(), r->n_records, r->n_shards,
                 with_commas(r->file_bytes).c_str());

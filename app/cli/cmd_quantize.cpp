@@ -26,10 +26,10 @@ namespace {
 
 int exit_code_for(const Status& s) {
     switch (s.code()) {
-    case StatusCode::Cancelled: return kExitCancelled;
-    case StatusCode::Internal:
-    case StatusCode::IoError: return kExitFailure;
-    default: return kExitBadInput;
+        case StatusCode::Cancelled: return kExitCancelled;
+        case StatusCode::Internal:
+        case StatusCode::IoError: return kExitFailure;
+        default: return kExitBadInput;
     }
 }
 
@@ -60,17 +60,19 @@ std::string fmt(const char* f, double v) {
 // "2", "8+q4" (factor bits + residual blocks), "8" for q8_0, "16" for f16, "32" for f32.
 std::string bits_text(const TensorReport& r) {
     switch (r.method) {
-    case Method::F32: return "32";
-    case Method::F16: return "16";
-    case Method::Q8_0: return "8";
-    case Method::Q4_0: return "4";
-    case Method::LowRank: return std::to_string(r.factor_bits);
-    case Method::LowRankResidual: return std::to_string(r.factor_bits) + "+q" + std::to_string(r.residual_bits);
+        case Method::F32: return "32";
+        case Method::F16: return "16";
+        case Method::Q8_0: return "8";
+        case Method::Q4_0: return "4";
+        case Method::LowRank: return std::to_string(r.factor_bits);
+        case Method::LowRankResidual: return std::to_string(r.factor_bits) + "+q" + std::to_string(r.residual_bits);
     }
     return "?";
 }
 
-nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+nlohmann::json number_or_null(double v) {
+    return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json();
+}
 
 void print_json(const ModelFile& model, const QuantizeReport& r) {
     nlohmann::json j;
@@ -130,8 +132,8 @@ void print_table(const ModelFile& model, const QuantizeReport& r) {
     size_t name_w = 4;
     for (const QuantizedTensor& q : r.tensors) name_w = std::max(name_w, q.codec.name.size());
     const int w = static_cast<int>(name_w);
-    std::printf("\n%-*s  %-16s  %4s  %5s  %12s  %7s  %10s  %10s  %8s\n", w, "name", "method", "rank", "bits",
-                "bytes", "bpw", "rel_err", "max_abs", "energy");
+    std::printf("\n%-*s  %-16s  %4s  %5s  %12s  %7s  %10s  %10s  %8s\n", w, "name", "method", "rank", "bits", "bytes",
+                "bpw", "rel_err", "max_abs", "energy");
     for (const QuantizedTensor& q : r.tensors) {
         const TensorReport& c = q.codec;
         const std::string rank = c.rank > 0 ? std::to_string(c.rank) : "-";
@@ -143,14 +145,15 @@ void print_table(const ModelFile& model, const QuantizeReport& r) {
     }
     for (const QuantizedTensor& q : r.tensors)
         if (!q.codec.fallback.empty()) std::printf("note: %s: %s\n", q.codec.name.c_str(), q.codec.fallback.c_str());
-    std::printf("\ntotal    %zu tensors, %s parameters; knot %s bytes (%s) = %.3f bits per weight; "
-                "%.2fx smaller than bf16, %.2fx smaller than fp32\n",
-                r.tensors.size(), with_commas(static_cast<uint64_t>(r.n_params)).c_str(),
-                with_commas(r.file_bytes).c_str(), human_bytes(r.file_bytes).c_str(), r.bits_per_weight(),
-                r.ratio_vs_bf16(), r.ratio_vs_fp32());
-    std::printf("         per-tensor bytes count the record (descriptor, stored payload, CRC) and its index entry; "
-                "the other %s bytes are the file header, config/tokenizer block, index head and trailer\n",
-                with_commas(r.container_bytes).c_str());
+    std::printf(
+        "\ntotal    %zu tensors, %s parameters; knot %s bytes (%s) = %.3f bits per weight; "
+        "%.2fx smaller than bf16, %.2fx smaller than fp32\n",
+        r.tensors.size(), with_commas(static_cast<uint64_t>(r.n_params)).c_str(), with_commas(r.file_bytes).c_str(),
+        human_bytes(r.file_bytes).c_str(), r.bits_per_weight(), r.ratio_vs_bf16(), r.ratio_vs_fp32());
+    std::printf(
+        "         per-tensor bytes count the record (descriptor, stored payload, CRC) and its index entry; "
+        "the other %s bytes are the file header, config/tokenizer block, index head and trailer\n",
+        with_commas(r.container_bytes).c_str());
 }
 
 std::string presets_help() {
@@ -187,13 +190,14 @@ int cmd_quantize(int argc, char** argv) {
     bool json = false;
     std::string names;
     for (const std::string& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
-    ArgParser p("gkq quantize [MODEL] -o OUT.knot [--preset P] [--rank K] [--energy E] [--bits B] [--shard i/N] [--json]",
-                "Encodes every tensor of MODEL (safetensors, GGUF, llama2.c) with a preset into a knot file, with the\n"
-                "model's config and tokenizer, then prints per tensor: method, rank, bits, bytes on disk (record and\n"
-                "index entry), bits per weight, relative Frobenius error and max abs error of the decoded tensor,\n"
-                "energy kept by the truncated SVD; and the whole-model size, bits per weight and ratio against bf16\n"
-                "and fp32. A progress bar goes to stderr when it is a terminal; Ctrl-C cancels and writes nothing." +
-                    presets_help());
+    ArgParser p(
+        "gkq quantize [MODEL] -o OUT.knot [--preset P] [--rank K] [--energy E] [--bits B] [--shard i/N] [--json]",
+        "Encodes every tensor of MODEL (safetensors, GGUF, llama2.c) with a preset into a knot file, with the\n"
+        "model's config and tokenizer, then prints per tensor: method, rank, bits, bytes on disk (record and\n"
+        "index entry), bits per weight, relative Frobenius error and max abs error of the decoded tensor,\n"
+        "energy kept by the truncated SVD; and the whole-model size, bits per weight and ratio against bf16\n"
+        "and fp32. A progress bar goes to stderr when it is a terminal; Ctrl-C cancels and writes nothing." +
+            presets_help());
     p.positional("MODEL", "model file or folder " + demo_model_help(), &model_path, false);
     p.option("-o,--output", "OUT.knot", "knot file to write (replaced only when complete)", &out_path);
     // Default chosen by measurement: docs/presets-measured.md (lowest KLD at <= 5 bits per weight on the demo model).
@@ -208,15 +212,18 @@ int cmd_quantize(int argc, char** argv) {
     p.option_int("--bits", "B", "bits of the low-rank factors: 2, 4 or 8", &bits, 2, 8);
     p.option("--shard", "i/N", "encode only shard i of N (tensor groups g with g mod N = i; see docs/knot-format.md)",
              &shard);
-    p.option("--tokenizer", "FILE", "llama2.c tokenizer.bin stored in the knot when the model carries none", &tokenizer);
-    p.option("--tuning", "X.rknot", "per-matrix method, rank and bit width from an rknot (over the preset and "
-             "the options above)", &tuning);
+    p.option("--tokenizer", "FILE", "llama2.c tokenizer.bin stored in the knot when the model carries none",
+             &tokenizer);
+    p.option("--tuning", "X.rknot",
+             "per-matrix method, rank and bit width from an rknot (over the preset and "
+             "the options above)",
+             &tuning);
     p.option_int("--threads", "N", "worker threads (0: one per CPU)", &threads, 0, 4096);
     p.flag("--json", "print one JSON document (tensors[], totals) instead of the table", &json);
     switch (p.parse(argc, argv)) {
-    case ParseOutcome::Help: return kExitOk;
-    case ParseOutcome::Error: return kExitBadInput;
-    case ParseOutcome::Ok: break;
+        case ParseOutcome::Help: return kExitOk;
+        case ParseOutcome::Error: return kExitBadInput;
+        case ParseOutcome::Ok: break;
     }
     auto usage_error = [](const std::string& msg) {
         std::fprintf(stderr, "gkq: %s\n(see 'gkq quantize --help')\n", msg.c_str());
@@ -274,11 +281,14 @@ int cmd_quantize(int argc, char** argv) {
     if (!report) {
         if (report.status().code() == StatusCode::Cancelled)
             std::fprintf(stderr, "gkq quantize: cancelled; %s was not written\n", out_path.c_str());
-        else std::fprintf(stderr, "gkq quantize: %s\n", report.message().c_str());
+        else
+            std::fprintf(stderr, "gkq quantize: %s\n", report.message().c_str());
         return exit_code_for(report.status());
     }
-    if (json) print_json(*model, *report);
-    else print_table(*model, *report);
+    if (json)
+        print_json(*model, *report);
+    else
+        print_table(*model, *report);
     return kExitOk;
 }
 

@@ -21,9 +21,9 @@ int cmd_reconstruct(int argc, char** argv) {
     p.option("-o,--output", "OUT", "model file to write", &out);
     p.option_int("--threads", "N", "worker threads (0: one per CPU)", &threads, 0, 4096);
     switch (p.parse(argc, argv)) {
-    case ParseOutcome::Help: return kExitOk;
-    case ParseOutcome::Error: return kExitBadInput;
-    case ParseOutcome::Ok: break;
+        case ParseOutcome::Help: return kExitOk;
+        case ParseOutcome::Error: return kExitBadInput;
+        case ParseOutcome::Ok: break;
     }
     if (out.empty()) {
         std::fprintf(stderr, "gkq: missing -o OUT.{safetensors,gguf,bin}\n(see 'gkq reconstruct --help')\n");
@@ -36,11 +36,13 @@ int cmd_reconstruct(int argc, char** argv) {
     }
     if (!r) {
         const StatusCode c = r.status().code();
-        if (c == StatusCode::Cancelled) std::fprintf(stderr, "gkq reconstruct: cancelled; %s was not written\n", out.c_str());
-        else std::fprintf(stderr, "gkq reconstruct: %s\n", r.message().c_str());
-        return c == StatusCode::Cancelled                                  ? kExitCancelled
+        if (c == StatusCode::Cancelled)
+            std::fprintf(stderr, "gkq reconstruct: cancelled; %s was not written\n", out.c_str());
+        else
+            std::fprintf(stderr, "gkq reconstruct: %s\n", r.message().c_str());
+        return c == StatusCode::Cancelled                              ? kExitCancelled
                : c == StatusCode::Internal || c == StatusCode::IoError ? kExitFailure
-                                                                           : kExitBadInput;
+                                                                       : kExitBadInput;
     }
     std::printf("wrote %s (%s): %zu tensors, %s parameters, %s bytes\n", r->path.c_str(), r->format.c_str(),
                 r->n_tensors, with_commas(static_cast<uint64_t>(r->n_params)).c_str(),

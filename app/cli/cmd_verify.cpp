@@ -26,9 +26,9 @@ int cmd_verify(int argc, char** argv) {
     p.flag("--json", "print one JSON document (counts, failures[]) instead of text", &json);
     p.option_int("--threads", "N", "worker threads (0: one per CPU)", &threads, 0, 4096);
     switch (p.parse(argc, argv)) {
-    case ParseOutcome::Help: return kExitOk;
-    case ParseOutcome::Error: return kExitBadInput;
-    case ParseOutcome::Ok: break;
+        case ParseOutcome::Help: return kExitOk;
+        case ParseOutcome::Error: return kExitBadInput;
+        case ParseOutcome::Ok: break;
     }
     Result<VerifyReport> report = error(StatusCode::Internal, "not run");
     {
@@ -45,7 +45,8 @@ int cmd_verify(int argc, char** argv) {
     if (json) {
         nlohmann::json by_method = nlohmann::json::object();
         for (size_t m = 0; m < r.count_by_method.size(); ++m)
-            if (r.count_by_method[m] > 0) by_method[std::string(method_name(static_cast<Method>(m)))] = r.count_by_method[m];
+            if (r.count_by_method[m] > 0)
+                by_method[std::string(method_name(static_cast<Method>(m)))] = r.count_by_method[m];
         nlohmann::json j = {{"path", r.path},
                             {"ok", r.ok()},
                             {"file_bytes", r.file_bytes},

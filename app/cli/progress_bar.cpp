@@ -11,7 +11,9 @@ namespace gkq::cli {
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-void on_sigint(int) { g_interrupted.store(true); }
+void on_sigint(int) {
+    g_interrupted.store(true);
+}
 
 using Handler = void (*)(int);
 Handler g_previous = SIG_DFL;

@@ -18,11 +18,10 @@ inline uint8_t packed_code(const uint8_t* data, uint64_t i, int bits) {
 }
 
 // See gkq::kernels::dequantize_factors.
-void dequantize_factors_ref(const uint8_t* codes, int bits, bool packed, uint64_t first, int64_t n_vectors,
-                            int64_t len, bool delta, const float* scales, float* out);
+void dequantize_factors_ref(const uint8_t* codes, int bits, bool packed, uint64_t first, int64_t n_vectors, int64_t len,
+                            bool delta, const float* scales, float* out);
 // out (k, n_heads * len): head g of vector r = base[r][i] * head_scales[g] (a folded factor expanded).
-void expand_heads_ref(const float* base, int64_t k, int64_t len, const float* head_scales, int64_t n_heads,
-                      float* out);
+void expand_heads_ref(const float* base, int64_t k, int64_t len, const float* head_scales, int64_t n_heads, float* out);
 void dequantize_f16_ref(const uint8_t* src, uint64_t n, float* out);
 void dequantize_q8_0_ref(const uint8_t* src, uint64_t n, float* out);
 void dequantize_q4_0_ref(const uint8_t* src, uint64_t n, float* out);

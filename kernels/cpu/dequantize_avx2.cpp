@@ -32,8 +32,10 @@ bool aligned(const void* p, uintptr_t a) {
 }
 
 inline void store8(float* p, __m256 v, bool stream) {
-    if (stream) _mm256_stream_ps(p, v);
-    else _mm256_storeu_ps(p, v);
+    if (stream)
+        _mm256_stream_ps(p, v);
+    else
+        _mm256_storeu_ps(p, v);
 }
 
 // n codes from code index `first` of a packed stream, one per byte.
@@ -130,23 +132,24 @@ void dequantize_factors_avx2(const uint8_t* codes, int bits, bool packed, uint64
     const int64_t chunk = chunk_for(n_vectors, n_threads, 1, min_vectors);
     std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(n_workers(n_vectors, chunk, n_threads)));
     for (auto& b : bufs) b.resize(static_cast<size_t>(std::min(len, kCodeChunk)));
-    parallel_chunks(n_vectors, chunk, n_threads,
-                    [&](int worker, int64_t v0, int64_t v1) {
-                        std::vector<uint8_t>& buf = bufs[static_cast<size_t>(worker)];
-                        for (int64_t v = v0; v < v1; ++v) {
-                            const float step = scales[v] / static_cast<float>(top);
-                            const uint64_t start = first + static_cast<uint64_t>(v) * static_cast<uint64_t>(len);
-                            uint8_t carry = 0;
-                            for (int64_t i = 0; i < len; i += kCodeChunk) {
-                                const int64_t n = std::min(kCodeChunk, len - i);
-                                if (packed) unpack_codes(codes, bits, start + static_cast<uint64_t>(i), n, buf.data());
-                                else std::memcpy(buf.data(), codes + start + static_cast<uint64_t>(i), static_cast<size_t>(n));
-                                if (delta) prefix_sums(buf.data(), n, static_cast<uint8_t>(top), carry);
-                                codes_to_floats(buf.data(), n, top, step, out + v * len + i, stream);
-                            }
-                        }
-                        if (stream) _mm_sfence();
-                    });
+    parallel_chunks(n_vectors, chunk, n_threads, [&](int worker, int64_t v0, int64_t v1) {
+        std::vector<uint8_t>& buf = bufs[static_cast<size_t>(worker)];
+        for (int64_t v = v0; v < v1; ++v) {
+            const float step = scales[v] / static_cast<float>(top);
+            const uint64_t start = first + static_cast<uint64_t>(v) * static_cast<uint64_t>(len);
+            uint8_t carry = 0;
+            for (int64_t i = 0; i < len; i += kCodeChunk) {
+                const int64_t n = std::min(kCodeChunk, len - i);
+                if (packed)
+                    unpack_codes(codes, bits, start + static_cast<uint64_t>(i), n, buf.data());
+                else
+                    std::memcpy(buf.data(), codes + start + static_cast<uint64_t>(i), static_cast<size_t>(n));
+                if (delta) prefix_sums(buf.data(), n, static_cast<uint8_t>(top), carry);
+                codes_to_floats(buf.data(), n, top, step, out + v * len + i, stream);
+            }
+        }
+        if (stream) _mm_sfence();
+    });
 }
 
 void dequantize_f16_avx2(const uint8_t* src, uint64_t n, float* out, int n_threads) {

@@ -18,8 +18,8 @@ uint16_t load_u16(const uint8_t* p) {
 
 }  // namespace
 
-void dequantize_factors_ref(const uint8_t* codes, int bits, bool packed, uint64_t first, int64_t n_vectors,
-                            int64_t len, bool delta, const float* scales, float* out) {
+void dequantize_factors_ref(const uint8_t* codes, int bits, bool packed, uint64_t first, int64_t n_vectors, int64_t len,
+                            bool delta, const float* scales, float* out) {
     const int top = (1 << bits) - 1;  // L - 1
     const auto mask = static_cast<unsigned>(top);
     for (int64_t v = 0; v < n_vectors; ++v) {
@@ -39,8 +39,7 @@ void expand_heads_ref(const float* base, int64_t k, int64_t len, const float* he
                       float* out) {
     for (int64_t r = 0; r < k; ++r)
         for (int64_t g = 0; g < n_heads; ++g)
-            for (int64_t i = 0; i < len; ++i)
-                out[(r * n_heads + g) * len + i] = base[r * len + i] * head_scales[g];
+            for (int64_t i = 0; i < len; ++i) out[(r * n_heads + g) * len + i] = base[r * len + i] * head_scales[g];
 }
 
 void dequantize_f16_ref(const uint8_t* src, uint64_t n, float* out) {

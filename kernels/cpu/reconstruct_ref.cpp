@@ -23,8 +23,10 @@ void reconstruct_ref(const float* ut, const float* sigma, const float* vt, int64
         }
         if (residual_bits == 0) continue;
         const uint8_t* blocks = residual + static_cast<uint64_t>(i * cols / 32) * block_bytes;
-        if (residual_bits == 4) dequantize_q4_0_ref(blocks, static_cast<uint64_t>(cols), res.data());
-        else dequantize_q8_0_ref(blocks, static_cast<uint64_t>(cols), res.data());
+        if (residual_bits == 4)
+            dequantize_q4_0_ref(blocks, static_cast<uint64_t>(cols), res.data());
+        else
+            dequantize_q8_0_ref(blocks, static_cast<uint64_t>(cols), res.data());
         for (int64_t j = 0; j < cols; ++j) row[j] += res[static_cast<size_t>(j)];
     }
 }

@@ -37,21 +37,23 @@ Status decode_factor(const TensorJob& job, const DeviceBuffer& codes, bool is_u,
     const int64_t heads = is_u ? job.u_heads : job.v_heads;
     const std::vector<float>& scales = is_u ? job.u_scales : job.v_scales;
     const char* side = is_u ? "U" : "V";
-    Result<DeviceBuffer> d_scales = DeviceBuffer::upload(scales.data(), scales.size() * 4, std::string(side) + " scales");
+    Result<DeviceBuffer> d_scales =
+        DeviceBuffer::upload(scales.data(), scales.size() * 4, std::string(side) + " scales");
     if (!d_scales) return d_scales.status();
-    Result<DeviceBuffer> d = DeviceBuffer::allocate(static_cast<size_t>(job.k * heads * len) * 4, std::string(side) + " factor");
+    Result<DeviceBuffer> d =
+        DeviceBuffer::allocate(static_cast<size_t>(job.k * heads * len) * 4, std::string(side) + " factor");
     if (!d) return d.status();
     if (heads == 1) {
-        launch_dequantize_factors(codes.as<uint8_t>(), job.bits, job.codes.packed, is_u ? 0 : job.v_first(), job.k,
-                                  len, job.delta, d_scales->as<float>(), d->as<float>());
+        launch_dequantize_factors(codes.as<uint8_t>(), job.bits, job.codes.packed, is_u ? 0 : job.v_first(), job.k, len,
+                                  job.delta, d_scales->as<float>(), d->as<float>());
     } else {
         Result<DeviceBuffer> base = DeviceBuffer::allocate(static_cast<size_t>(job.k * len) * 4, "folded base block");
         if (!base) return base.status();
         Result<DeviceBuffer> hs =
             DeviceBuffer::upload(job.head_scales.data(), job.head_scales.size() * 4, "head scales");
         if (!hs) return hs.status();
-        launch_dequantize_factors(codes.as<uint8_t>(), job.bits, job.codes.packed, is_u ? 0 : job.v_first(), job.k,
-                                  len, job.delta, d_scales->as<float>(), base->as<float>());
+        launch_dequantize_factors(codes.as<uint8_t>(), job.bits, job.codes.packed, is_u ? 0 : job.v_first(), job.k, len,
+                                  job.delta, d_scales->as<float>(), base->as<float>());
         launch_expand_heads(base->as<float>(), job.k, len, hs->as<float>(), heads, d->as<float>());
         // base and hs are freed on return: cudaFree waits for the kernels that use them
     }
@@ -102,8 +104,8 @@ Status reconstruct(const float* ut, const float* sigma, const float* vt, int64_t
     if (!d_res) return d_res.status();
     Result<DeviceBuffer> d_out = DeviceBuffer::allocate(n * 4, "W");
     if (!d_out) return d_out.status();
-    launch_reconstruct(d_ut->as<float>(), d_sigma->as<float>(), d_vt->as<float>(), rows, cols, k,
-                       d_res->as<uint8_t>(), residual.bits, d_out->as<float>());
+    launch_reconstruct(d_ut->as<float>(), d_sigma->as<float>(), d_vt->as<float>(), rows, cols, k, d_res->as<uint8_t>(),
+                       residual.bits, d_out->as<float>());
     if (Status s = last_launch_status("reconstruct"); !s) return s;
     return d_out->download(out, n * 4);
 }
@@ -147,7 +149,8 @@ Result<DeviceTimes> time_reconstruct(int64_t rows, int64_t cols, int64_t k, int 
     const auto n = static_cast<uint64_t>(rows * cols);
     std::mt19937 rng(42);
     std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
-    std::vector<float> ut(static_cast<size_t>(k * rows)), vt(static_cast<size_t>(k * cols)), sigma(static_cast<size_t>(k));
+    std::vector<float> ut(static_cast<size_t>(k * rows)), vt(static_cast<size_t>(k * cols)),
+        sigma(static_cast<size_t>(k));
     for (float& x : ut) x = dist(rng);
     for (float& x : vt) x = dist(rng);
     for (int64_t r = 0; r < k; ++r) sigma[static_cast<size_t>(r)] = 1.0f / static_cast<float>(1 + r);

@@ -10,8 +10,8 @@ namespace gkq::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kItems = 8;                      // consecutive codes per thread
-constexpr int kTile = kThreads * kItems;       // codes per block-wide step
+constexpr int kItems = 8;                 // consecutive codes per thread
+constexpr int kTile = kThreads * kItems;  // codes per block-wide step
 constexpr int kWarps = kThreads / 32;
 
 __device__ unsigned code_at(const uint8_t* codes, int bits, bool packed, uint64_t i) {
@@ -123,7 +123,7 @@ void launch_dequantize_factors(const uint8_t* codes, int bits, bool packed, uint
                                int64_t len, bool delta, const float* scales, float* out) {
     if (n_vectors <= 0 || len <= 0) return;
     dequantize_factors_kernel<<<static_cast<unsigned>(n_vectors), kThreads>>>(codes, bits, packed, first, len, delta,
-                                                                               scales, out);
+                                                                              scales, out);
 }
 
 void launch_expand_heads(const float* base, int64_t k, int64_t len, const float* head_scales, int64_t n_heads,

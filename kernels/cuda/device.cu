@@ -23,8 +23,8 @@ const Discovery& discovery() {
         int n = 0;
         const cudaError_t e = cudaGetDeviceCount(&n);
         if (e != cudaSuccess) {
-            d.why = std::string("cudaGetDeviceCount failed: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
-                    ")";
+            d.why =
+                std::string("cudaGetDeviceCount failed: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
             cudaGetLastError();  // clear the sticky-free error so later calls start clean
             return;
         }
@@ -40,8 +40,8 @@ const Discovery& discovery() {
         }
         d.count = n;
         d.description = std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
-                        std::to_string(p.multiProcessorCount) + " SMs, " +
-                        std::to_string(p.totalGlobalMem >> 30) + " GiB)";
+                        std::to_string(p.multiProcessorCount) + " SMs, " + std::to_string(p.totalGlobalMem >> 30) +
+                        " GiB)";
     });
     return d;
 }
@@ -77,8 +77,7 @@ Result<DeviceBuffer> DeviceBuffer::allocate(size_t bytes, const std::string& wha
     DeviceBuffer b;
     if (bytes == 0) return Result<DeviceBuffer>(std::move(b));
     void* p = nullptr;
-    if (Status s = cuda_status(cudaMalloc(&p, bytes), "cudaMalloc " + std::to_string(bytes) + " bytes for " + what);
-        !s)
+    if (Status s = cuda_status(cudaMalloc(&p, bytes), "cudaMalloc " + std::to_string(bytes) + " bytes for " + what); !s)
         return s;
     b.m_ptr = p;
     b.m_bytes = bytes;

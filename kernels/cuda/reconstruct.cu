@@ -12,9 +12,9 @@ namespace gkq::kernels::cuda {
 
 namespace {
 
-constexpr int kTile = 64;    // output rows and columns per block
-constexpr int kRanks = 16;   // ranks staged per step
-constexpr int kSide = 16;    // threads per block side
+constexpr int kTile = 64;            // output rows and columns per block
+constexpr int kRanks = 16;           // ranks staged per step
+constexpr int kSide = 16;            // threads per block side
 constexpr int kPer = kTile / kSide;  // outputs per thread per side
 
 __device__ float half_at(const uint8_t* p) {
@@ -90,7 +90,8 @@ __global__ void reconstruct_kernel(const float* ut, const float* sigma, const fl
 void launch_reconstruct(const float* ut, const float* sigma, const float* vt, int64_t rows, int64_t cols, int64_t k,
                         const uint8_t* residual, int residual_bits, float* out) {
     if (rows <= 0 || cols <= 0) return;
-    const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
+    const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile),
+                    static_cast<unsigned>((rows + kTile - 1) / kTile));
     reconstruct_kernel<<<grid, dim3(kSide, kSide)>>>(ut, sigma, vt, rows, cols, k, residual, residual_bits, out);
 }
 

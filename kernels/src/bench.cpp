@@ -70,14 +70,16 @@ Result<double> time_median(int n_runs, const std::function<Status()>& once) {
 // (2 threads, 64 MB: 52-73 GB/s for 0x00 against 21-28 GB/s for 0x3f or 0xff; 256 MB: 26-36 against 17-23), so a
 // zero memset is not the store bandwidth a kernel writing real values can reach.
 void parallel_memset(float* p, uint64_t n, int threads) {
-    const auto chunk = static_cast<int64_t>((n + static_cast<uint64_t>(threads) - 1) / static_cast<uint64_t>(threads) + 15) / 16 * 16;
+    const auto chunk =
+        static_cast<int64_t>((n + static_cast<uint64_t>(threads) - 1) / static_cast<uint64_t>(threads) + 15) / 16 * 16;
     cpu::parallel_chunks(static_cast<int64_t>(n), chunk, threads, [&](int, int64_t lo, int64_t hi) {
         std::memset(p + lo, 0x3f, static_cast<size_t>(hi - lo) * 4);
     });
 }
 
 void parallel_memcpy(float* dst, const float* src, uint64_t n, int threads) {
-    const auto chunk = static_cast<int64_t>((n + static_cast<uint64_t>(threads) - 1) / static_cast<uint64_t>(threads) + 15) / 16 * 16;
+    const auto chunk =
+        static_cast<int64_t>((n + static_cast<uint64_t>(threads) - 1) / static_cast<uint64_t>(threads) + 15) / 16 * 16;
     cpu::parallel_chunks(static_cast<int64_t>(n), chunk, threads, [&](int, int64_t lo, int64_t hi) {
         std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo) * 4);
     });
@@ -114,8 +116,8 @@ EncodedTensor synthetic_lowrank(int64_t rows, int64_t cols, int64_t k) {
     std::vector<float> head(static_cast<size_t>(3 * k));
     for (int64_t r = 0; r < k; ++r) {
         head[static_cast<size_t>(r)] = 1.0f / static_cast<float>(1 + r);  // sigma, descending
-        head[static_cast<size_t>(k + r)] = 0.05f;                       // U scales
-        head[static_cast<size_t>(2 * k + r)] = 0.05f;                   // V scales
+        head[static_cast<size_t>(k + r)] = 0.05f;                         // U scales
+        head[static_cast<size_t>(2 * k + r)] = 0.05f;                     // V scales
     }
     t.payload.resize(head.size() * 4);
     std::memcpy(t.payload.data(), head.data(), head.size() * 4);
@@ -152,7 +154,8 @@ Status bench_cpu(const BenchOptions& o, int threads, BenchReport& report) {
         const auto n = static_cast<uint64_t>(rows * cols);
         AlignedFloats out = aligned_floats(rows * cols);
         for (int64_t k : {3, 16, 64, 256}) {
-            if (!keep_going(o, "reconstruct " + shape_text(rows, cols) + " rank " + std::to_string(k))) return cancelled();
+            if (!keep_going(o, "reconstruct " + shape_text(rows, cols) + " rank " + std::to_string(k)))
+                return cancelled();
             ReconstructRow row{rows, cols, k};
             const std::vector<float> ut = random_floats(static_cast<size_t>(k * rows), 1, 0.05f);
             const std::vector<float> vt = random_floats(static_cast<size_t>(k * cols), 2, 0.05f);
@@ -160,7 +163,8 @@ Status bench_cpu(const BenchOptions& o, int threads, BenchReport& report) {
             for (int64_t r = 0; r < k; ++r) sigma[static_cast<size_t>(r)] = 1.0f / static_cast<float>(1 + r);
             for (int64_t i = 0; i < rows; ++i)
                 for (int64_t r = 0; r < k; ++r)
-                    us[static_cast<size_t>(i * k + r)] = sigma[static_cast<size_t>(r)] * ut[static_cast<size_t>(r * rows + i)];
+                    us[static_cast<size_t>(i * k + r)] =
+                        sigma[static_cast<size_t>(r)] * ut[static_cast<size_t>(r * rows + i)];
 
             Result<double> t = time_median(o.n_runs, [&] {
                 return reconstruct(Backend::CpuSimd, ut.data(), sigma.data(), vt.data(), rows, cols, k, {}, out.get(),
@@ -226,9 +230,12 @@ Status bench_cpu(const BenchOptions& o, int threads, BenchReport& report) {
         row.memcpy_seconds = *memcpy_t;
         if (!keep_going(o, "dequantize " + row.what)) return cancelled();
         std::vector<uint8_t> blocks(*dtype_storage_bytes(type, n));
-        if (type == DType::Q8_0) quantize_q8_0(values.data(), n, blocks.data());
-        else if (type == DType::Q4_0) quantize_q4_0(values.data(), n, blocks.data());
-        else encode_f16(values.data(), n, reinterpret_cast<uint16_t*>(blocks.data()));
+        if (type == DType::Q8_0)
+            quantize_q8_0(values.data(), n, blocks.data());
+        else if (type == DType::Q4_0)
+            quantize_q4_0(values.data(), n, blocks.data());
+        else
+            encode_f16(values.data(), n, reinterpret_cast<uint16_t*>(blocks.data()));
         Result<double> t = time_median(
             o.n_runs, [&] { return dequantize_blocks(Backend::CpuSimd, type, blocks.data(), n, out.get(), ko); });
         if (!t) return t.status();
@@ -298,8 +305,8 @@ std::string format_bench_report(const BenchReport& r) {
         std::snprintf(line, sizeof line, fmt, args...);
         s += line;
     };
-    add("# gkq bench reconstruct: median of %d runs%s; CPU: %s\n", r.n_runs, r.quick ? " (--quick: small, in-cache sizes)" : "",
-        r.cpu.c_str());
+    add("# gkq bench reconstruct: median of %d runs%s; CPU: %s\n", r.n_runs,
+        r.quick ? " (--quick: small, in-cache sizes)" : "", r.cpu.c_str());
     add("# baselines are measured in the same run on the same bytes and threads; other processes may share the "
         "machine, so compare ratios rather than absolute numbers\n");
     if (!r.reconstruct.empty()) {
@@ -348,21 +355,36 @@ std::string bench_report_json(const BenchReport& r) {
     j["quick"] = r.quick;
     j["reconstruct"] = nlohmann::json::array();
     for (const ReconstructRow& x : r.reconstruct)
-        j["reconstruct"].push_back({{"rows", x.rows}, {"cols", x.cols}, {"rank", x.rank}, {"seconds", x.seconds},
-                                    {"gb_per_s", x.gb_per_s()}, {"memset_seconds", x.memset_seconds},
-                                    {"sgemm_seconds", x.sgemm_seconds}, {"decode_seconds", x.decode_seconds},
-                                    {"vs_memset", x.vs_memset()}, {"vs_sgemm", x.vs_sgemm()}});
+        j["reconstruct"].push_back({{"rows", x.rows},
+                                    {"cols", x.cols},
+                                    {"rank", x.rank},
+                                    {"seconds", x.seconds},
+                                    {"gb_per_s", x.gb_per_s()},
+                                    {"memset_seconds", x.memset_seconds},
+                                    {"sgemm_seconds", x.sgemm_seconds},
+                                    {"decode_seconds", x.decode_seconds},
+                                    {"vs_memset", x.vs_memset()},
+                                    {"vs_sgemm", x.vs_sgemm()}});
     j["dequantize"] = nlohmann::json::array();
     for (const DequantizeRow& x : r.dequantize)
-        j["dequantize"].push_back({{"what", x.what}, {"n", x.n}, {"seconds", x.seconds}, {"gb_per_s", x.gb_per_s()},
-                                   {"memcpy_seconds", x.memcpy_seconds}, {"vs_memcpy", x.vs_memcpy()}});
+        j["dequantize"].push_back({{"what", x.what},
+                                   {"n", x.n},
+                                   {"seconds", x.seconds},
+                                   {"gb_per_s", x.gb_per_s()},
+                                   {"memcpy_seconds", x.memcpy_seconds},
+                                   {"vs_memcpy", x.vs_memcpy()}});
     j["gpu"] = r.gpu;
     j["gpu_ran"] = r.gpu_ran;
     j["gpu_rows"] = nlohmann::json::array();
     for (const GpuRow& x : r.gpu_rows)
-        j["gpu_rows"].push_back({{"rows", x.rows}, {"cols", x.cols}, {"rank", x.rank}, {"seconds", x.seconds},
-                                 {"gb_per_s", x.gb_per_s()}, {"memset_seconds", x.memset_seconds},
-                                 {"copy_seconds", x.copy_seconds}, {"vs_copy", x.vs_copy()}});
+        j["gpu_rows"].push_back({{"rows", x.rows},
+                                 {"cols", x.cols},
+                                 {"rank", x.rank},
+                                 {"seconds", x.seconds},
+                                 {"gb_per_s", x.gb_per_s()},
+                                 {"memset_seconds", x.memset_seconds},
+                                 {"copy_seconds", x.copy_seconds},
+                                 {"vs_copy", x.vs_copy()}});
     return j.dump(2);
 }
 

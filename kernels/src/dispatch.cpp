@@ -2,8 +2,8 @@
 // CUDA was built), and the whole-tensor decode on the CPU backends.
 #include "gkq/kernels.h"
 
-#include "cpu/cpu_kernels.h"
 #include "cpu/aligned.h"
+#include "cpu/cpu_kernels.h"
 #include "src/tensor_job.h"
 
 #if defined(GKQ_KERNELS_CUDA)
@@ -133,8 +133,8 @@ Status dequantize_factors(Backend b, const FactorCodes& codes, uint64_t first, i
             return Status::ok();
         case Backend::CpuSimd:
             return guarded(op, [&] {
-                cpu::dequantize_factors_avx2(codes.data, codes.bits, codes.packed, first, n_vectors, len, delta,
-                                             scales, out, resolve_threads(b, options));
+                cpu::dequantize_factors_avx2(codes.data, codes.bits, codes.packed, first, n_vectors, len, delta, scales,
+                                             out, resolve_threads(b, options));
             });
         case Backend::Cuda:
 #if defined(GKQ_KERNELS_CUDA)
@@ -159,14 +159,20 @@ Status dequantize_blocks(Backend b, DType type, const uint8_t* src, uint64_t n, 
     const int threads = resolve_threads(b, options);
     switch (b) {
         case Backend::CpuRef:
-            if (type == DType::F16) cpu::dequantize_f16_ref(src, n, out);
-            else if (type == DType::Q8_0) cpu::dequantize_q8_0_ref(src, n, out);
-            else cpu::dequantize_q4_0_ref(src, n, out);
+            if (type == DType::F16)
+                cpu::dequantize_f16_ref(src, n, out);
+            else if (type == DType::Q8_0)
+                cpu::dequantize_q8_0_ref(src, n, out);
+            else
+                cpu::dequantize_q4_0_ref(src, n, out);
             return Status::ok();
         case Backend::CpuSimd:
-            if (type == DType::F16) cpu::dequantize_f16_avx2(src, n, out, threads);
-            else if (type == DType::Q8_0) cpu::dequantize_q8_0_avx2(src, n, out, threads);
-            else cpu::dequantize_q4_0_avx2(src, n, out, threads);
+            if (type == DType::F16)
+                cpu::dequantize_f16_avx2(src, n, out, threads);
+            else if (type == DType::Q8_0)
+                cpu::dequantize_q8_0_avx2(src, n, out, threads);
+            else
+                cpu::dequantize_q4_0_avx2(src, n, out, threads);
             return Status::ok();
         case Backend::Cuda:
 #if defined(GKQ_KERNELS_CUDA)
@@ -185,8 +191,8 @@ Status reconstruct(Backend b, const float* ut, const float* sigma, const float* 
     if (residual.bits != 0 && residual.bits != 4 && residual.bits != 8)
         return invalid(op, "residual bits is " + std::to_string(residual.bits) + ", expected 0, 4 or 8");
     if (residual.bits != 0 && (cols % 32 != 0 || !residual.data))
-        return invalid(op, "a residual needs blocks and a row length that is a multiple of 32, got " +
-                               std::to_string(cols));
+        return invalid(
+            op, "a residual needs blocks and a row length that is a multiple of 32, got " + std::to_string(cols));
     if (rows == 0 || cols == 0) return Status::ok();
     if (!out || (k > 0 && (!ut || !sigma || !vt))) return invalid(op, "null pointer");
     if (Status s = check_backend(b, op); !s) return s;

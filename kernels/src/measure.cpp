@@ -38,13 +38,14 @@ Result<std::vector<double>> reference_f64(const EncodedTensor& t) {
             const int64_t heads = is_u ? job.u_heads : job.v_heads;
             std::vector<float> base(static_cast<size_t>(job.k * len));
             if (Status s = dequantize_factors(Backend::CpuRef, job.codes, is_u ? 0 : job.v_first(), job.k, len,
-                                              job.delta, is_u ? job.u_scales.data() : job.v_scales.data(),
-                                              base.data());
+                                              job.delta, is_u ? job.u_scales.data() : job.v_scales.data(), base.data());
                 !s)
                 return s.with_context(job.label);
             std::vector<float>& dst = is_u ? ut : vt;
-            if (heads == 1) dst = std::move(base);
-            else cpu::expand_heads_ref(base.data(), job.k, len, job.head_scales.data(), heads, dst.data());
+            if (heads == 1)
+                dst = std::move(base);
+            else
+                cpu::expand_heads_ref(base.data(), job.k, len, job.head_scales.data(), heads, dst.data());
         }
         std::vector<double> us(ut.size()), vd(vt.begin(), vt.end());
         for (int64_t r = 0; r < job.k; ++r)
@@ -82,8 +83,8 @@ Result<BackendRun> run_backend(Backend b, const EncodedTensor& t, const RunOptio
     const int64_t n = t.n_elements();
     if (reference && reference->size() != static_cast<size_t>(std::max<int64_t>(n, 0)))
         return error(StatusCode::InvalidArgument, "run_backend: the reference holds " +
-                                                      std::to_string(reference->size()) + " values, tensor '" +
-                                                      t.name + "' has " + std::to_string(n));
+                                                      std::to_string(reference->size()) + " values, tensor '" + t.name +
+                                                      "' has " + std::to_string(n));
     run.device = backend_device(b, options.kernel.n_threads);
     run.n_threads = b == Backend::CpuSimd ? (options.kernel.n_threads > 0
                                                  ? options.kernel.n_threads
@@ -121,8 +122,8 @@ Result<BackendRun> run_backend(Backend b, const EncodedTensor& t, const RunOptio
         run.rel_error = diff2 == 0.0 ? 0.0 : (ref2 > 0.0 ? std::sqrt(diff2 / ref2) : INFINITY);
         return run;
     } catch (const std::bad_alloc&) {
-        return error(StatusCode::Unsupported, "tensor '" + t.name + "': does not fit in memory for " +
-                                                  std::string(backend_name(b)));
+        return error(StatusCode::Unsupported,
+                     "tensor '" + t.name + "': does not fit in memory for " + std::string(backend_name(b)));
     }
 }
 

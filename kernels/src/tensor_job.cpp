@@ -16,8 +16,8 @@ Status corrupt(const TensorJob& job, const std::string& why) {
 
 Status expect_zero(const TensorJob& job, const char* field, uint64_t value) {
     if (value == 0) return Status::ok();
-    return corrupt(job, std::string("header field ") + field + " is " + std::to_string(value) +
-                            ", expected 0 for this method");
+    return corrupt(
+        job, std::string("header field ") + field + " is " + std::to_string(value) + ", expected 0 for this method");
 }
 
 Status expect_payload(const TensorJob& job, const EncodedTensor& t, uint64_t expected, const std::string& what) {
@@ -63,9 +63,9 @@ Status plan_lowrank(const EncodedTensor& t, TensorJob& job, const std::string& s
     job.delta = s.delta;
     job.sigma.resize(static_cast<size_t>(s.k));
     for (int64_t r = 0; r < s.k; ++r)
-        job.sigma[static_cast<size_t>(r)] = s.sigma_quantized
-                                                ? codec::dequantize_sigma(s.sigma_codes[static_cast<size_t>(r)], s.sigma_max)
-                                                : s.sigma[static_cast<size_t>(r)];
+        job.sigma[static_cast<size_t>(r)] =
+            s.sigma_quantized ? codec::dequantize_sigma(s.sigma_codes[static_cast<size_t>(r)], s.sigma_max)
+                              : s.sigma[static_cast<size_t>(r)];
     job.u_len = s.u_len();
     job.v_len = s.v_len();
     if (s.folded) {
@@ -93,7 +93,8 @@ Status plan_tensor(const EncodedTensor& t, TensorJob& job) {
     job.method = t.method;
     const std::optional<codec::MatrixShape> ms = codec::matrix_shape(t.shape);
     if (!ms)
-        return corrupt(job, "shape " + shape_to_string(t.shape) + " has a negative dimension or more than 2^36 elements");
+        return corrupt(job,
+                       "shape " + shape_to_string(t.shape) + " has a negative dimension or more than 2^36 elements");
     job.rows = ms->rows;
     job.cols = ms->cols;
     job.n = ms->n;
@@ -116,9 +117,7 @@ Status plan_tensor(const EncodedTensor& t, TensorJob& job) {
             return expect_payload(job, t, n / 32 * (t.method == Method::Q8_0 ? 34 : 18), shape_text);
         }
         case Method::LowRank:
-        case Method::LowRankResidual:
-            try {
-                return plan_lowrank(t, job, shape_text);
+        case Method::LowRankResidual: try { return plan_lowrank(t, job, shape_text);
             } catch (const std::bad_alloc&) {
                 return error(StatusCode::Unsupported, job.label + ": does not fit in memory while decoding");
             }

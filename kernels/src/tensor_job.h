@@ -24,12 +24,12 @@ struct TensorJob {
     int64_t k = 0;
     int bits = 8;
     bool delta = false;
-    std::vector<float> sigma;        // (k), decoded from f32 or 8-bit codes
-    FactorCodes codes;               // every stored vector's codes: k U vectors, then k V vectors
-    std::vector<uint8_t> rle_codes;  // owns the expanded codes of a run-length stream (codes.data points here)
-    int64_t u_len = 0, v_len = 0;    // codes per stored vector (a head's length on a folded axis)
-    int64_t u_heads = 1, v_heads = 1;  // > 1 on the folded factor: stored vectors are one head's base block
-    std::vector<float> head_scales;    // (n_heads of the folded factor)
+    std::vector<float> sigma;               // (k), decoded from f32 or 8-bit codes
+    FactorCodes codes;                      // every stored vector's codes: k U vectors, then k V vectors
+    std::vector<uint8_t> rle_codes;         // owns the expanded codes of a run-length stream (codes.data points here)
+    int64_t u_len = 0, v_len = 0;           // codes per stored vector (a head's length on a folded axis)
+    int64_t u_heads = 1, v_heads = 1;       // > 1 on the folded factor: stored vectors are one head's base block
+    std::vector<float> head_scales;         // (n_heads of the folded factor)
     std::vector<float> u_scales, v_scales;  // (k) each
     const uint8_t* residual = nullptr;      // LowRankResidual: n / 32 blocks
     int residual_bits = 0;

@@ -15,14 +15,21 @@ int main(int argc, char** argv) {
     bool json = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--quick") o.quick = true;
-        else if (a == "--runs" && i + 1 < argc) o.n_runs = std::max(1, std::atoi(argv[++i]));
-        else if (a == "--threads" && i + 1 < argc) o.n_threads = std::max(1, std::atoi(argv[++i]));
-        else if (a == "--cpu-only") o.gpu = false;
-        else if (a == "--gpu-only") o.cpu = false;
-        else if (a == "--json") json = true;
+        if (a == "--quick")
+            o.quick = true;
+        else if (a == "--runs" && i + 1 < argc)
+            o.n_runs = std::max(1, std::atoi(argv[++i]));
+        else if (a == "--threads" && i + 1 < argc)
+            o.n_threads = std::max(1, std::atoi(argv[++i]));
+        else if (a == "--cpu-only")
+            o.gpu = false;
+        else if (a == "--gpu-only")
+            o.cpu = false;
+        else if (a == "--json")
+            json = true;
         else {
-            std::printf("usage: bench_reconstruct [--quick] [--runs N] [--threads N] [--cpu-only | --gpu-only] [--json]\n");
+            std::printf(
+                "usage: bench_reconstruct [--quick] [--runs N] [--threads N] [--cpu-only | --gpu-only] [--json]\n");
             return a == "-h" || a == "--help" ? 0 : 2;
         }
     }

@@ -10,7 +10,9 @@
 
 namespace {
 using Run = gkq::test::CliRunT<QString>;
-Run run_gkq(const QStringList& args) { return gkq::test::run_gkq_as<QString>(args, 240000); }
+Run run_gkq(const QStringList& args) {
+    return gkq::test::run_gkq_as<QString>(args, 240000);
+}
 }  // namespace
 
 class TestCliBench : public QObject {
@@ -32,8 +34,7 @@ private slots:
     }
 
     void quickJsonReport() {
-        if (!gkq::kernels::backend_available(gkq::kernels::Backend::CpuSimd))
-            QSKIP("cpu-simd unavailable on this CPU");
+        if (!gkq::kernels::backend_available(gkq::kernels::Backend::CpuSimd)) QSKIP("cpu-simd unavailable on this CPU");
         Run r = run_gkq({"bench", "reconstruct", "--quick", "--runs", "1", "--threads", "2", "--json"});
         QCOMPARE(r.code, 0);
         const nlohmann::json j = nlohmann::json::parse(r.out.toStdString());
@@ -52,9 +53,9 @@ private slots:
                 QVERIFY2(row[t].get<double>() > 0.0, t);
             QCOMPARE(row["vs_sgemm"].get<double>(), row["sgemm_seconds"].get<double>() / row["seconds"].get<double>());
         }
-        const std::vector<std::string> what = {"factors 2-bit", "factors 2-bit delta", "factors 4-bit",
-                                               "factors 4-bit delta", "factors 8-bit", "factors 8-bit delta",
-                                               "q8_0 blocks", "q4_0 blocks", "f16 values"};
+        const std::vector<std::string> what = {"factors 2-bit",       "factors 2-bit delta", "factors 4-bit",
+                                               "factors 4-bit delta", "factors 8-bit",       "factors 8-bit delta",
+                                               "q8_0 blocks",         "q4_0 blocks",         "f16 values"};
         QCOMPARE(j["dequantize"].size(), what.size());
         for (size_t i = 0; i < what.size(); ++i) {
             QCOMPARE(j["dequantize"][i]["what"].get<std::string>(), what[i]);

@@ -1,6 +1,6 @@
 // The real gkq binary: help, option errors, exit codes, and `inspect` (table and JSON) on real files.
-#include "gkq/model_writer.h"
 #include "cli_run.h"
+#include "gkq/model_writer.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -12,7 +12,9 @@ using namespace gkq;
 
 namespace {
 using Run = gkq::test::CliRunT<QString>;
-Run run_gkq(const QStringList& args) { return gkq::test::run_gkq_as<QString>(args, 60000); }
+Run run_gkq(const QStringList& args) {
+    return gkq::test::run_gkq_as<QString>(args, 60000);
+}
 }  // namespace
 
 class TestCliInspect : public QObject {
@@ -78,7 +80,8 @@ private slots:
         // 1 embedding + 2 layers x 9 + output norm + output
         QCOMPARE(j["tensors"].size(), size_t(21));
         int64_t n = 0;
-        for (const auto& t : m.tensors) n += static_cast<int64_t>(t.shape.size() == 1 ? t.shape[0] : t.shape[0] * t.shape[1]);
+        for (const auto& t : m.tensors)
+            n += static_cast<int64_t>(t.shape.size() == 1 ? t.shape[0] : t.shape[0] * t.shape[1]);
         QCOMPARE(j["n_params"].get<int64_t>(), n);
         QCOMPARE(j["n_bytes"].get<int64_t>(), 4 * n);
         const auto& q = j["tensors"][2];

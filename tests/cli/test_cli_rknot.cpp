@@ -1,10 +1,10 @@
 // The real gkq binary: profile -> quantize -> rknot encode / verify / show / set -> quantize --tuning, the
 // "edit one matrix's bit width and re-quantize" round trip (exactly that record changes), and errors with paths.
+#include "cli_run.h"
 #include "gkq/knot.h"
 #include "gkq/model_writer.h"
 #include "gkq/rknot.h"
 #include "gkq/saturation.h"
-#include "cli_run.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -18,7 +18,9 @@ using namespace gkq;
 namespace {
 
 using Run = gkq::test::CliRunT<std::string>;
-Run run_gkq(const QStringList& args) { return gkq::test::run_gkq_as<std::string>(args, 120000); }
+Run run_gkq(const QStringList& args) {
+    return gkq::test::run_gkq_as<std::string>(args, 120000);
+}
 
 QString q(const std::string& s) {
     return QString::fromStdString(s);

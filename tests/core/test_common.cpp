@@ -75,8 +75,8 @@ private slots:
     }
 
     void namingRoundTrips() {
-        const TensorRole roles[] = {TensorRole::AttnQ,   TensorRole::AttnK,   TensorRole::AttnV,
-                                    TensorRole::AttnO,   TensorRole::FfnGate, TensorRole::FfnUp,
+        const TensorRole roles[] = {TensorRole::AttnQ,   TensorRole::AttnK,    TensorRole::AttnV,
+                                    TensorRole::AttnO,   TensorRole::FfnGate,  TensorRole::FfnUp,
                                     TensorRole::FfnDown, TensorRole::AttnNorm, TensorRole::FfnNorm};
         for (TensorRole r : roles) {
             for (int layer : {0, 7, 31}) {

@@ -96,10 +96,10 @@ private slots:
         uint16_t d;
         std::memcpy(&d, blk, 2);
         QCOMPARE(int(d), int(f32_to_f16(16.0f / 127.0f)));
-        QCOMPARE(int(static_cast<int8_t>(blk[2 + 0])), -127);   // -16 * 127/16
+        QCOMPARE(int(static_cast<int8_t>(blk[2 + 0])), -127);  // -16 * 127/16
         QCOMPARE(int(static_cast<int8_t>(blk[2 + 16])), 0);
-        QCOMPARE(int(static_cast<int8_t>(blk[2 + 17])), 8);     // 1 * 7.9375 = 7.94 -> 8
-        QCOMPARE(int(static_cast<int8_t>(blk[2 + 31])), 119);   // 15 * 7.9375 = 119.06 -> 119
+        QCOMPARE(int(static_cast<int8_t>(blk[2 + 17])), 8);    // 1 * 7.9375 = 7.94 -> 8
+        QCOMPARE(int(static_cast<int8_t>(blk[2 + 31])), 119);  // 15 * 7.9375 = 119.06 -> 119
         // all-zero block: scale 0, codes 0
         float z[32] = {};
         quantize_q8_0(z, 32, blk);

@@ -134,7 +134,9 @@ private slots:
             for (size_t i = 0; i < m.tensors.size(); ++i) {
                 const Loaded& l = loaded.at({int(m.tensors[i].role), m.tensors[i].layer});
                 QVERIFY2(std::memcmp(l.data.data(), m.storage[i].data(), l.data.size() * 4) == 0,
-                         qPrintable(QString("%1: %2 layer %3").arg(name).arg(role_name(m.tensors[i].role).data())
+                         qPrintable(QString("%1: %2 layer %3")
+                                        .arg(name)
+                                        .arg(role_name(m.tensors[i].role).data())
                                         .arg(m.tensors[i].layer)));
             }
         }

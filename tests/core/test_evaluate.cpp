@@ -31,7 +31,10 @@ Vocabulary tiny_vocab() {
     v.bos_id = 1;
     v.eos_id = 2;
     for (int i = 0; i < 40; ++i) {
-        v.tokens.push_back(i == 0 ? "<unk>" : i == 1 ? "<s>" : i == 2 ? "</s>" : std::string(1, char('a' + i % 26)) + std::to_string(i));
+        v.tokens.push_back(i == 0   ? "<unk>"
+                           : i == 1 ? "<s>"
+                           : i == 2 ? "</s>"
+                                    : std::string(1, char('a' + i % 26)) + std::to_string(i));
         v.scores.push_back(0.0f);
         v.token_types.push_back(i < 3 ? 3 : 1);
     }
@@ -82,9 +85,9 @@ bool same_report(const EvalReport& a, const EvalReport& b) {
     return a.n_tokens == b.n_tokens && a.n_windows == b.n_windows && x.mean_kld == y.mean_kld &&
            x.mean_kld_se == y.mean_kld_se && x.median_kld == y.median_kld && x.kld_p99 == y.kld_p99 &&
            x.kld_p999 == y.kld_p999 && x.max_kld == y.max_kld && x.same_top == y.same_top &&
-           x.rms_delta_p == y.rms_delta_p && x.ln_ppl_ratio == y.ln_ppl_ratio &&
-           x.base.mean_nll == y.base.mean_nll && x.candidate.mean_nll == y.candidate.mean_nll &&
-           x.base.bits_per_byte == y.base.bits_per_byte && x.candidate.bits_per_byte == y.candidate.bits_per_byte;
+           x.rms_delta_p == y.rms_delta_p && x.ln_ppl_ratio == y.ln_ppl_ratio && x.base.mean_nll == y.base.mean_nll &&
+           x.candidate.mean_nll == y.candidate.mean_nll && x.base.bits_per_byte == y.base.bits_per_byte &&
+           x.candidate.bits_per_byte == y.candidate.bits_per_byte;
 }
 
 EvalOptions small_windows() {
@@ -115,7 +118,7 @@ private slots:
         const double nll_same = -(3.0 - std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)));
         QVERIFY(std::abs(c.mean_kld - kld1 / 2) < kHandTolerance);
         QVERIFY(std::abs(c.mean_kld_se - kld1 / 2) < kHandTolerance);  // sqrt((k^2/2 - k^2/4) / 1)
-        QVERIFY(std::abs(c.max_kld - kld1) < 1e-7);                      // per-token values are kept as float
+        QVERIFY(std::abs(c.max_kld - kld1) < 1e-7);                    // per-token values are kept as float
         QVERIFY(std::abs(c.median_kld - kld1 / 2) < 1e-7);
         QVERIFY(std::abs(c.kld_p99 - 0.99 * kld1) < 1e-7);
         QCOMPARE(c.same_top, 0.5);
@@ -198,14 +201,16 @@ private slots:
         other.text_hash ^= 1;
         auto bad_text = load_base_logits(file, other, 40, small_windows());
         QVERIFY(!bad_text);
-        QVERIFY2(bad_text.message() == file + ": saved for a different run: the text differs (hash or size of its 210 bytes)",
+        QVERIFY2(bad_text.message() ==
+                     file + ": saved for a different run: the text differs (hash or size of its 210 bytes)",
                  bad_text.message().c_str());
         EvalOptions wider = small_windows();
         wider.stride = 4;
         auto bad_windows = load_base_logits(file, text, 40, wider);
         QVERIFY(!bad_windows);
-        QVERIFY2(bad_windows.message() == file + ": saved for a different run: context 16 / stride 8, this run uses 16 / 4",
-                 bad_windows.message().c_str());
+        QVERIFY2(
+            bad_windows.message() == file + ": saved for a different run: context 16 / stride 8, this run uses 16 / 4",
+            bad_windows.message().c_str());
         auto bad_vocab = load_base_logits(file, text, 41, small_windows());
         QVERIFY(!bad_vocab);
         QVERIFY(bad_vocab.message().starts_with(file + ": saved for a different run: logits over 40 tokens"));
@@ -233,7 +238,8 @@ private slots:
         test::write_file(bad_token, flipped);
         auto t = load_base_logits(bad_token, text, 40, small_windows());
         QVERIFY(!t);
-        QCOMPARE(t.message(), bad_token + ": not a usable base logits file: the tokens do not match their hash in the header");
+        QCOMPARE(t.message(),
+                 bad_token + ": not a usable base logits file: the tokens do not match their hash in the header");
         auto missing = load_base_logits(dir.file("none.logits"), text, 40, small_windows());
         QVERIFY(!missing);
         QVERIFY(missing.message().find(dir.file("none.logits")) != std::string::npos);
@@ -243,9 +249,8 @@ private slots:
         test::TempDir dir;
         Transformer a = load_file(write_tiny(dir), 1);
         int calls = 0;
-        auto r = evaluate_perplexity(a, random_text(60, 1), small_windows(), [&](double, std::string_view) {
-            return ++calls < 3;
-        });
+        auto r = evaluate_perplexity(a, random_text(60, 1), small_windows(),
+                                     [&](double, std::string_view) { return ++calls < 3; });
         QVERIFY(!r);
         QCOMPARE(r.status().code(), StatusCode::Cancelled);
         QCOMPARE(calls, 3);

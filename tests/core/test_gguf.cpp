@@ -50,7 +50,7 @@ struct RawGguf {
     std::optional<uint64_t> n_tensors, n_kv;  // override the real counts
     std::vector<RawKv> kvs;
     std::vector<RawTensor> tensors;
-    uint64_t pad = 32;        // padding before the data section (0: none)
+    uint64_t pad = 32;  // padding before the data section (0: none)
     std::vector<uint8_t> data;
 
     Bytes build(uint64_t* data_start = nullptr) const {
@@ -93,7 +93,9 @@ RawKv kv_f32(std::string key, float v) {
     kv.value.f32(v);
     return kv;
 }
-RawKv kv_raw(std::string key, uint32_t type, Bytes value) { return RawKv{std::move(key), type, std::move(value), {}}; }
+RawKv kv_raw(std::string key, uint32_t type, Bytes value) {
+    return RawKv{std::move(key), type, std::move(value), {}};
+}
 
 RawKv kv_str_array(std::string key, const std::vector<std::string>& items) {
     RawKv kv{std::move(key), 9, {}, {}};
@@ -203,20 +205,22 @@ Vocabulary make_vocab(int64_t n) {
 std::vector<float> expected_values(DType dtype, const std::vector<float>& src) {
     std::vector<float> out(src.size());
     switch (dtype) {
-    case DType::F32: return src;
-    case DType::F16:
-        for (size_t i = 0; i < src.size(); ++i) out[i] = f16_to_f32(f32_to_f16(src[i]));
-        return out;
-    case DType::BF16:
-        for (size_t i = 0; i < src.size(); ++i) out[i] = bf16_to_f32(f32_to_bf16(src[i]));
-        return out;
-    default: {
-        std::vector<uint8_t> blocks(*dtype_storage_bytes(dtype, src.size()));
-        if (dtype == DType::Q8_0) quantize_q8_0(src.data(), src.size(), blocks.data());
-        else quantize_q4_0(src.data(), src.size(), blocks.data());
-        if (!convert_to_f32(dtype, blocks.data(), src.size(), out.data())) return {};
-        return out;
-    }
+        case DType::F32: return src;
+        case DType::F16:
+            for (size_t i = 0; i < src.size(); ++i) out[i] = f16_to_f32(f32_to_f16(src[i]));
+            return out;
+        case DType::BF16:
+            for (size_t i = 0; i < src.size(); ++i) out[i] = bf16_to_f32(f32_to_bf16(src[i]));
+            return out;
+        default: {
+            std::vector<uint8_t> blocks(*dtype_storage_bytes(dtype, src.size()));
+            if (dtype == DType::Q8_0)
+                quantize_q8_0(src.data(), src.size(), blocks.data());
+            else
+                quantize_q4_0(src.data(), src.size(), blocks.data());
+            if (!convert_to_f32(dtype, blocks.data(), src.size(), out.data())) return {};
+            return out;
+        }
     }
 }
 
@@ -243,18 +247,52 @@ bool meta_equal(const MetaValue& a, const MetaValue& b) {
     return true;
 }
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(const std::string& s) {
+    return QString::fromStdString(s);
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // malformed files
 
 enum class Bad {
-    Magic, Version1, Version4, BigEndian, TruncatedHeader, TruncatedKvString, AbsurdKvCount, AbsurdTensorCount,
-    AbsurdKeyLength, AbsurdStringLength, BadValueType, AbsurdArrayCount, BadArrayElementType, NestedTooDeep,
-    BoolNotZeroOne, DuplicateKey, EmptyKey, NonUtf8Key, NDimsZero, NDimsFive, UnknownGgmlType, OffsetNotAligned,
-    OffsetPastEnd, SizePastEnd, OverlappingTensors, DuplicateTensorNames, NonUtf8TensorName, EmptyTensorName,
-    AlignmentZero, AlignmentThree, AlignmentWrongType, NotBlockMultiple, ZeroDimension, HugeDimension,
-    MissingArchitecture, ConfigKeyWrongType, ScoresLengthMismatch, TokensNotStrings,
+    Magic,
+    Version1,
+    Version4,
+    BigEndian,
+    TruncatedHeader,
+    TruncatedKvString,
+    AbsurdKvCount,
+    AbsurdTensorCount,
+    AbsurdKeyLength,
+    AbsurdStringLength,
+    BadValueType,
+    AbsurdArrayCount,
+    BadArrayElementType,
+    NestedTooDeep,
+    BoolNotZeroOne,
+    DuplicateKey,
+    EmptyKey,
+    NonUtf8Key,
+    NDimsZero,
+    NDimsFive,
+    UnknownGgmlType,
+    OffsetNotAligned,
+    OffsetPastEnd,
+    SizePastEnd,
+    OverlappingTensors,
+    DuplicateTensorNames,
+    NonUtf8TensorName,
+    EmptyTensorName,
+    AlignmentZero,
+    AlignmentThree,
+    AlignmentWrongType,
+    NotBlockMultiple,
+    ZeroDimension,
+    HugeDimension,
+    MissingArchitecture,
+    ConfigKeyWrongType,
+    ScoresLengthMismatch,
+    TokensNotStrings,
 };
 
 struct BadCase {
@@ -268,150 +306,157 @@ BadCase make_bad(Bad kind) {
     RawGguf g = base_file();
     const StatusCode corrupt = StatusCode::Corrupt;
     switch (kind) {
-    case Bad::Magic:
-        std::memcpy(g.magic, "GGUX", 4);
-        return {g.build(), corrupt, {"not a GGUF file", "\"GGUX\""}};
-    case Bad::Version1:
-        g.version = 1;
-        return {g.build(), StatusCode::Unsupported, {"unsupported GGUF version 1"}};
-    case Bad::Version4:
-        g.version = 4;
-        return {g.build(), StatusCode::Unsupported, {"unsupported GGUF version 4"}};
-    case Bad::BigEndian:
-        g.version = 0x03000000u;
-        return {g.build(), StatusCode::Unsupported, {"big-endian GGUF v3"}};
-    case Bad::TruncatedHeader: {
-        Bytes b = g.build();
-        b.vec().resize(12);
-        return {b, corrupt, {"tensor_count at offset 8", "truncated"}};
-    }
-    case Bad::TruncatedKvString: {
-        g.tensors.clear();
-        g.data.clear();
-        g.pad = 0;
-        Bytes v;
-        v.u64(10).raw("abc");  // 10 bytes promised, the file ends after 3
-        g.kvs.push_back(kv_raw("general.name", 8, v));
-        // second KV starts at 24 + 45; its string length field at + 8 + 12 + 4
-        return {g.build(), corrupt, {"metadata 'general.name' at offset 93", "string length 10 exceeds the 3 bytes"}};
-    }
-    case Bad::AbsurdKvCount:
-        g.n_kv = uint64_t{1} << 60;
-        return {g.build(), corrupt, {"metadata_kv_count at offset 16", "1152921504606846976 key/value pairs"}};
-    case Bad::AbsurdTensorCount:
-        g.n_tensors = uint64_t{1} << 40;
-        return {g.build(), corrupt, {"tensor_count at offset 8", "1099511627776 tensor infos"}};
-    case Bad::AbsurdKeyLength:
-        g.kvs[0].key_len = uint64_t{1} << 63;
-        return {g.build(), corrupt,
+        case Bad::Magic: std::memcpy(g.magic, "GGUX", 4); return {g.build(), corrupt, {"not a GGUF file", "\"GGUX\""}};
+        case Bad::Version1: g.version = 1; return {g.build(), StatusCode::Unsupported, {"unsupported GGUF version 1"}};
+        case Bad::Version4: g.version = 4; return {g.build(), StatusCode::Unsupported, {"unsupported GGUF version 4"}};
+        case Bad::BigEndian:
+            g.version = 0x03000000u;
+            return {g.build(), StatusCode::Unsupported, {"big-endian GGUF v3"}};
+        case Bad::TruncatedHeader: {
+            Bytes b = g.build();
+            b.vec().resize(12);
+            return {b, corrupt, {"tensor_count at offset 8", "truncated"}};
+        }
+        case Bad::TruncatedKvString: {
+            g.tensors.clear();
+            g.data.clear();
+            g.pad = 0;
+            Bytes v;
+            v.u64(10).raw("abc");  // 10 bytes promised, the file ends after 3
+            g.kvs.push_back(kv_raw("general.name", 8, v));
+            // second KV starts at 24 + 45; its string length field at + 8 + 12 + 4
+            return {
+                g.build(), corrupt, {"metadata 'general.name' at offset 93", "string length 10 exceeds the 3 bytes"}};
+        }
+        case Bad::AbsurdKvCount:
+            g.n_kv = uint64_t{1} << 60;
+            return {g.build(), corrupt, {"metadata_kv_count at offset 16", "1152921504606846976 key/value pairs"}};
+        case Bad::AbsurdTensorCount:
+            g.n_tensors = uint64_t{1} << 40;
+            return {g.build(), corrupt, {"tensor_count at offset 8", "1099511627776 tensor infos"}};
+        case Bad::AbsurdKeyLength:
+            g.kvs[0].key_len = uint64_t{1} << 63;
+            return {
+                g.build(),
+                corrupt,
                 {"metadata entry 0 key at offset 24", "string length 9223372036854775808 exceeds the limit of 65535"}};
-    case Bad::AbsurdStringLength: {
-        Bytes v;
-        v.u64(uint64_t{1} << 62).raw("llama");
-        g.kvs[0] = kv_raw("general.architecture", 8, v);
-        return {g.build(), corrupt,
-                {"metadata 'general.architecture' at offset 56", "string length 4611686018427387904"}};
-    }
-    case Bad::BadValueType:
-        g.kvs.insert(g.kvs.begin(), kv_raw("x.bad", 13, Bytes().u32(0)));
-        return {g.build(), corrupt, {"metadata 'x.bad' at offset 37", "unknown value type 13"}};
-    case Bad::AbsurdArrayCount:
-        g.kvs.insert(g.kvs.begin(), kv_raw("x.arr", 9, Bytes().u32(4).u64(uint64_t{1} << 40)));
-        return {g.build(), corrupt,
+        case Bad::AbsurdStringLength: {
+            Bytes v;
+            v.u64(uint64_t{1} << 62).raw("llama");
+            g.kvs[0] = kv_raw("general.architecture", 8, v);
+            return {g.build(),
+                    corrupt,
+                    {"metadata 'general.architecture' at offset 56", "string length 4611686018427387904"}};
+        }
+        case Bad::BadValueType:
+            g.kvs.insert(g.kvs.begin(), kv_raw("x.bad", 13, Bytes().u32(0)));
+            return {g.build(), corrupt, {"metadata 'x.bad' at offset 37", "unknown value type 13"}};
+        case Bad::AbsurdArrayCount:
+            g.kvs.insert(g.kvs.begin(), kv_raw("x.arr", 9, Bytes().u32(4).u64(uint64_t{1} << 40)));
+            return {
+                g.build(),
+                corrupt,
                 {"metadata 'x.arr' at offset 41", "array of 1099511627776 u32 values needs at least 4398046511104"}};
-    case Bad::BadArrayElementType:
-        g.kvs.insert(g.kvs.begin(), kv_raw("x.arr", 9, Bytes().u32(99).u64(1).u32(0)));
-        return {g.build(), corrupt, {"metadata 'x.arr' at offset 41", "unknown array element type 99"}};
-    case Bad::NestedTooDeep:
-        g.kvs.push_back(kv_raw("x.deep", 9, nested_array(9)));
-        return {g.build(), corrupt, {"metadata 'x.deep'", "arrays nested deeper than 8 levels"}};
-    case Bad::BoolNotZeroOne:
-        g.kvs.push_back(kv_raw("x.flag", 7, Bytes().u8(2)));
-        return {g.build(), corrupt, {"metadata 'x.flag' at offset 87", "bool value 2 is neither 0 nor 1"}};
-    case Bad::DuplicateKey:
-        g.kvs.push_back(kv_str("general.architecture", "llama"));
-        return {g.build(), corrupt, {"metadata 'general.architecture' at offset 69", "appears more than once"}};
-    case Bad::EmptyKey:
-        g.kvs.push_back(kv_u32("", 1));
-        return {g.build(), corrupt, {"metadata entry 1 key at offset 69", "the key is empty"}};
-    case Bad::NonUtf8Key:
-        g.kvs.push_back(kv_u32("bad\xff", 1));
-        return {g.build(), corrupt, {"metadata entry 1 key at offset 69", "not valid UTF-8"}};
-    case Bad::NDimsZero:
-        g.tensors[0].ne = {};
-        return {g.build(), corrupt, {"tensor 'output_norm.weight' at offset 95", "n_dims 0 is outside 1..4"}};
-    case Bad::NDimsFive:
-        g.tensors[0].ne = {8, 1, 1, 1, 1};
-        return {g.build(), corrupt, {"tensor 'output_norm.weight' at offset 95", "n_dims 5 is outside 1..4"}};
-    case Bad::UnknownGgmlType:
-        g.tensors[0].type = 33;
-        return {g.build(), StatusCode::Unsupported,
-                {"tensor 'output_norm.weight' at offset 107", "unknown ggml type id 33"}};
-    case Bad::OffsetNotAligned:
-        g.tensors[0].offset = 4;
-        g.data.resize(64);
-        return {g.build(), corrupt,
-                {"tensor 'output_norm.weight'", "data offset 4 is not a multiple of the alignment 32"}};
-    case Bad::OffsetPastEnd:
-        g.tensors[0].offset = 1 << 20;
-        return {g.build(), corrupt,
-                {"tensor 'output_norm.weight'", "data offset 1048576 (absolute 128 + 1048576) is past the end"}};
-    case Bad::SizePastEnd:
-        g.tensors[0].ne = {64};
-        return {g.build(), corrupt,
-                {"tensor 'output_norm.weight'",
-                 "256 bytes of F32 data at offset 128 run past the end of the file (160 bytes)"}};
-    case Bad::OverlappingTensors:
-        g.tensors = {{"a.weight", {16}, 0, 0}, {"b.weight", {8}, 0, 32}};
-        g.data.resize(96);
-        return {g.build(), corrupt, {"the data of tensors 'a.weight' and 'b.weight' overlap"}};
-    case Bad::DuplicateTensorNames:
-        g.tensors.push_back({"output_norm.weight", {8}, 0, 32});
-        g.data.resize(64);
-        return {g.build(), corrupt, {"tensor 'output_norm.weight' at offset 119", "the name appears more than once"}};
-    case Bad::NonUtf8TensorName:
-        g.tensors[0].name = "w\xc3(";
-        return {g.build(), corrupt, {"tensor info 0 name at offset 69", "the name is not valid UTF-8"}};
-    case Bad::EmptyTensorName:
-        g.tensors[0].name = "";
-        return {g.build(), corrupt, {"tensor info 0 name at offset 69", "the name is empty"}};
-    case Bad::AlignmentZero:
-        g.kvs.push_back(kv_u32("general.alignment", 0));
-        return {g.build(), corrupt, {"metadata 'general.alignment' = 0 is not a non-zero power of two"}};
-    case Bad::AlignmentThree:
-        g.kvs.push_back(kv_u32("general.alignment", 3));
-        return {g.build(), corrupt, {"metadata 'general.alignment' = 3 is not a non-zero power of two"}};
-    case Bad::AlignmentWrongType:
-        g.kvs.push_back(kv_u64("general.alignment", 32));
-        return {g.build(), corrupt, {"metadata 'general.alignment' has type u64; expected u32"}};
-    case Bad::NotBlockMultiple:
-        g.tensors[0] = {"blk.0.attn_q.weight", {16, 2}, 8, 0};  // Q8_0 rows of 16
-        g.data.resize(68);
-        return {g.build(), corrupt,
-                {"tensor 'blk.0.attn_q.weight'",
-                 "row length ne[0] = 16 (element count 32) is not a multiple of the Q8_0 block size 32"}};
-    case Bad::ZeroDimension:
-        g.tensors[0].ne = {8, 0};
-        return {g.build(), corrupt, {"tensor 'output_norm.weight' ne[1] at offset 107", "zero dimension"}};
-    case Bad::HugeDimension:
-        g.tensors[0].ne = {uint64_t{1} << 40, uint64_t{1} << 40};
-        return {g.build(), corrupt, {"tensor 'output_norm.weight' ne[1]", "element count overflow"}};
-    case Bad::MissingArchitecture:
-        g.kvs.clear();
-        return {g.build(), corrupt, {"metadata 'general.architecture' is missing"}};
-    case Bad::ConfigKeyWrongType:
-        g.kvs.push_back(kv_str("llama.block_count", "two"));
-        return {g.build(), corrupt, {"metadata 'llama.block_count' has type string; expected an integer"}};
-    case Bad::ScoresLengthMismatch: {
-        g.kvs.push_back(kv_str_array("tokenizer.ggml.tokens", {"a", "b", "c"}));
-        g.kvs.push_back(kv_raw("tokenizer.ggml.scores", 9, Bytes().u32(6).u64(2).f32(0).f32(1)));
-        return {g.build(), corrupt,
-                {"metadata 'tokenizer.ggml.scores' has 2 entries but tokenizer.ggml.tokens has 3"}};
-    }
-    case Bad::TokensNotStrings:
-        g.kvs.push_back(kv_raw("tokenizer.ggml.tokens", 9, Bytes().u32(4).u64(1).u32(5)));
-        return {g.build(), corrupt,
-                {"metadata 'tokenizer.ggml.tokens' has type array of u32; expected array of string"}};
+        case Bad::BadArrayElementType:
+            g.kvs.insert(g.kvs.begin(), kv_raw("x.arr", 9, Bytes().u32(99).u64(1).u32(0)));
+            return {g.build(), corrupt, {"metadata 'x.arr' at offset 41", "unknown array element type 99"}};
+        case Bad::NestedTooDeep:
+            g.kvs.push_back(kv_raw("x.deep", 9, nested_array(9)));
+            return {g.build(), corrupt, {"metadata 'x.deep'", "arrays nested deeper than 8 levels"}};
+        case Bad::BoolNotZeroOne:
+            g.kvs.push_back(kv_raw("x.flag", 7, Bytes().u8(2)));
+            return {g.build(), corrupt, {"metadata 'x.flag' at offset 87", "bool value 2 is neither 0 nor 1"}};
+        case Bad::DuplicateKey:
+            g.kvs.push_back(kv_str("general.architecture", "llama"));
+            return {g.build(), corrupt, {"metadata 'general.architecture' at offset 69", "appears more than once"}};
+        case Bad::EmptyKey:
+            g.kvs.push_back(kv_u32("", 1));
+            return {g.build(), corrupt, {"metadata entry 1 key at offset 69", "the key is empty"}};
+        case Bad::NonUtf8Key:
+            g.kvs.push_back(kv_u32("bad\xff", 1));
+            return {g.build(), corrupt, {"metadata entry 1 key at offset 69", "not valid UTF-8"}};
+        case Bad::NDimsZero:
+            g.tensors[0].ne = {};
+            return {g.build(), corrupt, {"tensor 'output_norm.weight' at offset 95", "n_dims 0 is outside 1..4"}};
+        case Bad::NDimsFive:
+            g.tensors[0].ne = {8, 1, 1, 1, 1};
+            return {g.build(), corrupt, {"tensor 'output_norm.weight' at offset 95", "n_dims 5 is outside 1..4"}};
+        case Bad::UnknownGgmlType:
+            g.tensors[0].type = 33;
+            return {g.build(),
+                    StatusCode::Unsupported,
+                    {"tensor 'output_norm.weight' at offset 107", "unknown ggml type id 33"}};
+        case Bad::OffsetNotAligned:
+            g.tensors[0].offset = 4;
+            g.data.resize(64);
+            return {g.build(),
+                    corrupt,
+                    {"tensor 'output_norm.weight'", "data offset 4 is not a multiple of the alignment 32"}};
+        case Bad::OffsetPastEnd:
+            g.tensors[0].offset = 1 << 20;
+            return {g.build(),
+                    corrupt,
+                    {"tensor 'output_norm.weight'", "data offset 1048576 (absolute 128 + 1048576) is past the end"}};
+        case Bad::SizePastEnd:
+            g.tensors[0].ne = {64};
+            return {g.build(),
+                    corrupt,
+                    {"tensor 'output_norm.weight'",
+                     "256 bytes of F32 data at offset 128 run past the end of the file (160 bytes)"}};
+        case Bad::OverlappingTensors:
+            g.tensors = {{"a.weight", {16}, 0, 0}, {"b.weight", {8}, 0, 32}};
+            g.data.resize(96);
+            return {g.build(), corrupt, {"the data of tensors 'a.weight' and 'b.weight' overlap"}};
+        case Bad::DuplicateTensorNames:
+            g.tensors.push_back({"output_norm.weight", {8}, 0, 32});
+            g.data.resize(64);
+            return {
+                g.build(), corrupt, {"tensor 'output_norm.weight' at offset 119", "the name appears more than once"}};
+        case Bad::NonUtf8TensorName:
+            g.tensors[0].name = "w\xc3(";
+            return {g.build(), corrupt, {"tensor info 0 name at offset 69", "the name is not valid UTF-8"}};
+        case Bad::EmptyTensorName:
+            g.tensors[0].name = "";
+            return {g.build(), corrupt, {"tensor info 0 name at offset 69", "the name is empty"}};
+        case Bad::AlignmentZero:
+            g.kvs.push_back(kv_u32("general.alignment", 0));
+            return {g.build(), corrupt, {"metadata 'general.alignment' = 0 is not a non-zero power of two"}};
+        case Bad::AlignmentThree:
+            g.kvs.push_back(kv_u32("general.alignment", 3));
+            return {g.build(), corrupt, {"metadata 'general.alignment' = 3 is not a non-zero power of two"}};
+        case Bad::AlignmentWrongType:
+            g.kvs.push_back(kv_u64("general.alignment", 32));
+            return {g.build(), corrupt, {"metadata 'general.alignment' has type u64; expected u32"}};
+        case Bad::NotBlockMultiple:
+            g.tensors[0] = {"blk.0.attn_q.weight", {16, 2}, 8, 0};  // Q8_0 rows of 16
+            g.data.resize(68);
+            return {g.build(),
+                    corrupt,
+                    {"tensor 'blk.0.attn_q.weight'",
+                     "row length ne[0] = 16 (element count 32) is not a multiple of the Q8_0 block size 32"}};
+        case Bad::ZeroDimension:
+            g.tensors[0].ne = {8, 0};
+            return {g.build(), corrupt, {"tensor 'output_norm.weight' ne[1] at offset 107", "zero dimension"}};
+        case Bad::HugeDimension:
+            g.tensors[0].ne = {uint64_t{1} << 40, uint64_t{1} << 40};
+            return {g.build(), corrupt, {"tensor 'output_norm.weight' ne[1]", "element count overflow"}};
+        case Bad::MissingArchitecture:
+            g.kvs.clear();
+            return {g.build(), corrupt, {"metadata 'general.architecture' is missing"}};
+        case Bad::ConfigKeyWrongType:
+            g.kvs.push_back(kv_str("llama.block_count", "two"));
+            return {g.build(), corrupt, {"metadata 'llama.block_count' has type string; expected an integer"}};
+        case Bad::ScoresLengthMismatch: {
+            g.kvs.push_back(kv_str_array("tokenizer.ggml.tokens", {"a", "b", "c"}));
+            g.kvs.push_back(kv_raw("tokenizer.ggml.scores", 9, Bytes().u32(6).u64(2).f32(0).f32(1)));
+            return {
+                g.build(), corrupt, {"metadata 'tokenizer.ggml.scores' has 2 entries but tokenizer.ggml.tokens has 3"}};
+        }
+        case Bad::TokensNotStrings:
+            g.kvs.push_back(kv_raw("tokenizer.ggml.tokens", 9, Bytes().u32(4).u64(1).u32(5)));
+            return {g.build(),
+                    corrupt,
+                    {"metadata 'tokenizer.ggml.tokens' has type array of u32; expected array of string"}};
     }
     return {};
 }
@@ -426,7 +471,9 @@ Status open_status(Bad kind, const std::string& path) {
     return r ? Status::ok() : r.status();
 }
 
-bool is_rejection(StatusCode c) { return c == StatusCode::Corrupt || c == StatusCode::Unsupported; }
+bool is_rejection(StatusCode c) {
+    return c == StatusCode::Corrupt || c == StatusCode::Unsupported;
+}
 
 }  // namespace
 
@@ -541,12 +588,12 @@ void TestGguf::metadataRoundTrip() {
     x.set("test.u64", MetaValue::of_uint((uint64_t{1} << 63) + 5));
     x.set("test.i64", MetaValue::of_int(INT64_MIN));
     x.set("test.f64", MetaValue::of_float(0.1));
-    x.set("test.strings", array_of(MetaType::String, {MetaValue::of_string("a"), MetaValue::of_string(""),
-                                                      MetaValue::of_string("c")}));
-    x.set("test.nested", array_of(MetaType::Array,
-                                  {array_of(MetaType::I32, {typed_int(1, MetaType::I32), typed_int(-2, MetaType::I32)}),
-                                   array_of(MetaType::I32, {typed_int(3, MetaType::I32)}),
-                                   array_of(MetaType::I32, {})}));
+    x.set("test.strings",
+          array_of(MetaType::String, {MetaValue::of_string("a"), MetaValue::of_string(""), MetaValue::of_string("c")}));
+    x.set("test.nested",
+          array_of(MetaType::Array,
+                   {array_of(MetaType::I32, {typed_int(1, MetaType::I32), typed_int(-2, MetaType::I32)}),
+                    array_of(MetaType::I32, {typed_int(3, MetaType::I32)}), array_of(MetaType::I32, {})}));
     x.set("test.empty", array_of(MetaType::F64, {}));
     x.set("test.bools", array_of(MetaType::Bool, {MetaValue::of_bool(false), MetaValue::of_bool(true)}));
     x.set("general.name", MetaValue::of_string("tiny"));
@@ -741,8 +788,8 @@ void TestGguf::handBuiltV2OtherArchitecture() {
     g.kvs.push_back(kv_f32("qwen2.rope.freq_base", 1e6f));
     g.kvs.push_back(kv_f32("qwen2.attention.layer_norm_rms_epsilon", 1e-6f));
     g.kvs.push_back(kv_str_array("tokenizer.ggml.tokens", {"a", "b", "c"}));
-    g.kvs.push_back(kv_raw("x.deep", 9, nested_array(8)));  // the deepest nesting accepted
-    g.tensors.push_back({"token_embd.weight", {16, 3}, 1, 0});      // F16, 96 bytes
+    g.kvs.push_back(kv_raw("x.deep", 9, nested_array(8)));             // the deepest nesting accepted
+    g.tensors.push_back({"token_embd.weight", {16, 3}, 1, 0});         // F16, 96 bytes
     g.tensors.push_back({"blk.0.ffn_gate.weight", {16, 5}, 30, 128});  // BF16, 160 bytes at the next 64 boundary
     const std::vector<float> src = gkq::test::random_floats(48 + 80, 9);
     std::vector<uint16_t> halves(src.size());
@@ -797,17 +844,17 @@ void TestGguf::ggmlTypeSizes_data() {
         DType dtype;
     };
     const Row rows[] = {
-        {0, "F32", 1024, DType::F32},       {1, "F16", 512, DType::F16},        {2, "Q4_0", 144, DType::Q4_0},
-        {3, "Q4_1", 160, DType::Other},     {6, "Q5_0", 176, DType::Other},     {7, "Q5_1", 192, DType::Other},
-        {8, "Q8_0", 272, DType::Q8_0},      {9, "Q8_1", 288, DType::Other},     {10, "Q2_K", 84, DType::Other},
-        {11, "Q3_K", 110, DType::Other},    {12, "Q4_K", 144, DType::Other},    {13, "Q5_K", 176, DType::Other},
-        {14, "Q6_K", 210, DType::Other},    {15, "Q8_K", 292, DType::Other},    {16, "IQ2_XXS", 66, DType::Other},
-        {17, "IQ2_XS", 74, DType::Other},   {18, "IQ3_XXS", 98, DType::Other},  {19, "IQ1_S", 50, DType::Other},
-        {20, "IQ4_NL", 144, DType::Other},  {21, "IQ3_S", 110, DType::Other},   {22, "IQ2_S", 82, DType::Other},
-        {23, "IQ4_XS", 136, DType::Other},  {24, "I8", 256, DType::I8},         {25, "I16", 512, DType::I16},
-        {26, "I32", 1024, DType::I32},      {27, "I64", 2048, DType::I64},      {28, "F64", 2048, DType::F64},
-        {29, "IQ1_M", 56, DType::Other},    {30, "BF16", 512, DType::BF16},     {34, "TQ1_0", 54, DType::Other},
-        {35, "TQ2_0", 66, DType::Other},    {39, "MXFP4", 136, DType::Other},
+        {0, "F32", 1024, DType::F32},      {1, "F16", 512, DType::F16},       {2, "Q4_0", 144, DType::Q4_0},
+        {3, "Q4_1", 160, DType::Other},    {6, "Q5_0", 176, DType::Other},    {7, "Q5_1", 192, DType::Other},
+        {8, "Q8_0", 272, DType::Q8_0},     {9, "Q8_1", 288, DType::Other},    {10, "Q2_K", 84, DType::Other},
+        {11, "Q3_K", 110, DType::Other},   {12, "Q4_K", 144, DType::Other},   {13, "Q5_K", 176, DType::Other},
+        {14, "Q6_K", 210, DType::Other},   {15, "Q8_K", 292, DType::Other},   {16, "IQ2_XXS", 66, DType::Other},
+        {17, "IQ2_XS", 74, DType::Other},  {18, "IQ3_XXS", 98, DType::Other}, {19, "IQ1_S", 50, DType::Other},
+        {20, "IQ4_NL", 144, DType::Other}, {21, "IQ3_S", 110, DType::Other},  {22, "IQ2_S", 82, DType::Other},
+        {23, "IQ4_XS", 136, DType::Other}, {24, "I8", 256, DType::I8},        {25, "I16", 512, DType::I16},
+        {26, "I32", 1024, DType::I32},     {27, "I64", 2048, DType::I64},     {28, "F64", 2048, DType::F64},
+        {29, "IQ1_M", 56, DType::Other},   {30, "BF16", 512, DType::BF16},    {34, "TQ1_0", 54, DType::Other},
+        {35, "TQ2_0", 66, DType::Other},   {39, "MXFP4", 136, DType::Other},
     };
     for (const Row& row : rows) QTest::newRow(row.name) << row.id << row.name << row.bytes << row.dtype;
 }

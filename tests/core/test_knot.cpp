@@ -4,8 +4,8 @@
 #include "knot/knot_format.h"
 #include "test_support.h"
 
-#include <QtTest>
 #include <zlib.h>
+#include <QtTest>
 
 #include <filesystem>
 
@@ -14,7 +14,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(const std::string& s) {
+    return QString::fromStdString(s);
+}
 
 // QVERIFY with the message shown on failure.
 #define VERIFY_CONTAINS(haystack, needle) \
@@ -171,8 +173,8 @@ void refresh_crcs(std::vector<uint8_t>& b, int record) {
 }
 
 // A complete knot from a raw (uncompressed) header block, an index body (entries, no magic/count) and records.
-std::vector<uint8_t> assemble(const std::vector<uint8_t>& block, uint64_t n_records, const std::vector<uint8_t>& entries,
-                              const std::vector<uint8_t>& records = {}) {
+std::vector<uint8_t> assemble(const std::vector<uint8_t>& block, uint64_t n_records,
+                              const std::vector<uint8_t>& entries, const std::vector<uint8_t>& records = {}) {
     test::Bytes f;
     f.raw("GKQKNOT", 8).u32(1).u32(0).u64(block.size()).u64(block.size()).u32(knot_crc32(block.data(), block.size()));
     f.u8(0).u8(0).u8(0).u8(0);
@@ -192,16 +194,16 @@ std::vector<uint8_t> assemble(const std::vector<uint8_t>& block, uint64_t n_reco
 std::vector<uint8_t> doc_header_block(uint64_t n_tokens_field = 0, uint64_t n_meta_field = 0, uint32_t shard = 0,
                                       uint32_t shards = 1, uint64_t n_source = 0) {
     test::Bytes b;
-    b.u32(3).raw("gkq").u32(0);                          // producer, command
-    b.u32(shard).u32(shards).u64(n_source);              // shard i of N, source tensors
-    b.u32(5).raw("llama");                               // architecture
+    b.u32(3).raw("gkq").u32(0);                                    // producer, command
+    b.u32(shard).u32(shards).u64(n_source);                        // shard i of N, source tensors
+    b.u32(5).raw("llama");                                         // architecture
     for (int64_t v : {64, 96, 2, 4, 2, 0, 32}) b.put<int64_t>(v);  // dim .. context_length
-    b.put<double>(10000.0).put<double>(1e-5).u8(1);      // rope_theta, norm_eps, shared_classifier
-    b.u8(0);                                             // rope style: interleaved
-    b.u32(0);                                            // tokenizer model ""
-    b.u64(n_tokens_field).u64(0).u64(0);                 // tokens, scores, token types
-    b.i32(-1).i32(-1).i32(0);                            // bos, eos, max_token_length
-    b.u64(n_meta_field);                                 // metadata entries
+    b.put<double>(10000.0).put<double>(1e-5).u8(1);                // rope_theta, norm_eps, shared_classifier
+    b.u8(0);                                                       // rope style: interleaved
+    b.u32(0);                                                      // tokenizer model ""
+    b.u64(n_tokens_field).u64(0).u64(0);                           // tokens, scores, token types
+    b.i32(-1).i32(-1).i32(0);                                      // bos, eos, max_token_length
+    b.u64(n_meta_field);                                           // metadata entries
     return b.vec();
 }
 
@@ -296,7 +298,8 @@ private slots:
         Layout l = layout_of(b);
         QCOMPARE(l.record_at[0], 40 + block);
         QCOMPARE(std::string(reinterpret_cast<const char*>(b.data() + l.record_at[0]), 4), std::string("KREC"));
-        for (size_t i = 1; i < l.record_at.size(); ++i) QCOMPARE(l.record_at[i], l.record_at[i - 1] + l.record_bytes[i - 1]);
+        for (size_t i = 1; i < l.record_at.size(); ++i)
+            QCOMPARE(l.record_at[i], l.record_at[i - 1] + l.record_bytes[i - 1]);
         QCOMPARE(l.record_at.back() + l.record_bytes.back(), l.index_offset);
         QCOMPARE(l.index_offset + l.index_bytes + 40, uint64_t(b.size()));
 
@@ -458,9 +461,12 @@ private slots:
             QVERIFY2(!k.is_ok(), qPrintable(QString("prefix of %1 bytes opened").arg(len)));
             const std::string& m = k.message();
             QVERIFY2(m.rfind(cut + ": ", 0) == 0, m.c_str());
-            if (len < 8) VERIFY_CONTAINS(m, "not a knot file");
-            else if (len < 80) VERIFY_CONTAINS(m, "too short for a knot");
-            else VERIFY_CONTAINS(m, "no knot trailer");
+            if (len < 8)
+                VERIFY_CONTAINS(m, "not a knot file");
+            else if (len < 80)
+                VERIFY_CONTAINS(m, "too short for a knot");
+            else
+                VERIFY_CONTAINS(m, "no knot trailer");
             ++n_tried;
         }
         QVERIFY(n_tried > 200);
@@ -522,7 +528,7 @@ private slots:
         QTest::addColumn<int>("entry");         // index entry patched (-1: the record count field)
         QTest::addColumn<int>("field_offset");  // byte offset inside the entry
         QTest::addColumn<int>("size");
-        QTest::addColumn<bool>("add");          // add `value` to the field instead of replacing it
+        QTest::addColumn<bool>("add");  // add `value` to the field instead of replacing it
         QTest::addColumn<quint64>("value");
         QTest::addColumn<QString>("message");
         QTest::newRow("record count") << -1 << 0 << 8 << false << (quint64(1) << 60) << "records cannot fit in";
@@ -530,8 +536,8 @@ private slots:
         QTest::newRow("record size") << 1 << 8 << 8 << true << quint64(1) << "does not match its";
         QTest::newRow("stored size") << 0 << 20 + 8 << 8 << true << quint64(1) << "does not match its";
         QTest::newRow("raw size") << 0 << 20 + 16 << 8 << false << (quint64(1) << 50) << "is impossible for";
-        QTest::newRow("raw size uncompressed") << 1 << 20 + 16 << 8 << true << quint64(1)
-                                               << "uncompressed payload with stored size 256 != raw size 257";
+        QTest::newRow("raw size uncompressed")
+            << 1 << 20 + 16 << 8 << true << quint64(1) << "uncompressed payload with stored size 256 != raw size 257";
         QTest::newRow("source index") << 1 << 20 << 8 << false << quint64(0) << "source index 0 does not follow 0";
         QTest::newRow("role") << 1 << 20 + 36 << 1 << false << quint64(200) << "unknown role 200";
         QTest::newRow("method") << 1 << 20 + 37 << 1 << false << quint64(9) << "unknown method 9";
@@ -651,12 +657,14 @@ private slots:
         VERIFY_CONTAINS(w->add(t, 5).message(), "9 dimensions (at most 8)");
         t.shape = {4, 0};
         VERIFY_CONTAINS(w->add(t, 5).message(), "non-positive dimension in shape 4 x 0");
-        QVERIFY(!KnotWriter::create(dir.file("bad.knot"), [] {
-                     KnotHeader h;
-                     h.shard_index = 2;
-                     h.shard_count = 2;
-                     return h;
-                 }()).is_ok());
+        QVERIFY(!KnotWriter::create(dir.file("bad.knot"),
+                                    [] {
+                                        KnotHeader h;
+                                        h.shard_index = 2;
+                                        h.shard_count = 2;
+                                        return h;
+                                    }())
+                     .is_ok());
     }
 
     void abandonedWriterLeavesNothing() {

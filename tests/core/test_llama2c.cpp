@@ -35,7 +35,9 @@ QByteArray to_qbytes(const Bytes& b) {
     return QByteArray(reinterpret_cast<const char*>(b.vec().data()), static_cast<qsizetype>(b.size()));
 }
 
-std::vector<uint8_t> to_vec(const QByteArray& a) { return {a.begin(), a.end()}; }
+std::vector<uint8_t> to_vec(const QByteArray& a) {
+    return {a.begin(), a.end()};
+}
 
 float float_at(const std::vector<uint8_t>& bytes, size_t offset) {
     float f;
@@ -63,7 +65,9 @@ int64_t numel(const Shape& s) {
     return n;
 }
 
-std::string blk(int layer, const char* what) { return "blk." + std::to_string(layer) + "." + what + ".weight"; }
+std::string blk(int layer, const char* what) {
+    return "blk." + std::to_string(layer) + "." + what + ".weight";
+}
 
 // One projection kind for every layer, as export.py loops over model.layers.
 void add_each(std::vector<Named>& v, const Tiny& t, const char* what, Shape shape) {
@@ -237,8 +241,8 @@ WriterModel writer_model(bool shared) {
     return m;
 }
 
-Bytes legacy_header(int32_t dim, int32_t hidden, int32_t n_layers, int32_t n_heads, int32_t n_kv_heads,
-                    int32_t vocab, int32_t seq_len) {
+Bytes legacy_header(int32_t dim, int32_t hidden, int32_t n_layers, int32_t n_heads, int32_t n_kv_heads, int32_t vocab,
+                    int32_t seq_len) {
     Bytes b;
     b.i32(dim).i32(hidden).i32(n_layers).i32(n_heads).i32(n_kv_heads).i32(vocab).i32(seq_len);
     return b;
@@ -340,12 +344,12 @@ void TestLlama2c::writerRoundTrip() {
 
     // The RoPE tables sit right after output_norm: real[t][i] = cos(t * theta^(-2i/4)), imag the sine.
     const size_t freq = f->find("output_norm.weight")->file_offset + 8 * 4;
-    QCOMPARE(float_at(raw, freq), 1.0f);          // real[0][0]
-    QCOMPARE(float_at(raw, freq + 32), 0.0f);     // imag[0][0]
-    QVERIFY(std::fabs(float_at(raw, freq + 8) - 0.5403023f) < 1e-7f);        // real[1][0] = cos 1
-    QVERIFY(std::fabs(float_at(raw, freq + 12) - 0.99995000f) < 1e-7f);      // real[1][1] = cos 0.01
-    QVERIFY(std::fabs(float_at(raw, freq + 32 + 8) - 0.84147098f) < 1e-7f);  // imag[1][0] = sin 1
-    QVERIFY(std::fabs(float_at(raw, freq + 32 + 12) - 0.00999983f) < 1e-7f); // imag[1][1] = sin 0.01
+    QCOMPARE(float_at(raw, freq), 1.0f);                                      // real[0][0]
+    QCOMPARE(float_at(raw, freq + 32), 0.0f);                                 // imag[0][0]
+    QVERIFY(std::fabs(float_at(raw, freq + 8) - 0.5403023f) < 1e-7f);         // real[1][0] = cos 1
+    QVERIFY(std::fabs(float_at(raw, freq + 12) - 0.99995000f) < 1e-7f);       // real[1][1] = cos 0.01
+    QVERIFY(std::fabs(float_at(raw, freq + 32 + 8) - 0.84147098f) < 1e-7f);   // imag[1][0] = sin 1
+    QVERIFY(std::fabs(float_at(raw, freq + 32 + 12) - 0.00999983f) < 1e-7f);  // imag[1][1] = sin 0.01
     if (!shared) QCOMPARE(f->find("output.weight")->file_offset, uint64_t(freq + 64));
 }
 
@@ -353,8 +357,8 @@ void TestLlama2c::writerRejects() {
     TempDir dir;
     const std::string path = dir.file("out.bin");
     auto expect = [&](const WriterModel& m, const QStringList& needles) {
-        const std::string why = mismatch(write_llama2c(path, m.config, m.tensors), StatusCode::InvalidArgument, path,
-                                         needles);
+        const std::string why =
+            mismatch(write_llama2c(path, m.config, m.tensors), StatusCode::InvalidArgument, path, needles);
         QVERIFY2(why.empty(), why.c_str());
         QVERIFY(!std::filesystem::exists(path));
         QVERIFY(std::filesystem::is_empty(dir.path()));  // no temporary left behind either
@@ -483,7 +487,10 @@ void TestLlama2c::malformed_data() {
     const int corrupt = int(StatusCode::Corrupt), unsupported = int(StatusCode::Unsupported);
     const Tiny t;
     const Bytes legacy = build_legacy(t, true).bytes;  // 1380 bytes
-    auto with = [](Bytes b, auto&& f) { f(b); return to_qbytes(b); };
+    auto with = [](Bytes b, auto&& f) {
+        f(b);
+        return to_qbytes(b);
+    };
 
     QTest::newRow("empty file") << QByteArray() << corrupt << QStringList{"header field dim", "offset 0"};
     QTest::newRow("header truncated") << to_qbytes(legacy).left(20) << corrupt
@@ -496,12 +503,12 @@ void TestLlama2c::malformed_data() {
                                 << QStringList{"vocab_size is 0"};
     QTest::newRow("zero seq_len") << to_qbytes(legacy_header(4, 8, 2, 2, 1, 6, 0)) << corrupt
                                   << QStringList{"seq_len is 0"};
-    QTest::newRow("n_kv_heads > n_heads") << to_qbytes(legacy_header(4, 8, 2, 2, 4, 6, 3)) << corrupt
-                                          << QStringList{"n_kv_heads 4 exceeds n_heads 2"};
+    QTest::newRow("n_kv_heads > n_heads")
+        << to_qbytes(legacy_header(4, 8, 2, 2, 4, 6, 3)) << corrupt << QStringList{"n_kv_heads 4 exceeds n_heads 2"};
     QTest::newRow("n_kv_heads not dividing") << to_qbytes(legacy_header(24, 8, 2, 4, 3, 6, 3)) << corrupt
                                              << QStringList{"n_kv_heads 3 does not divide n_heads 4"};
-    QTest::newRow("heads not dividing dim") << to_qbytes(legacy_header(10, 8, 2, 4, 2, 6, 3)) << corrupt
-                                            << QStringList{"n_heads 4 does not divide dim 10"};
+    QTest::newRow("heads not dividing dim")
+        << to_qbytes(legacy_header(10, 8, 2, 4, 2, 6, 3)) << corrupt << QStringList{"n_heads 4 does not divide dim 10"};
     QTest::newRow("odd head size") << to_qbytes(legacy_header(6, 8, 2, 2, 1, 6, 3)) << corrupt
                                    << QStringList{"head size 3", "odd"};
     QTest::newRow("sizes overflow") << to_qbytes(legacy_header(1 << 30, 1 << 30, 1 << 30, 1 << 28, 1 << 28, 1 << 30, 1))
@@ -509,35 +516,39 @@ void TestLlama2c::malformed_data() {
     QTest::newRow("absurd sizes") << to_qbytes(legacy_header(1 << 20, 1 << 20, 1000, 1 << 10, 1 << 10, -(1 << 20), 1))
                                   << corrupt
                                   << QStringList{"truncated: 'token_embd.weight' at offset 28", "ends at 28"};
-    QTest::newRow("truncated inside a tensor") << to_qbytes(legacy).left(326) << corrupt
-                                               << QStringList{"'blk.1.attn_k.weight' at offset 316", "needs 32 bytes",
-                                                              "ends at 326", "1380 bytes in total"};
-    QTest::newRow("truncated inside freq_cis") << to_qbytes(legacy).left(1370) << corrupt
-                                               << QStringList{"'freq_cis_imag' at offset 1368"};
-    QTest::newRow("unshared without classifier")
-        << with(Bytes(legacy), [](Bytes& b) { int32_t v = -6; std::memcpy(b.vec().data() + 20, &v, 4); }) << corrupt
-        << QStringList{"'output.weight' at offset 1380", "ends at 1380", "1476 bytes in total"};
+    QTest::newRow("truncated inside a tensor")
+        << to_qbytes(legacy).left(326) << corrupt
+        << QStringList{"'blk.1.attn_k.weight' at offset 316", "needs 32 bytes", "ends at 326", "1380 bytes in total"};
+    QTest::newRow("truncated inside freq_cis")
+        << to_qbytes(legacy).left(1370) << corrupt << QStringList{"'freq_cis_imag' at offset 1368"};
+    QTest::newRow("unshared without classifier") << with(Bytes(legacy), [](Bytes& b) {
+        int32_t v = -6;
+        std::memcpy(b.vec().data() + 20, &v, 4);
+    }) << corrupt << QStringList{"'output.weight' at offset 1380", "ends at 1380", "1476 bytes in total"};
     QTest::newRow("trailing garbage") << with(Bytes(legacy), [](Bytes& b) { b.zeros(5); }) << corrupt
                                       << QStringList{"5 trailing bytes", "offset 1380"};
     QTest::newRow("byte-swapped magic") << with(Bytes(), [](Bytes& b) { b.u32(0x32346b61u).zeros(300); }) << corrupt
                                         << QStringList{"byte-swapped", "offset 0"};
-    QTest::newRow("v1 truncated header")
-        << with(versioned_prefix(1), [&](Bytes& b) { put_params(b, t, 6); b.u8(1).zeros(20); }) << corrupt
-        << QStringList{"header padding", "offset 37", "needs 219 bytes"};
-    QTest::newRow("v1 version truncated") << to_qbytes(versioned_prefix(1)).left(6) << corrupt
-                                          << QStringList{"version", "offset 4"};
+    QTest::newRow("v1 truncated header") << with(versioned_prefix(1), [&](Bytes& b) {
+        put_params(b, t, 6);
+        b.u8(1).zeros(20);
+    }) << corrupt << QStringList{"header padding", "offset 37", "needs 219 bytes"};
+    QTest::newRow("v1 version truncated")
+        << to_qbytes(versioned_prefix(1)).left(6) << corrupt << QStringList{"version", "offset 4"};
     QTest::newRow("unknown version 3") << with(versioned_prefix(3), [](Bytes& b) { b.zeros(252); }) << unsupported
                                        << QStringList{"version 3", "not supported"};
-    QTest::newRow("ak42 magic, version 0") << with(versioned_prefix(0), [](Bytes& b) { b.zeros(252); })
-                                           << unsupported << QStringList{"version 0", "not supported"};
+    QTest::newRow("ak42 magic, version 0") << with(versioned_prefix(0), [](Bytes& b) { b.zeros(252); }) << unsupported
+                                           << QStringList{"version 0", "not supported"};
     QTest::newRow("magic as version") << with(versioned_prefix(0x616b3432), [](Bytes& b) { b.zeros(252); })
                                       << unsupported << QStringList{"version 1634415666"};
-    QTest::newRow("v1 shared flag 7")
-        << with(versioned_prefix(1), [&](Bytes& b) { put_params(b, t, 6); b.u8(7).zeros(219); }) << corrupt
-        << QStringList{"shared_classifier at offset 36", "value 7"};
-    QTest::newRow("v1 negative vocab")
-        << with(versioned_prefix(1), [&](Bytes& b) { put_params(b, t, -6); b.u8(1).zeros(219); }) << corrupt
-        << QStringList{"v1 header: vocab_size is -6"};
+    QTest::newRow("v1 shared flag 7") << with(versioned_prefix(1), [&](Bytes& b) {
+        put_params(b, t, 6);
+        b.u8(7).zeros(219);
+    }) << corrupt << QStringList{"shared_classifier at offset 36", "value 7"};
+    QTest::newRow("v1 negative vocab") << with(versioned_prefix(1), [&](Bytes& b) {
+        put_params(b, t, -6);
+        b.u8(1).zeros(219);
+    }) << corrupt << QStringList{"v1 header: vocab_size is -6"};
     QTest::newRow("v1 truncated weights") << to_qbytes(build_v1(t, true).bytes).left(600) << corrupt
                                           << QStringList{"'blk.1.attn_k.weight' at offset 592"};
     QTest::newRow("v2 group size 0") << to_qbytes(build_v2(t, true, 8).bytes).replace(37, 4, QByteArray(4, '\0'))
@@ -550,9 +561,10 @@ void TestLlama2c::malformed_data() {
         << QStringList{"group_size 12 does not divide the 16 elements of 'blk.0.attn_q.weight'"};
     QTest::newRow("v2 truncated scales") << to_qbytes(build_v2(t, false, 8).bytes).chopped(4) << corrupt
                                          << QStringList{"'scales of output.weight' at offset", "needs 12 bytes"};
-    QTest::newRow("v2 truncated header group size")
-        << with(versioned_prefix(2), [&](Bytes& b) { put_params(b, t, 6); b.u8(1).u8(8); }) << corrupt
-        << QStringList{"group_size at offset 37"};
+    QTest::newRow("v2 truncated header group size") << with(versioned_prefix(2), [&](Bytes& b) {
+        put_params(b, t, 6);
+        b.u8(1).u8(8);
+    }) << corrupt << QStringList{"group_size at offset 37"};
 }
 
 void TestLlama2c::malformed() {
@@ -608,11 +620,11 @@ void TestLlama2c::realLlama2xs() {
     QVERIFY(f->find(TensorRole::Output, -1) == nullptr);
 
     const std::vector<std::pair<const char*, Shape>> shapes = {
-        {"token_embd.weight", {512, 64}},       {"blk.0.attn_norm.weight", {64}},
-        {"blk.0.attn_q.weight", {64, 64}},      {"blk.0.attn_k.weight", {32, 64}},
-        {"blk.0.attn_v.weight", {32, 64}},      {"blk.0.attn_output.weight", {64, 64}},
-        {"blk.0.ffn_norm.weight", {64}},        {"blk.0.ffn_gate.weight", {192, 64}},
-        {"blk.0.ffn_down.weight", {64, 192}},   {"blk.0.ffn_up.weight", {192, 64}},
+        {"token_embd.weight", {512, 64}},     {"blk.0.attn_norm.weight", {64}},
+        {"blk.0.attn_q.weight", {64, 64}},    {"blk.0.attn_k.weight", {32, 64}},
+        {"blk.0.attn_v.weight", {32, 64}},    {"blk.0.attn_output.weight", {64, 64}},
+        {"blk.0.ffn_norm.weight", {64}},      {"blk.0.ffn_gate.weight", {192, 64}},
+        {"blk.0.ffn_down.weight", {64, 192}}, {"blk.0.ffn_up.weight", {192, 64}},
         {"output_norm.weight", {64}},
     };
     for (const auto& [name, shape] : shapes) {
@@ -734,21 +746,20 @@ void TestLlama2c::tokenizerMalformed_data() {
     QTest::newRow("empty") << QByteArray() << qint64(0) << QStringList{"max_token_length at offset 0"};
     QTest::newRow("max_token_length 0") << to_qbytes(tokenizer_bytes(0, {})) << qint64(0)
                                         << QStringList{"max_token_length at offset 0", "0 is not positive"};
-    QTest::newRow("negative max_token_length") << to_qbytes(tokenizer_bytes(-5, {})) << qint64(0)
-                                               << QStringList{"-5 is not positive"};
+    QTest::newRow("negative max_token_length")
+        << to_qbytes(tokenizer_bytes(-5, {})) << qint64(0) << QStringList{"-5 is not positive"};
     QTest::newRow("length over max") << to_qbytes(tokenizer_bytes(3, {{0.f, "abcd"}})) << qint64(1)
                                      << QStringList{"token 0 at offset 8", "length 4 is outside 0..3"};
     QTest::newRow("negative length") << to_qbytes(Bytes(two).f32(0.f).i32(-1)) << qint64(0)
                                      << QStringList{"token 2 at offset 27", "length -1"};
     QTest::newRow("bytes past the end") << to_qbytes(Bytes(two).f32(0.f).i32(3).raw("x")) << qint64(0)
                                         << QStringList{"token 2 at offset 31", "needs 3 bytes"};
-    QTest::newRow("fewer tokens than expected") << to_qbytes(two) << qint64(3)
-                                                << QStringList{"token 2 at offset 23", "needs 4 bytes"};
-    QTest::newRow("more tokens than expected") << to_qbytes(two) << qint64(1)
-                                               << QStringList{"9 bytes after token 0 at offset 14",
-                                                              "more than the 1 tokens"};
-    QTest::newRow("partial token at the end") << to_qbytes(Bytes(two).u8(0).u8(0)) << qint64(0)
-                                              << QStringList{"token 2 at offset 23"};
+    QTest::newRow("fewer tokens than expected")
+        << to_qbytes(two) << qint64(3) << QStringList{"token 2 at offset 23", "needs 4 bytes"};
+    QTest::newRow("more tokens than expected")
+        << to_qbytes(two) << qint64(1) << QStringList{"9 bytes after token 0 at offset 14", "more than the 1 tokens"};
+    QTest::newRow("partial token at the end")
+        << to_qbytes(Bytes(two).u8(0).u8(0)) << qint64(0) << QStringList{"token 2 at offset 23"};
 }
 
 void TestLlama2c::tokenizerMalformed() {

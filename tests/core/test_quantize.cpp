@@ -20,8 +20,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-#define VERIFY_CONTAINS(haystack, needle)                                                                    \
-    QVERIFY2(std::string(haystack).find(needle) != std::string::npos,                                        \
+#define VERIFY_CONTAINS(haystack, needle)                             \
+    QVERIFY2(std::string(haystack).find(needle) != std::string::npos, \
              qPrintable(QString::fromStdString(std::string(haystack) + "  [expected: " + (needle) + "]")))
 
 Vocabulary tiny_vocab(int n) {
@@ -68,7 +68,8 @@ std::vector<float> interleaved_to_half_split(const std::vector<float>& w, int64_
     for (int64_t h = 0; h < rows / head; ++h)
         for (int64_t i = 0; i < head / 2; ++i)
             for (int64_t j = 0; j < 2; ++j)
-                std::copy_n(w.begin() + (h * head + 2 * i + j) * cols, cols, out.begin() + (h * head + j * head / 2 + i) * cols);
+                std::copy_n(w.begin() + (h * head + 2 * i + j) * cols, cols,
+                            out.begin() + (h * head + j * head / 2 + i) * cols);
     return out;
 }
 
@@ -157,12 +158,15 @@ private slots:
                 QVERIFY(a.is_ok() && b.is_ok() && d.is_ok());
                 const bool rotary = src.role == TensorRole::AttnQ || src.role == TensorRole::AttnK;
                 if (rotary && re->config().rope_style != model->config().rope_style)
-                    QVERIFY2(*b == interleaved_to_half_split(*d, src.shape[0], src.shape[1], model->config().head_size()),
-                             src.name.c_str());
+                    QVERIFY2(
+                        *b == interleaved_to_half_split(*d, src.shape[0], src.shape[1], model->config().head_size()),
+                        src.name.c_str());
                 else
                     QVERIFY2(*b == *d, src.name.c_str());
-                if (report->tensors[i].codec.rel_error == 0.0) QVERIFY(*a == *d);
-                else QVERIFY(std::abs(rel_error(*a, *d) - report->tensors[i].codec.rel_error) < 1e-9);
+                if (report->tensors[i].codec.rel_error == 0.0)
+                    QVERIFY(*a == *d);
+                else
+                    QVERIFY(std::abs(rel_error(*a, *d) - report->tensors[i].codec.rel_error) < 1e-9);
             }
             if (std::string(ext) == ".gguf") QCOMPARE(re->vocabulary().tokens.size(), size_t(40));
         }
@@ -293,7 +297,8 @@ private slots:
         lo.role = TensorRole::AttnK;
         lo.params.rank = 2;
         o.per_layer.push_back(lo);
-        QCOMPARE(quantize_command(o), std::string("quantize --preset svd-energy --rank 5 --bits 4; layer 1 attn_k: --rank 2"));
+        QCOMPARE(quantize_command(o),
+                 std::string("quantize --preset svd-energy --rank 5 --bits 4; layer 1 attn_k: --rank 2"));
         auto r = quantize_model(*model, o, dir.file("o.knot"));
         QVERIFY2(r.is_ok(), r.message().c_str());
         int n_checked = 0;
@@ -325,10 +330,13 @@ private slots:
         bits.global.factor_bits = 3;
         auto b = quantize_model(*model, bits, out);
         QCOMPARE(b.status().code(), StatusCode::InvalidArgument);
-        VERIFY_CONTAINS(b.message(), model->path() + ": tensor 'token_embd.weight': codec parameter factor_bits: 3 is not 2, 4 or 8");
+        VERIFY_CONTAINS(
+            b.message(),
+            model->path() + ": tensor 'token_embd.weight': codec parameter factor_bits: 3 is not 2, 4 or 8");
         QVERIFY(!fs::exists(out));
         auto ext = reconstruct(dir.file("none.knot"), dir.file("x.onnx"));
-        VERIFY_CONTAINS(ext.message(), "x.onnx: unknown output format (the name must end in .safetensors, .gguf or .bin)");
+        VERIFY_CONTAINS(ext.message(),
+                        "x.onnx: unknown output format (the name must end in .safetensors, .gguf or .bin)");
     }
 
     void cancelLeavesNoFile() {

@@ -69,8 +69,10 @@ inline std::vector<float> scaled_heads(bool along_columns) {
         for (int r = 0; r < 8; ++r)
             for (int j = 0; j < 64; ++j) {
                 const float x = static_cast<float>(c[g]) * base[r * 64 + j];
-                if (along_columns) w[j * 64 + g * 8 + r] = x;
-                else w[(g * 8 + r) * 64 + j] = x;
+                if (along_columns)
+                    w[j * 64 + g * 8 + r] = x;
+                else
+                    w[(g * 8 + r) * 64 + j] = x;
             }
     return w;
 }
@@ -98,9 +100,10 @@ inline std::vector<Case> preset_cases(std::string& error) {
             for (TensorRole role : {TensorRole::AttnQ, TensorRole::FfnUp, TensorRole::TokenEmbd}) {
                 const std::vector<float> w =
                     random_floats(static_cast<size_t>(rows * cols), static_cast<uint64_t>(rows * cols) + int(role));
-                Result<EncodedTensor> e = encode_tensor(input("blk.0.t.weight", role, {rows, cols}, w), p.params_for(role, 2));
-                const std::string label = name + " " + std::to_string(rows) + "x" + std::to_string(cols) + " " +
-                                          std::string(role_name(role));
+                Result<EncodedTensor> e =
+                    encode_tensor(input("blk.0.t.weight", role, {rows, cols}, w), p.params_for(role, 2));
+                const std::string label =
+                    name + " " + std::to_string(rows) + "x" + std::to_string(cols) + " " + std::string(role_name(role));
                 if (!e) {
                     error = label + ": " + e.message();
                     return {};
@@ -116,8 +119,10 @@ inline std::vector<Case> layout_cases(std::string& error) {
     std::vector<Case> cases;
     auto add = [&](const std::string& label, const TensorInput& in, const CodecParams& p, uint32_t flags) {
         Result<EncodedTensor> e = encode_tensor(in, p);
-        if (!e) error = label + ": " + e.message();
-        else cases.push_back({label, std::move(*e), flags});
+        if (!e)
+            error = label + ": " + e.message();
+        else
+            cases.push_back({label, std::move(*e), flags});
     };
     for (bool columns : {false, true}) {
         CodecParams p;

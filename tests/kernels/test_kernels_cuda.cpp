@@ -57,15 +57,19 @@ private slots:
             for (uint64_t n : {32ull, 32ull * 33, 32ull * 100003}) {
                 const std::vector<float> x = random_floats(n, n, 4.0f);
                 std::vector<uint8_t> blocks(*dtype_storage_bytes(t, n));
-                if (t == DType::Q8_0) quantize_q8_0(x.data(), n, blocks.data());
-                else if (t == DType::Q4_0) quantize_q4_0(x.data(), n, blocks.data());
-                else encode_f16(x.data(), n, reinterpret_cast<uint16_t*>(blocks.data()));
+                if (t == DType::Q8_0)
+                    quantize_q8_0(x.data(), n, blocks.data());
+                else if (t == DType::Q4_0)
+                    quantize_q4_0(x.data(), n, blocks.data());
+                else
+                    encode_f16(x.data(), n, reinterpret_cast<uint16_t*>(blocks.data()));
                 std::vector<float> want(n), got(n, -7.0f);
                 QVERIFY(kernels::dequantize_blocks(Backend::CpuRef, t, blocks.data(), n, want.data()).is_ok());
                 const Status s = kernels::dequantize_blocks(Backend::Cuda, t, blocks.data(), n, got.data());
                 QVERIFY2(s.is_ok(), s.message().c_str());
                 const int64_t bad = first_bit_difference(got.data(), want.data(), int64_t(n));
-                QVERIFY2(bad < 0, describe(std::string(dtype_name(t)), bad, got[size_t(bad)], want[size_t(bad)]).c_str());
+                QVERIFY2(bad < 0,
+                         describe(std::string(dtype_name(t)), bad, got[size_t(bad)], want[size_t(bad)]).c_str());
             }
     }
 
@@ -81,16 +85,17 @@ private slots:
                 for (int residual_bits : {0, 4, 8}) {
                     if (residual_bits && cols % 32 != 0) continue;
                     const std::vector<float> rv = random_floats(size_t(rows * cols), 99, 0.1f);
-                    std::vector<uint8_t> res(residual_bits ? size_t(rows * cols / 32 * (residual_bits == 4 ? 18 : 34)) : 0);
+                    std::vector<uint8_t> res(residual_bits ? size_t(rows * cols / 32 * (residual_bits == 4 ? 18 : 34))
+                                                           : 0);
                     if (residual_bits == 4) quantize_q4_0(rv.data(), rv.size(), res.data());
                     if (residual_bits == 8) quantize_q8_0(rv.data(), rv.size(), res.data());
                     const kernels::ResidualBlocks rb{res.data(), residual_bits};
                     std::vector<float> want(size_t(rows * cols)), got(size_t(rows * cols), -7.0f);
-                    QVERIFY(kernels::reconstruct(Backend::CpuRef, ut.data(), sigma.data(), vt.data(), rows, cols, k,
-                                                 rb, want.data())
+                    QVERIFY(kernels::reconstruct(Backend::CpuRef, ut.data(), sigma.data(), vt.data(), rows, cols, k, rb,
+                                                 want.data())
                                 .is_ok());
-                    const Status s = kernels::reconstruct(Backend::Cuda, ut.data(), sigma.data(), vt.data(), rows,
-                                                          cols, k, rb, got.data());
+                    const Status s = kernels::reconstruct(Backend::Cuda, ut.data(), sigma.data(), vt.data(), rows, cols,
+                                                          k, rb, got.data());
                     QVERIFY2(s.is_ok(), s.message().c_str());
                     const std::string bad = check_reconstruction(ut.data(), sigma.data(), vt.data(), rows, cols, k,
                                                                  residual_bits != 0, got.data(), want.data());

@@ -128,10 +128,12 @@ private slots:
         JobRunner runner;
         QSignalSpy finished(&runner, &JobRunner::finished);
         int sum = 0;
-        runner.run<int>(QStringLiteral("a"), QStringLiteral("a"), [](const ProgressFn&) -> Result<int> { return 3; },
-                        [&sum](int& v) { sum += v; });
-        runner.run<int>(QStringLiteral("b"), QStringLiteral("b"), [](const ProgressFn&) -> Result<int> { return 4; },
-                        [&sum](int& v) { sum += v; });
+        runner.run<int>(
+            QStringLiteral("a"), QStringLiteral("a"), [](const ProgressFn&) -> Result<int> { return 3; },
+            [&sum](int& v) { sum += v; });
+        runner.run<int>(
+            QStringLiteral("b"), QStringLiteral("b"), [](const ProgressFn&) -> Result<int> { return 4; },
+            [&sum](int& v) { sum += v; });
         QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, 10000);
         QCOMPARE(sum, 7);
     }

@@ -134,11 +134,16 @@ int main(int argc, char** argv) {
         records.push_back({"f32 vector", std::move(*e), false});
     }
     if (bench) {
-        records.push_back({"bench 1024x1024 rank 16, 8-bit", synthetic("bench.a", 1024, 1024, 16, 8, false, false), true});
-        records.push_back({"bench 4096x4096 rank 3, 2-bit delta", synthetic("bench.b", 4096, 4096, 3, 2, true, false), true});
-        records.push_back({"bench 4096x4096 rank 16, 4-bit delta", synthetic("bench.c", 4096, 4096, 16, 4, true, false), true});
-        records.push_back({"bench 4096x4096 rank 64, 8-bit", synthetic("bench.d", 4096, 4096, 64, 8, false, false), true});
-        records.push_back({"bench 4096x4096 rank 16 + q4_0 residual", synthetic("bench.e", 4096, 4096, 16, 8, false, true), true});
+        records.push_back(
+            {"bench 1024x1024 rank 16, 8-bit", synthetic("bench.a", 1024, 1024, 16, 8, false, false), true});
+        records.push_back(
+            {"bench 4096x4096 rank 3, 2-bit delta", synthetic("bench.b", 4096, 4096, 3, 2, true, false), true});
+        records.push_back(
+            {"bench 4096x4096 rank 16, 4-bit delta", synthetic("bench.c", 4096, 4096, 16, 4, true, false), true});
+        records.push_back(
+            {"bench 4096x4096 rank 64, 8-bit", synthetic("bench.d", 4096, 4096, 64, 8, false, false), true});
+        records.push_back(
+            {"bench 4096x4096 rank 16 + q4_0 residual", synthetic("bench.e", 4096, 4096, 16, 8, false, true), true});
     }
     for (size_t i = 0; i < records.size(); ++i)
         if (!records[i].bench) records[i].tensor.name = "t" + std::to_string(i);  // names are unique in a knot
@@ -162,16 +167,18 @@ int main(int argc, char** argv) {
         std::ofstream out(dir / file, std::ios::binary);
         out.write(reinterpret_cast<const char*>(decoded->data()), static_cast<std::streamsize>(decoded->size() * 4));
         if (!out) return fail("cannot write " + (dir / file).string());
-        nlohmann::json j = {{"label", records[i].label}, {"name", t.name}, {"expected", file},
-                            {"n", decoded->size()}, {"method", std::string(method_name(t.method))},
+        nlohmann::json j = {{"label", records[i].label},
+                            {"name", t.name},
+                            {"expected", file},
+                            {"n", decoded->size()},
+                            {"method", std::string(method_name(t.method))},
                             {"bench", records[i].bench}};
         if (records[i].bench) {
             std::vector<float> buf(decoded->size());
             for (kernels::Backend b : {kernels::Backend::CpuSimd, kernels::Backend::CpuRef}) {
                 if (!kernels::backend_available(b)) continue;
-                const Timing ms = median_ms(b == kernels::Backend::CpuRef ? 3 : 7, [&] {
-                    (void)kernels::decode(b, t, buf.data(), buf.size(), {1});
-                });
+                const Timing ms = median_ms(b == kernels::Backend::CpuRef ? 3 : 7,
+                                            [&] { (void)kernels::decode(b, t, buf.data(), buf.size(), {1}); });
                 j["native_ms"][std::string(kernels::backend_name(b)) + " 1 thread"] = ms.wall_ms;
                 j["native_cpu_ms"][std::string(kernels::backend_name(b)) + " 1 thread"] = ms.cpu_ms;
             }

@@ -55,7 +55,10 @@ void ParetoChart::setPoints(const std::vector<ComparePoint>& points) {
     for (const ComparePoint& p : points) {
         if (!(p.meanKld > 0.0)) continue;  // a log axis cannot show 0
         auto* s = new QScatterSeries();
-        s->setName(QStringLiteral("%1: %2 bpw, KLD %3").arg(p.preset).arg(p.bitsPerWeight, 0, 'f', 2).arg(p.meanKld, 0, 'g', 3));
+        s->setName(QStringLiteral("%1: %2 bpw, KLD %3")
+                       .arg(p.preset)
+                       .arg(p.bitsPerWeight, 0, 'f', 2)
+                       .arg(p.meanKld, 0, 'g', 3));
         s->setMarkerSize(12);
         s->append(p.bitsPerWeight, p.meanKld);
         c->addSeries(s);

@@ -33,7 +33,9 @@ SpectrumChart::SpectrumChart(QWidget* parent) : QChartView(parent) {
     chart->addAxis(m_energyAxis, Qt::AlignRight);
 }
 
-int SpectrumChart::seriesCount() const { return static_cast<int>(chart()->series().size()); }
+int SpectrumChart::seriesCount() const {
+    return static_cast<int>(chart()->series().size());
+}
 
 void SpectrumChart::setCurves(const std::vector<Curve>& curves) {
     QChart* c = chart();

@@ -11,8 +11,8 @@ constexpr int kColumns = 256;
 
 // A perceptually ordered dark-blue -> teal -> yellow ramp (viridis end points), t in [0, 1].
 QRgb ramp(double t) {
-    static const QColor stops[] = {QColor(68, 1, 84), QColor(59, 82, 139), QColor(33, 145, 140),
-                                   QColor(94, 201, 98), QColor(253, 231, 37)};
+    static const QColor stops[] = {QColor(68, 1, 84), QColor(59, 82, 139), QColor(33, 145, 140), QColor(94, 201, 98),
+                                   QColor(253, 231, 37)};
     t = std::clamp(t, 0.0, 1.0) * 4.0;
     const int i = std::min(3, static_cast<int>(t));
     const double f = t - i;
@@ -34,8 +34,10 @@ void SpectrumHeatMap::setSpectra(const QString& title, const QStringList& rowLab
     m_image = rows > 0 ? QImage(kColumns, rows, QImage::Format_RGB32) : QImage();
     double lowest = 0.0;
     for (const auto& s : spectra)
-        if (!s.empty() && s[0] > 0.0 && s.back() > 0.0) lowest = std::min(lowest, std::log10(s.back() / s[0]));
-        else if (!s.empty() && s[0] > 0.0) lowest = kMinFloorLog10;
+        if (!s.empty() && s[0] > 0.0 && s.back() > 0.0)
+            lowest = std::min(lowest, std::log10(s.back() / s[0]));
+        else if (!s.empty() && s[0] > 0.0)
+            lowest = kMinFloorLog10;
     m_floor = std::clamp(std::floor(lowest * 10.0) / 10.0, kMinFloorLog10, -0.1);
     for (int r = 0; r < rows; ++r) {
         const auto& s = spectra[static_cast<size_t>(r)];
@@ -61,7 +63,8 @@ void SpectrumHeatMap::paintEvent(QPaintEvent*) {
     for (const QString& l : m_labels) labelWidth = std::max(labelWidth, fm.horizontalAdvance(l));
     const int top = fm.height() + 6;
     const int bottom = fm.height() * 2 + 26;
-    const QRect plot(labelWidth + 10, top, std::max(10, width() - labelWidth - 20), std::max(10, height() - top - bottom));
+    const QRect plot(labelWidth + 10, top, std::max(10, width() - labelWidth - 20),
+                     std::max(10, height() - top - bottom));
     p.drawText(QRect(0, 0, width(), top), Qt::AlignCenter, m_title);
     if (m_image.isNull()) {
         p.drawText(plot, Qt::AlignCenter, tr("No spectra yet: analyze the model"));

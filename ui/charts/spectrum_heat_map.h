@@ -16,7 +16,8 @@ class SpectrumHeatMap : public QWidget {
 public:
     explicit SpectrumHeatMap(QWidget* parent = nullptr);
 
-    void setSpectra(const QString& title, const QStringList& rowLabels, const std::vector<std::vector<double>>& spectra);
+    void setSpectra(const QString& title, const QStringList& rowLabels,
+                    const std::vector<std::vector<double>>& spectra);
     int rowCount() const { return static_cast<int>(m_labels.size()); }
     QSize minimumSizeHint() const override { return {320, 160}; }
 

@@ -33,7 +33,9 @@ JobRunner::JobRunner(QObject* parent) : QObject(parent) {
     m_pool.setMaxThreadCount(4);
 }
 
-JobRunner::~JobRunner() { waitForAll(); }
+JobRunner::~JobRunner() {
+    waitForAll();
+}
 
 quint64 JobRunner::start(const QString& key, const QString& label, Work work, Done done) {
     cancelKey(key);
@@ -58,7 +60,8 @@ quint64 JobRunner::start(const QString& key, const QString& label, Work work, Do
         lowerWorkerPriority();
         const ProgressFn progress = [&promise, &stop](double fraction, std::string_view what) {
             const int value = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * kProgressSteps);
-            promise->setProgressValueAndText(value, QString::fromUtf8(what.data(), static_cast<qsizetype>(what.size())));
+            promise->setProgressValueAndText(value,
+                                             QString::fromUtf8(what.data(), static_cast<qsizetype>(what.size())));
             return !stop->load() && !promise->isCanceled();
         };
         JobOutcome outcome = (stop->load() || promise->isCanceled())
@@ -112,8 +115,10 @@ void JobRunner::onFinished(quint64 id) {
     job.watcher->deleteLater();
 
     JobOutcome outcome;
-    if (job.watcher->future().resultCount() > 0) outcome = job.watcher->future().result();
-    else outcome.status = Status(StatusCode::Cancelled, "cancelled");
+    if (job.watcher->future().resultCount() > 0)
+        outcome = job.watcher->future().result();
+    else
+        outcome.status = Status(StatusCode::Cancelled, "cancelled");
 
     const bool stale = m_current.value(job.key) != id;
     if (m_current.value(job.key) == id) m_current.remove(job.key);

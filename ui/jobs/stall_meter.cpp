@@ -18,7 +18,9 @@ void StallMeter::start() {
     m_timer.start();
 }
 
-void StallMeter::stop() { m_timer.stop(); }
+void StallMeter::stop() {
+    m_timer.stop();
+}
 
 void StallMeter::tick() {
     const qint64 now = m_clock.nsecsElapsed();

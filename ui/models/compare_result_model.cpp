@@ -31,33 +31,35 @@ int CompareResultModel::rowCount(const QModelIndex& parent) const {
     return parent.isValid() ? 0 : static_cast<int>(m_points.size());
 }
 
-int CompareResultModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int CompareResultModel::columnCount(const QModelIndex& parent) const {
+    return parent.isValid() ? 0 : ColumnCount;
+}
 
 QVariant CompareResultModel::data(const QModelIndex& index, int role) const {
     if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
     const ComparePoint& p = m_points[static_cast<size_t>(index.row())];
     if (role == RawRole) {
         switch (index.column()) {
-        case Preset: return p.preset;
-        case Bpw: return p.bitsPerWeight;
-        case MeanKld: return p.meanKld;
-        case KldSe: return p.meanKldSe;
-        case SameTop: return p.sameTop;
-        case PplRatio: return p.pplRatio;
-        case FileBytes: return p.fileBytes;
-        default: return {};
+            case Preset: return p.preset;
+            case Bpw: return p.bitsPerWeight;
+            case MeanKld: return p.meanKld;
+            case KldSe: return p.meanKldSe;
+            case SameTop: return p.sameTop;
+            case PplRatio: return p.pplRatio;
+            case FileBytes: return p.fileBytes;
+            default: return {};
         }
     }
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
-        case Preset: return p.preset;
-        case Bpw: return QString::number(p.bitsPerWeight, 'f', 3);
-        case MeanKld: return QString::number(p.meanKld, 'f', 6);
-        case KldSe: return QString::number(p.meanKldSe, 'f', 6);
-        case SameTop: return QStringLiteral("%1 %").arg(100.0 * p.sameTop, 0, 'f', 3);
-        case PplRatio: return QString::number(p.pplRatio, 'f', 6);
-        case FileBytes: return QLocale().toString(p.fileBytes);
-        default: return {};
+            case Preset: return p.preset;
+            case Bpw: return QString::number(p.bitsPerWeight, 'f', 3);
+            case MeanKld: return QString::number(p.meanKld, 'f', 6);
+            case KldSe: return QString::number(p.meanKldSe, 'f', 6);
+            case SameTop: return QStringLiteral("%1 %").arg(100.0 * p.sameTop, 0, 'f', 3);
+            case PplRatio: return QString::number(p.pplRatio, 'f', 6);
+            case FileBytes: return QLocale().toString(p.fileBytes);
+            default: return {};
         }
     }
     if (role == Qt::TextAlignmentRole && index.column() != Preset) return QVariant(Qt::AlignRight | Qt::AlignVCenter);
@@ -67,14 +69,14 @@ QVariant CompareResultModel::data(const QModelIndex& index, int role) const {
 QVariant CompareResultModel::headerData(int section, Qt::Orientation orientation, int role) const {
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
     switch (section) {
-    case Preset: return tr("Preset");
-    case Bpw: return tr("Bits/weight");
-    case MeanKld: return tr("Mean KLD");
-    case KldSe: return tr("± SE");
-    case SameTop: return tr("Same top token");
-    case PplRatio: return tr("PPL ratio");
-    case FileBytes: return tr("Knot bytes");
-    default: return {};
+        case Preset: return tr("Preset");
+        case Bpw: return tr("Bits/weight");
+        case MeanKld: return tr("Mean KLD");
+        case KldSe: return tr("± SE");
+        case SameTop: return tr("Same top token");
+        case PplRatio: return tr("PPL ratio");
+        case FileBytes: return tr("Knot bytes");
+        default: return {};
     }
 }
 

@@ -69,7 +69,9 @@ int ModelTreeModel::rowCount(const QModelIndex& parent) const {
     return static_cast<int>(m_groups[static_cast<size_t>(parent.row())].tensors.size());
 }
 
-int ModelTreeModel::columnCount(const QModelIndex&) const { return ColumnCount; }
+int ModelTreeModel::columnCount(const QModelIndex&) const {
+    return ColumnCount;
+}
 
 QVariant ModelTreeModel::data(const QModelIndex& index, int role) const {
     if (!checkIndex(index, CheckIndexOption::IndexIsValid)) return {};
@@ -84,13 +86,13 @@ QVariant ModelTreeModel::itemData(const Item& item, bool isTensor, int column, i
     if (role == Qt::DisplayRole || role == RawRole) {
         const bool raw = role == RawRole;
         switch (column) {
-        case Name: return item.name;
-        case Role: return item.role;
-        case Shape: return item.shape;
-        case Type: return item.type;
-        case Params: return raw ? QVariant(item.params) : QVariant(QLocale().toString(item.params));
-        case Bytes: return raw ? QVariant(item.bytes) : QVariant(QLocale().toString(item.bytes));
-        default: return {};
+            case Name: return item.name;
+            case Role: return item.role;
+            case Shape: return item.shape;
+            case Type: return item.type;
+            case Params: return raw ? QVariant(item.params) : QVariant(QLocale().toString(item.params));
+            case Bytes: return raw ? QVariant(item.bytes) : QVariant(QLocale().toString(item.bytes));
+            default: return {};
         }
     }
     if (role == Qt::TextAlignmentRole && (column == Params || column == Bytes))
@@ -101,13 +103,13 @@ QVariant ModelTreeModel::itemData(const Item& item, bool isTensor, int column, i
 QVariant ModelTreeModel::headerData(int section, Qt::Orientation orientation, int role) const {
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
     switch (section) {
-    case Name: return tr("Name");
-    case Role: return tr("Role");
-    case Shape: return tr("Shape");
-    case Type: return tr("Type");
-    case Params: return tr("Parameters");
-    case Bytes: return tr("Bytes");
-    default: return {};
+        case Name: return tr("Name");
+        case Role: return tr("Role");
+        case Shape: return tr("Shape");
+        case Type: return tr("Type");
+        case Params: return tr("Parameters");
+        case Bytes: return tr("Bytes");
+        default: return {};
     }
 }
 

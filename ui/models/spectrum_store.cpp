@@ -15,7 +15,8 @@ void SpectrumStore::setSpectra(std::vector<TensorSpectrum> spectra) {
         m_byName.insert(QString::fromStdString(p->name), p);
         m_ordered.push_back(std::move(p));
     }
-    std::stable_sort(m_ordered.begin(), m_ordered.end(), [](const auto& a, const auto& b) { return a->layer < b->layer; });
+    std::stable_sort(m_ordered.begin(), m_ordered.end(),
+                     [](const auto& a, const auto& b) { return a->layer < b->layer; });
     emit changed();
 }
 
@@ -25,7 +26,9 @@ void SpectrumStore::clear() {
     emit changed();
 }
 
-std::shared_ptr<const TensorSpectrum> SpectrumStore::find(const QString& name) const { return m_byName.value(name); }
+std::shared_ptr<const TensorSpectrum> SpectrumStore::find(const QString& name) const {
+    return m_byName.value(name);
+}
 
 std::vector<std::shared_ptr<const TensorSpectrum>> SpectrumStore::byRole(TensorRole role) const {
     std::vector<std::shared_ptr<const TensorSpectrum>> out;

@@ -35,33 +35,35 @@ int TensorTableModel::rowCount(const QModelIndex& parent) const {
     return parent.isValid() ? 0 : static_cast<int>(m_rows.size());
 }
 
-int TensorTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int TensorTableModel::columnCount(const QModelIndex& parent) const {
+    return parent.isValid() ? 0 : ColumnCount;
+}
 
 QVariant TensorTableModel::data(const QModelIndex& index, int role) const {
-    if (!index.isValid() || index.row() >= static_cast<int>(m_rows.size()) || index.column() >= ColumnCount)
-        return {};
+    if (!index.isValid() || index.row() >= static_cast<int>(m_rows.size()) || index.column() >= ColumnCount) return {};
     const Row& r = m_rows[static_cast<size_t>(index.row())];
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
-        case Name: return r.name;
-        case Role: return r.role;
-        case Layer: return r.layer >= 0 ? QVariant(r.layer) : QVariant(QStringLiteral("-"));
-        case Shape: return r.shape;
-        case Type: return r.type;
-        case Params: return QLocale().toString(r.params);
-        case Bytes: return QLocale().toString(r.bytes);
-        default: return {};
+            case Name: return r.name;
+            case Role: return r.role;
+            case Layer: return r.layer >= 0 ? QVariant(r.layer) : QVariant(QStringLiteral("-"));
+            case Shape: return r.shape;
+            case Type: return r.type;
+            case Params: return QLocale().toString(r.params);
+            case Bytes: return QLocale().toString(r.bytes);
+            default: return {};
         }
     }
     if (role == Qt::UserRole) {  // raw values for sorting and tests
         switch (index.column()) {
-        case Layer: return r.layer;
-        case Params: return r.params;
-        case Bytes: return r.bytes;
-        default: return data(index, Qt::DisplayRole);
+            case Layer: return r.layer;
+            case Params: return r.params;
+            case Bytes: return r.bytes;
+            default: return data(index, Qt::DisplayRole);
         }
     }
-    if (role == Qt::TextAlignmentRole && (index.column() == Params || index.column() == Bytes || index.column() == Layer))
+    if (role == Qt::TextAlignmentRole &&
+        (index.column() == Params || index.column() == Bytes || index.column() == Layer))
         return QVariant(Qt::AlignRight | Qt::AlignVCenter);
     return {};
 }
@@ -69,14 +71,14 @@ QVariant TensorTableModel::data(const QModelIndex& index, int role) const {
 QVariant TensorTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
     switch (section) {
-    case Name: return tr("Name");
-    case Role: return tr("Role");
-    case Layer: return tr("Layer");
-    case Shape: return tr("Shape");
-    case Type: return tr("Type");
-    case Params: return tr("Parameters");
-    case Bytes: return tr("Bytes");
-    default: return {};
+        case Name: return tr("Name");
+        case Role: return tr("Role");
+        case Layer: return tr("Layer");
+        case Shape: return tr("Shape");
+        case Type: return tr("Type");
+        case Params: return tr("Parameters");
+        case Bytes: return tr("Bytes");
+        default: return {};
     }
 }
 

@@ -47,7 +47,9 @@ ModelBrowser::ModelBrowser(QWidget* parent) : QWidget(parent) {
     layout->addWidget(m_tree);
 }
 
-void ModelBrowser::setFilterText(const QString& text) { m_filter->setText(text); }
+void ModelBrowser::setFilterText(const QString& text) {
+    m_filter->setText(text);
+}
 
 void ModelBrowser::expandAllLayers() {
     m_tree->expandAll();

@@ -1,9 +1,9 @@
 #include "widgets/screenshot_session.h"
 
+#include "gkq/codec.h"
 #include "jobs/job_runner.h"
 #include "models/rknot_tree_model.h"
 #include "models/spectrum_store.h"
-#include "gkq/codec.h"
 #include "widgets/compare_panel.h"
 #include "widgets/main_window.h"
 #include "widgets/model_browser.h"
@@ -19,9 +19,9 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
-#include <QTemporaryDir>
 #include <QPixmap>
 #include <QTabWidget>
+#include <QTemporaryDir>
 #include <QTreeView>
 #include <functional>
 
@@ -68,7 +68,8 @@ QStringList renderScreenshots(MainWindow& window, const QString& modelPath, cons
     SpectrumPanel* spectrum = window.spectrumPanel();
     if (!waitUntil([&] { return !failure.isEmpty() || (loaded && !window.runner()->isBusy()); }, deadline) ||
         !failure.isEmpty() || spectrum->store()->isEmpty()) {
-        *error = failure.isEmpty() ? QStringLiteral("timed out or no spectra while opening %1").arg(modelPath) : failure;
+        *error =
+            failure.isEmpty() ? QStringLiteral("timed out or no spectra while opening %1").arg(modelPath) : failure;
         return {};
     }
 
@@ -136,8 +137,8 @@ QStringList renderScreenshots(MainWindow& window, const QString& modelPath, cons
         compare->setTextPath(scratch.filePath(QStringLiteral("heldout-first-8KB.txt")));
         bool compared = false;
         QObject::connect(compare, &ComparePanel::compared, &window, [&compared] { compared = true; });
-        if (compare->run() == 0 ||
-            !waitUntil([&] { return compared || !window.lastError().isEmpty(); }, deadline) || !compared) {
+        if (compare->run() == 0 || !waitUntil([&] { return compared || !window.lastError().isEmpty(); }, deadline) ||
+            !compared) {
             *error = window.lastError().isEmpty() ? QStringLiteral("comparison did not finish") : window.lastError();
             return {};
         }
@@ -169,8 +170,8 @@ QStringList renderScreenshots(MainWindow& window, const QString& modelPath, cons
         QString failed;
         QObject::connect(tuning, &RknotEditor::encoded, &window, [&encoded] { encoded = true; });
         QObject::connect(tuning, &RknotEditor::errorOccurred, &window, [&failed](const QString& m) { failed = m; });
-        if (tuning->newFromOpenModel(true) == 0 ||
-            !waitUntil([&] { return encoded || !failed.isEmpty(); }, deadline) || !encoded) {
+        if (tuning->newFromOpenModel(true) == 0 || !waitUntil([&] { return encoded || !failed.isEmpty(); }, deadline) ||
+            !encoded) {
             *error = failed.isEmpty() ? QStringLiteral("the rknot was not encoded") : failed;
             return {};
         }
@@ -199,7 +200,8 @@ QStringList renderScreenshots(MainWindow& window, const QString& modelPath, cons
         QObject::connect(reconstruct, &ReconstructPanel::reconstructed, &window, [&rebuilt] { rebuilt = true; });
         QObject::connect(reconstruct, &ReconstructPanel::errorOccurred, &window,
                          [&failed](const QString& m) { failed = m; });
-        if (reconstruct->start() == 0 || !waitUntil([&] { return rebuilt || !failed.isEmpty(); }, deadline) || !rebuilt) {
+        if (reconstruct->start() == 0 || !waitUntil([&] { return rebuilt || !failed.isEmpty(); }, deadline) ||
+            !rebuilt) {
             *error = failed.isEmpty() ? QStringLiteral("reconstruction did not finish") : failed;
             return {};
         }
@@ -227,11 +229,14 @@ QStringList renderScreenshots(MainWindow& window, const QString& modelPath, cons
             const int scrapes = serve->scrapeCount();
             waitUntil([&] { return (answered && serve->scrapeCount() >= scrapes + 4) || !failed.isEmpty(); }, deadline);
         }
-        const bool ok = failed.isEmpty() && answered && save(window, dir.filePath(QStringLiteral("serve.png")), written, error);
+        const bool ok =
+            failed.isEmpty() && answered && save(window, dir.filePath(QStringLiteral("serve.png")), written, error);
         serve->stop();
         if (!ok) {
-            if (!failed.isEmpty()) *error = failed;
-            else if (error->isEmpty()) *error = QStringLiteral("the server did not answer");
+            if (!failed.isEmpty())
+                *error = failed;
+            else if (error->isEmpty())
+                *error = QStringLiteral("the server did not answer");
             return {};
         }
     }

@@ -30,7 +30,8 @@ QString roleText(TensorRole r) {
 }
 // "layer 3 ffn_up" for block tensors (full names do not fit a legend), the stored name otherwise.
 QString curveName(const TensorSpectrum& s) {
-    return s.layer >= 0 ? QStringLiteral("layer %1 %2").arg(s.layer).arg(roleText(s.role)) : QString::fromStdString(s.name);
+    return s.layer >= 0 ? QStringLiteral("layer %1 %2").arg(s.layer).arg(roleText(s.role))
+                        : QString::fromStdString(s.name);
 }
 }  // namespace
 
@@ -164,9 +165,13 @@ void SpectrumPanel::showTensor(const QString& name) {
     refreshChart();
 }
 
-int SpectrumPanel::rank() const { return m_rankSpin->value(); }
+int SpectrumPanel::rank() const {
+    return m_rankSpin->value();
+}
 
-void SpectrumPanel::setRank(int k) { m_rankSpin->setValue(k); }
+void SpectrumPanel::setRank(int k) {
+    m_rankSpin->setValue(k);
+}
 
 void SpectrumPanel::pinCurrent() {
     if (!m_current.isEmpty() && m_store->find(m_current) && !m_overlay.contains(m_current)) m_overlay.append(m_current);
@@ -183,8 +188,12 @@ void SpectrumPanel::setHeatMapRole(TensorRole role) {
     if (i >= 0) m_roleCombo->setCurrentIndex(i);
 }
 
-QString SpectrumPanel::rankText() const { return m_rankLabel->text(); }
-QString SpectrumPanel::metricsText() const { return m_metrics->text(); }
+QString SpectrumPanel::rankText() const {
+    return m_rankLabel->text();
+}
+QString SpectrumPanel::metricsText() const {
+    return m_metrics->text();
+}
 
 void SpectrumPanel::refreshChart() {
     const auto spectrum = m_store->find(m_current);
@@ -196,13 +205,19 @@ void SpectrumPanel::refreshChart() {
     m_chart->setCurves(curves);
     m_pinButton->setEnabled(spectrum != nullptr);
     m_clearButton->setEnabled(!m_overlay.isEmpty());
-    if (m_current.isEmpty()) m_title->setText(tr("Select a tensor in the model browser."));
-    else if (spectrum) m_title->setText(tr("<b>%1</b> — %2 x %3, %4 singular values")
-                                            .arg(m_current.toHtmlEscaped()).arg(spectrum->rows).arg(spectrum->cols)
-                                            .arg(spectrum->singular_values.size()));
-    else if (m_store->isEmpty()) m_title->setText(tr("<b>%1</b> — not analyzed yet (Analyze model)").arg(m_current.toHtmlEscaped()));
-    else m_title->setText(tr("<b>%1</b> — no spectrum: not a 2-D matrix, or its type has no float32 conversion")
-                              .arg(m_current.toHtmlEscaped()));
+    if (m_current.isEmpty())
+        m_title->setText(tr("Select a tensor in the model browser."));
+    else if (spectrum)
+        m_title->setText(tr("<b>%1</b> — %2 x %3, %4 singular values")
+                             .arg(m_current.toHtmlEscaped())
+                             .arg(spectrum->rows)
+                             .arg(spectrum->cols)
+                             .arg(spectrum->singular_values.size()));
+    else if (m_store->isEmpty())
+        m_title->setText(tr("<b>%1</b> — not analyzed yet (Analyze model)").arg(m_current.toHtmlEscaped()));
+    else
+        m_title->setText(tr("<b>%1</b> — no spectrum: not a 2-D matrix, or its type has no float32 conversion")
+                             .arg(m_current.toHtmlEscaped()));
 
     const int n = spectrum ? static_cast<int>(spectrum->singular_values.size()) : 0;
     const int keep = spectrum ? static_cast<int>(std::max<int64_t>(1, spectrum->metrics.rank_90)) : 0;
@@ -251,20 +266,25 @@ void SpectrumPanel::refreshMetrics() {
                               .arg(QString::fromStdString(reason).toHtmlEscaped());
     };
     QString html = QStringLiteral("<table cellspacing='2'>");
-    auto row = [&html](const QString& k, const QString& v) { html += QStringLiteral("<tr><td>%1</td><td><b>%2</b></td></tr>").arg(k, v); };
+    auto row = [&html](const QString& k, const QString& v) {
+        html += QStringLiteral("<tr><td>%1</td><td><b>%2</b></td></tr>").arg(k, v);
+    };
     row(tr("||W||_F^2"), num(m.frobenius_sq, 6));
     row(tr("s_1 (spectral norm)"), num(m.s1, 6));
     row(tr("s_1 / s_2"), num(m.s1_over_s2));
     row(tr("stable rank"), num(m.stable_rank));
     row(tr("effective rank"), num(m.effective_rank));
-    row(tr("rank for 90 / 99 / 99.9 % energy"), QStringLiteral("%1 / %2 / %3").arg(m.rank_90).arg(m.rank_99).arg(m.rank_999));
-    html += QStringLiteral("<tr><td colspan='2'><hr><b>WeightWatcher power law</b> — %1</td></tr>").arg(flag(pl.reliable, pl.reason));
+    row(tr("rank for 90 / 99 / 99.9 % energy"),
+        QStringLiteral("%1 / %2 / %3").arg(m.rank_90).arg(m.rank_99).arg(m.rank_999));
+    html += QStringLiteral("<tr><td colspan='2'><hr><b>WeightWatcher power law</b> — %1</td></tr>")
+                .arg(flag(pl.reliable, pl.reason));
     row(tr("alpha (± sigma)"), QStringLiteral("%1 ± %2").arg(num(pl.alpha), num(pl.sigma, 2)));
     row(tr("alpha_hat (weighted)"), num(h.alpha_hat));
     row(tr("xmin / KS distance"), QStringLiteral("%1 / %2").arg(num(pl.xmin), num(pl.ks_distance, 3)));
     row(tr("eigenvalues fitted / in tail"), QStringLiteral("%1 / %2").arg(pl.n_fit).arg(pl.n_tail));
     row(tr("log10 spectral norm / norm"), QStringLiteral("%1 / %2").arg(num(h.log_spectral_norm), num(h.log_norm)));
-    html += QStringLiteral("<tr><td colspan='2'><hr><b>Marchenko-Pastur bulk</b> — %1</td></tr>").arg(flag(mp.reliable, mp.reason));
+    html += QStringLiteral("<tr><td colspan='2'><hr><b>Marchenko-Pastur bulk</b> — %1</td></tr>")
+                .arg(flag(mp.reliable, mp.reason));
     row(tr("MP spikes"), QString::number(mp.n_spikes));
     row(tr("bulk edge lambda+"), num(mp.bulk_max));
     row(tr("MP soft rank"), num(mp.softrank));

@@ -37,7 +37,8 @@ static void unpack_codes(const uint8_t* data, uint32_t bits, uint32_t first, uin
             const v128_t b = wasm_v128_load(p);
             const v128_t lo = wasm_v128_and(b, nibble);
             const v128_t hi = wasm_u8x16_shr(b, 4);
-            wasm_v128_store(out + i, wasm_i8x16_shuffle(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23));
+            wasm_v128_store(out + i,
+                            wasm_i8x16_shuffle(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23));
             wasm_v128_store(out + i + 16,
                             wasm_i8x16_shuffle(lo, hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31));
         }
@@ -51,9 +52,11 @@ static void unpack_codes(const uint8_t* data, uint32_t bits, uint32_t first, uin
             const v128_t c3 = wasm_u8x16_shr(b, 6);
             // byte j -> codes 4j .. 4j + 3: interleave (c0, c1) and (c2, c3) bytewise, then the pairs 16-bit-wise
             const v128_t c01_lo = wasm_i8x16_shuffle(c0, c1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-            const v128_t c01_hi = wasm_i8x16_shuffle(c0, c1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+            const v128_t c01_hi =
+                wasm_i8x16_shuffle(c0, c1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
             const v128_t c23_lo = wasm_i8x16_shuffle(c2, c3, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-            const v128_t c23_hi = wasm_i8x16_shuffle(c2, c3, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+            const v128_t c23_hi =
+                wasm_i8x16_shuffle(c2, c3, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
             wasm_v128_store(out + i, wasm_i16x8_shuffle(c01_lo, c23_lo, 0, 8, 1, 9, 2, 10, 3, 11));
             wasm_v128_store(out + i + 16, wasm_i16x8_shuffle(c01_lo, c23_lo, 4, 12, 5, 13, 6, 14, 7, 15));
             wasm_v128_store(out + i + 32, wasm_i16x8_shuffle(c01_hi, c23_hi, 0, 8, 1, 9, 2, 10, 3, 11));
@@ -71,10 +74,14 @@ static void prefix_sums(uint8_t* c, uint32_t n, uint8_t mask, uint8_t* carry) {
     for (; i + 16 <= n; i += 16) {
         v128_t x = wasm_v128_load(c + i);
         // x += x shifted up by 1, 2, 4, 8 bytes (zeros shifted in)
-        x = wasm_i8x16_add(x, wasm_i8x16_shuffle(zero, x, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30));
-        x = wasm_i8x16_add(x, wasm_i8x16_shuffle(zero, x, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29));
-        x = wasm_i8x16_add(x, wasm_i8x16_shuffle(zero, x, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27));
-        x = wasm_i8x16_add(x, wasm_i8x16_shuffle(zero, x, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23));
+        x = wasm_i8x16_add(x,
+                           wasm_i8x16_shuffle(zero, x, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30));
+        x = wasm_i8x16_add(x,
+                           wasm_i8x16_shuffle(zero, x, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29));
+        x = wasm_i8x16_add(x,
+                           wasm_i8x16_shuffle(zero, x, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27));
+        x = wasm_i8x16_add(x,
+                           wasm_i8x16_shuffle(zero, x, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23));
         x = wasm_i8x16_add(x, run);
         run = wasm_i8x16_shuffle(x, x, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15);
         wasm_v128_store(c + i, wasm_v128_and(x, m));
@@ -136,8 +143,10 @@ GKQ_EXPORT void gkq_dequantize_factors(const uint8_t* codes, uint32_t bits, uint
         uint8_t carry = 0;
         for (uint32_t i = 0; i < len; i += kChunk) {
             const uint32_t n = len - i < kChunk ? len - i : kChunk;
-            if (packed) unpack_codes(codes, bits, start + i, n, buf);
-            else memcpy(buf, codes + start + i, n);
+            if (packed)
+                unpack_codes(codes, bits, start + i, n, buf);
+            else
+                memcpy(buf, codes + start + i, n);
             if (delta) prefix_sums(buf, n, (uint8_t)top, &carry);
             codes_to_floats(buf, n, top, step, out + (size_t)v * len + i);
         }
@@ -167,8 +176,10 @@ static inline float f16_to_f32(uint16_t h) {
         const float f = (float)m * 5.9604644775390625e-08f;  // subnormal (or zero): m * 2^-24, exact
         return sign ? -f : f;
     }
-    if (e == 31) bits = sign | 0x7F800000u | (m << 13);
-    else bits = sign | ((e + 112u) << 23) | (m << 13);
+    if (e == 31)
+        bits = sign | 0x7F800000u | (m << 13);
+    else
+        bits = sign | ((e + 112u) << 23) | (m << 13);
     float f;
     memcpy(&f, &bits, 4);
     return f;
@@ -334,9 +345,9 @@ static size_t block_cols_for(uint32_t cols, uint32_t k) {
 
 // out (rows, cols) = U diag(sigma) V^T (+ residual), u(i, r) = u[i * su_row + r * su_rank], vt (k, cols) row-major;
 // panel holds k * block_cols_for(cols, k) floats, a k * kMR.
-static void reconstruct(const float* u, size_t su_row, size_t su_rank, const float* sigma, const float* vt,
-                        float* out, uint32_t rows, uint32_t cols, uint32_t k, const uint8_t* residual,
-                        uint32_t residual_bits, float* panel, float* a) {
+static void reconstruct(const float* u, size_t su_row, size_t su_rank, const float* sigma, const float* vt, float* out,
+                        uint32_t rows, uint32_t cols, uint32_t k, const uint8_t* residual, uint32_t residual_bits,
+                        float* panel, float* a) {
     const size_t main_cols = cols - cols % kNR, block_cols = block_cols_for(cols, k);
     for (size_t jb = 0; jb < main_cols; jb += block_cols) {
         const size_t nb = main_cols - jb < block_cols ? main_cols - jb : block_cols;
@@ -369,9 +380,9 @@ static void reconstruct(const float* u, size_t su_row, size_t su_rank, const flo
 }
 
 // Runs reconstruct() with its scratch; 0, or -1 when the scratch cannot be allocated.
-static int reconstruct_with_scratch(const float* u, size_t su_row, size_t su_rank, const float* sigma,
-                                    const float* vt, float* out, uint32_t rows, uint32_t cols, uint32_t k,
-                                    const uint8_t* residual, uint32_t residual_bits) {
+static int reconstruct_with_scratch(const float* u, size_t su_row, size_t su_rank, const float* sigma, const float* vt,
+                                    float* out, uint32_t rows, uint32_t cols, uint32_t k, const uint8_t* residual,
+                                    uint32_t residual_bits) {
     const size_t n_panel = (size_t)k * block_cols_for(cols, k), n_a = (size_t)(k ? k : 1) * kMR;
     float* scratch = (float*)malloc((n_panel + n_a) * sizeof(float));
     if (!scratch) return -1;

@@ -29,7 +29,8 @@ public:
     const std::string& path() const { return m_path; }
 
 private:
-    AtomicFile(std::string path, std::string tmp_path, int fd) : m_path(std::move(path)), m_tmp(std::move(tmp_path)), m_fd(fd) {}
+    AtomicFile(std::string path, std::string tmp_path, int fd)
+        : m_path(std::move(path)), m_tmp(std::move(tmp_path)), m_fd(fd) {}
     std::string m_path;
     std::string m_tmp;
     int m_fd = -1;

@@ -176,7 +176,7 @@ Status decode_tensor_into(const EncodedTensor& t, float* dst, uint64_t n_dst);
 // The factors of a LowRank / LowRankResidual tensor as decoded, without multiplying them out:
 // W' = U diag(S) V^T (+ residual). For running a low-rank matrix factored (x -> V^T x -> S -> U).
 struct LowRankFactors {
-    int64_t rows = 0;             // matrix view of the tensor's shape
+    int64_t rows = 0;  // matrix view of the tensor's shape
     int64_t cols = 0;
     int64_t rank = 0;             // k
     std::vector<float> u;         // (rows, k) row-major, folding and delta undone

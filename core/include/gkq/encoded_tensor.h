@@ -25,23 +25,23 @@ std::string_view method_name(Method m);  // "f32", "f16", "q8_0", "q4_0", "lowra
 
 // Flags recorded per tensor (bit set).
 enum EncodedFlags : uint32_t {
-    kFlagDelta = 1u << 0,           // factor codes are delta-encoded along each vector
-    kFlagFoldedHeads = 1u << 1,     // attention: shared basis + per-head scales (hierarchical folding)
-    kFlagRleCoefficients = 1u << 2, // FFN: run-length-encoded quantized coefficient magnitudes
-    kFlagSigmaQuantized = 1u << 3,  // sigma stored quantized instead of f32
+    kFlagDelta = 1u << 0,            // factor codes are delta-encoded along each vector
+    kFlagFoldedHeads = 1u << 1,      // attention: shared basis + per-head scales (hierarchical folding)
+    kFlagRleCoefficients = 1u << 2,  // FFN: run-length-encoded quantized coefficient magnitudes
+    kFlagSigmaQuantized = 1u << 3,   // sigma stored quantized instead of f32
 };
 
 struct EncodedTensor {
     std::string name;
     TensorRole role = TensorRole::Other;
     int32_t layer = -1;
-    std::vector<int64_t> shape;   // original shape, row-major, outermost first
+    std::vector<int64_t> shape;  // original shape, row-major, outermost first
     Method method = Method::F32;
-    int32_t rank = 0;             // low-rank methods: k; 0 otherwise
-    uint8_t factor_bits = 0;      // 2, 4 or 8 for low-rank factors; 0 otherwise
-    uint8_t residual_bits = 0;    // 4 (Q4_0) or 8 (Q8_0) for LowRankResidual; 0 otherwise
-    uint32_t flags = 0;           // EncodedFlags
-    std::vector<uint8_t> payload; // method-specific bytes, uncompressed
+    int32_t rank = 0;              // low-rank methods: k; 0 otherwise
+    uint8_t factor_bits = 0;       // 2, 4 or 8 for low-rank factors; 0 otherwise
+    uint8_t residual_bits = 0;     // 4 (Q4_0) or 8 (Q8_0) for LowRankResidual; 0 otherwise
+    uint32_t flags = 0;            // EncodedFlags
+    std::vector<uint8_t> payload;  // method-specific bytes, uncompressed
 
     int64_t n_elements() const;
 };

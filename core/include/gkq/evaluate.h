@@ -50,9 +50,9 @@ uint64_t fnv1a64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull)
 struct PerplexityStats {
     int64_t n_tokens = 0;
     uint64_t n_bytes = 0;
-    double mean_nll = 0.0;     // nats per token
+    double mean_nll = 0.0;  // nats per token
     double mean_nll_se = 0.0;
-    double perplexity = 0.0;   // exp(mean_nll)
+    double perplexity = 0.0;     // exp(mean_nll)
     double bits_per_byte = 0.0;  // sum nll / ln 2 / n_bytes
 };
 
@@ -65,13 +65,13 @@ struct CompareStats {
     double kld_p99 = 0.0;
     double kld_p999 = 0.0;
     double max_kld = 0.0;
-    double same_top = 0.0;       // fraction of tokens whose argmax agrees (ties: the lowest id)
+    double same_top = 0.0;  // fraction of tokens whose argmax agrees (ties: the lowest id)
     double same_top_se = 0.0;
-    double rms_delta_p = 0.0;    // sqrt(mean((p_Q(correct) - p_base(correct))^2)), a probability (not %)
+    double rms_delta_p = 0.0;  // sqrt(mean((p_Q(correct) - p_base(correct))^2)), a probability (not %)
     double rms_delta_p_se = 0.0;
-    double ln_ppl_ratio = 0.0;   // mean(nll_Q - nll_base)
+    double ln_ppl_ratio = 0.0;  // mean(nll_Q - nll_base)
     double ln_ppl_ratio_se = 0.0;
-    double ppl_ratio = 0.0;      // exp(ln_ppl_ratio) = PPL(Q) / PPL(base)
+    double ppl_ratio = 0.0;  // exp(ln_ppl_ratio) = PPL(Q) / PPL(base)
     double ppl_ratio_se = 0.0;
 };
 
@@ -143,6 +143,7 @@ Result<EvalReport> evaluate_compare(Transformer& base, Transformer& candidate, c
                                     BaseLogits* save_base = nullptr);
 
 // Saved base logits against a candidate (the text's tokens must be the saved ones).
-Result<EvalReport> evaluate_compare_saved(const BaseLogits& base, Transformer& candidate, const ProgressFn& progress = {});
+Result<EvalReport> evaluate_compare_saved(const BaseLogits& base, Transformer& candidate,
+                                          const ProgressFn& progress = {});
 
 }  // namespace gkq

@@ -33,12 +33,12 @@ enum class KnotCompression : uint8_t {
 };
 
 struct KnotHeader {
-    std::string producer;           // program and version that wrote the file ("gkq 0.1.0")
-    std::string command;            // how the records were made (preset and overrides), for people
-    ModelConfig config;             // enough, with the vocabulary and the records, to run the model
+    std::string producer;  // program and version that wrote the file ("gkq 0.1.0")
+    std::string command;   // how the records were made (preset and overrides), for people
+    ModelConfig config;    // enough, with the vocabulary and the records, to run the model
     Vocabulary vocab;
-    Metadata metadata;              // the source model's key/values plus the producer's
-    uint32_t shard_index = 0;       // this file holds shard `shard_index` of `shard_count` (0 of 1: whole)
+    Metadata metadata;         // the source model's key/values plus the producer's
+    uint32_t shard_index = 0;  // this file holds shard `shard_index` of `shard_count` (0 of 1: whole)
     uint32_t shard_count = 1;
     uint64_t n_source_tensors = 0;  // tensors in the whole source model; records carry their position in it
 };
@@ -53,8 +53,8 @@ struct KnotEntry {
     int32_t rank = 0;
     uint8_t factor_bits = 0;
     uint8_t residual_bits = 0;
-    uint32_t flags = 0;          // EncodedFlags
-    uint64_t source_index = 0;   // position of the tensor in the source model (strictly increasing in a file)
+    uint32_t flags = 0;         // EncodedFlags
+    uint64_t source_index = 0;  // position of the tensor in the source model (strictly increasing in a file)
     KnotCompression compression = KnotCompression::Zlib;
     uint64_t record_offset = 0;  // first byte of the record in the (inflated) file
     uint64_t record_bytes = 0;   // the whole record: descriptor, stored payload, CRC

@@ -14,20 +14,31 @@ namespace gkq {
 
 // GGUF's value types, in GGUF's numbering.
 enum class MetaType : uint32_t {
-    U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7, String = 8, Array = 9,
-    U64 = 10, I64 = 11, F64 = 12,
+    U8 = 0,
+    I8 = 1,
+    U16 = 2,
+    I16 = 3,
+    U32 = 4,
+    I32 = 5,
+    F32 = 6,
+    Bool = 7,
+    String = 8,
+    Array = 9,
+    U64 = 10,
+    I64 = 11,
+    F64 = 12,
 };
 
 std::string_view meta_type_name(MetaType t);
 
 struct MetaValue {
     MetaType type = MetaType::String;
-    MetaType array_type = MetaType::U8;                              // element type when type == Array
+    MetaType array_type = MetaType::U8;                                 // element type when type == Array
     std::variant<uint64_t, int64_t, double, bool, std::string> scalar;  // unsigned, signed, float, bool, string
-    std::vector<MetaValue> array;                                   // elements when type == Array
+    std::vector<MetaValue> array;                                       // elements when type == Array
 
     static MetaValue of_string(std::string s);
-    static MetaValue of_int(int64_t v);   // I64
+    static MetaValue of_int(int64_t v);  // I64
     static MetaValue of_uint(uint64_t v, MetaType t = MetaType::U64);
     static MetaValue of_float(double v, MetaType t = MetaType::F64);
     static MetaValue of_bool(bool v);
@@ -54,7 +65,7 @@ struct Vocabulary {
     std::vector<int32_t> token_types;  // empty or one per token (GGUF token_type)
     int32_t bos_id = -1;
     int32_t eos_id = -1;
-    int32_t max_token_length = 0;      // llama2.c header field; 0 when unknown
+    int32_t max_token_length = 0;  // llama2.c header field; 0 when unknown
 
     bool empty() const { return tokens.empty(); }
 };

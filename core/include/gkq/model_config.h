@@ -15,8 +15,8 @@ enum class RopeStyle : uint8_t { Interleaved, HalfSplit };
 
 struct ModelConfig {
     std::string architecture = "llama";
-    int64_t dim = 0;             // embedding width (hidden_size)
-    int64_t hidden_dim = 0;      // FFN width (intermediate_size)
+    int64_t dim = 0;         // embedding width (hidden_size)
+    int64_t hidden_dim = 0;  // FFN width (intermediate_size)
     int64_t n_layers = 0;
     int64_t n_heads = 0;
     int64_t n_kv_heads = 0;
@@ -24,7 +24,7 @@ struct ModelConfig {
     int64_t context_length = 0;  // max positions (llama2.c seq_len)
     double rope_theta = 10000.0;
     double norm_eps = 1e-5;
-    bool shared_classifier = true;  // output projection tied to token_embd
+    bool shared_classifier = true;                  // output projection tied to token_embd
     RopeStyle rope_style = RopeStyle::Interleaved;  // of the q/k weights as stored (HalfSplit for HF safetensors)
 
     int64_t head_size() const { return n_heads > 0 ? dim / n_heads : 0; }

@@ -18,15 +18,15 @@ namespace gkq {
 struct WriteTensor {
     TensorRole role = TensorRole::Other;
     int32_t layer = -1;
-    std::vector<int64_t> shape;  // row-major, outermost first
-    const float* data = nullptr; // n_elements floats
-    std::string name;            // used only for role Other
+    std::vector<int64_t> shape;   // row-major, outermost first
+    const float* data = nullptr;  // n_elements floats
+    std::string name;             // used only for role Other
 };
 
 struct WriteOptions {
     DType dtype = DType::F32;  // matrices' storage type: safetensors F32/F16/BF16; GGUF F32/F16/BF16/Q8_0/Q4_0
     // 1-D tensors (norms) stay F32 in GGUF and follow `dtype` in safetensors when it is a float type.
-    Metadata extra_metadata;   // GGUF: extra keys; safetensors: __metadata__ (string values only)
+    Metadata extra_metadata;  // GGUF: extra keys; safetensors: __metadata__ (string values only)
 };
 
 // safetensors at `path` plus config.json in the same directory (HF LlamaForCausalLM naming).

@@ -38,18 +38,18 @@ struct QuantizeOptions {
     std::vector<LayerOverride> per_layer;  // per-layer overrides (an rknot tuning); precedence: resolve_params()
     uint32_t shard_index = 0;              // encode only shard `shard_index` of `shard_count`
     uint32_t shard_count = 1;
-    int n_threads = 0;                     // 0: one per hardware thread
-    Vocabulary vocab;                      // stored when the model carries none (llama2.c checkpoints)
-    std::string producer = "gkq";          // the knot header's producer string
+    int n_threads = 0;             // 0: one per hardware thread
+    Vocabulary vocab;              // stored when the model carries none (llama2.c checkpoints)
+    std::string producer = "gkq";  // the knot header's producer string
 };
 
 struct QuantizedTensor {
-    TensorReport codec;             // method, rank, bits, errors, energy kept, folding: measured by the codec
-    uint64_t source_index = 0;      // position in the source model
+    TensorReport codec;         // method, rank, bits, errors, energy kept, folding: measured by the codec
+    uint64_t source_index = 0;  // position in the source model
     KnotCompression compression = KnotCompression::None;
-    uint64_t stored_bytes = 0;      // payload as stored in the knot (after zlib when that was smaller)
-    uint64_t record_bytes = 0;      // the whole record: descriptor, stored payload, CRC
-    uint64_t index_entry_bytes = 0; // its entry in the knot's index
+    uint64_t stored_bytes = 0;       // payload as stored in the knot (after zlib when that was smaller)
+    uint64_t record_bytes = 0;       // the whole record: descriptor, stored payload, CRC
+    uint64_t index_entry_bytes = 0;  // its entry in the knot's index
 
     // Everything the tensor costs in the file: record + index entry.
     uint64_t bytes_on_disk() const { return record_bytes + index_entry_bytes; }
@@ -59,13 +59,13 @@ struct QuantizedTensor {
 struct QuantizeReport {
     std::string path;
     std::string preset;
-    std::string command;                  // as stored in the knot header
+    std::string command;  // as stored in the knot header
     uint32_t shard_index = 0;
     uint32_t shard_count = 1;
-    std::vector<QuantizedTensor> tensors; // the tensors of this shard, in source order
-    uint64_t file_bytes = 0;              // size of the written knot
-    uint64_t container_bytes = 0;         // file header, header block, index head, trailer: no tensor's
-    int64_t n_params = 0;                 // elements of the tensors stored
+    std::vector<QuantizedTensor> tensors;  // the tensors of this shard, in source order
+    uint64_t file_bytes = 0;               // size of the written knot
+    uint64_t container_bytes = 0;          // file header, header block, index head, trailer: no tensor's
+    int64_t n_params = 0;                  // elements of the tensors stored
     double seconds = 0.0;
 
     double bits_per_weight() const;  // 8 * file_bytes / n_params
@@ -107,12 +107,12 @@ struct VerifyReport {
     uint32_t shard_index = 0;
     uint32_t shard_count = 1;
     size_t n_records = 0;
-    size_t n_ok = 0;                        // records whose CRC, descriptor and payload all check out
-    std::vector<size_t> count_by_method;    // indexed by Method
-    int64_t n_params = 0;                   // elements of all records
-    uint64_t stored_bytes = 0;              // payloads as stored
-    uint64_t raw_bytes = 0;                 // payloads inflated
-    std::vector<std::string> failures;      // one line per bad record, naming the file and the record
+    size_t n_ok = 0;                      // records whose CRC, descriptor and payload all check out
+    std::vector<size_t> count_by_method;  // indexed by Method
+    int64_t n_params = 0;                 // elements of all records
+    uint64_t stored_bytes = 0;            // payloads as stored
+    uint64_t raw_bytes = 0;               // payloads inflated
+    std::vector<std::string> failures;    // one line per bad record, naming the file and the record
 
     bool ok() const { return failures.empty() && n_ok == n_records; }
 };

@@ -42,12 +42,14 @@ private:
     std::string m_message;
 };
 
-inline Status error(StatusCode code, std::string message) { return Status(code, std::move(message)); }
+inline Status error(StatusCode code, std::string message) {
+    return Status(code, std::move(message));
+}
 
 template <class T>
 class [[nodiscard]] Result {
 public:
-    Result(T value) : m_value(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+    Result(T value) : m_value(std::move(value)) {}          // NOLINT(google-explicit-constructor)
     Result(Status status) : m_status(std::move(status)) {}  // NOLINT(google-explicit-constructor)
 
     bool is_ok() const { return m_value.has_value(); }

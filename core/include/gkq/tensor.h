@@ -37,14 +37,14 @@ TensorRole role_from_name(std::string_view name);
 bool role_is_matrix(TensorRole r);
 
 struct Tensor {
-    std::string name;           // as stored in the file (llama2.c tensors get GGUF-style names)
+    std::string name;  // as stored in the file (llama2.c tensors get GGUF-style names)
     TensorRole role = TensorRole::Other;
-    int32_t layer = -1;         // transformer block index; -1 for non-block tensors
-    std::vector<int64_t> shape; // row-major, outermost first
+    int32_t layer = -1;          // transformer block index; -1 for non-block tensors
+    std::vector<int64_t> shape;  // row-major, outermost first
     DType dtype = DType::F32;
-    std::string type_name;      // the type as the file names it ("F32", "BF16", "Q4_K", "q8_g64")
-    uint64_t file_offset = 0;   // of the first data byte in its file
-    uint64_t n_bytes = 0;       // of the data (codes only for Q8_G)
+    std::string type_name;     // the type as the file names it ("F32", "BF16", "Q4_K", "q8_g64")
+    uint64_t file_offset = 0;  // of the first data byte in its file
+    uint64_t n_bytes = 0;      // of the data (codes only for Q8_G)
     const uint8_t* data = nullptr;
 
     // Q8_G only (llama2.c v2): one f32 scale per group of `group_size` consecutive elements.

@@ -166,8 +166,8 @@ Result<LowRankFactors> decode_lowrank_factors(const EncodedTensor& t) {
         if (t.method == Method::LowRankResidual) {
             const auto n = static_cast<uint64_t>(plan.ms.n);
             f.residual.resize(static_cast<size_t>(n));
-            if (Status s = convert_to_f32(plan.residual_type, t.payload.data() + plan.residual_offset, n,
-                                          f.residual.data());
+            if (Status s =
+                    convert_to_f32(plan.residual_type, t.payload.data() + plan.residual_offset, n, f.residual.data());
                 !s)
                 return s.with_context(label_of(t));
         }

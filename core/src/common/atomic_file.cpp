@@ -1,11 +1,11 @@
 #include "gkq/atomic_file.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -25,7 +25,9 @@ Result<AtomicFile> AtomicFile::create(const std::string& path) {
 }
 
 AtomicFile::AtomicFile(AtomicFile&& other) noexcept
-    : m_path(std::move(other.m_path)), m_tmp(std::move(other.m_tmp)), m_fd(std::exchange(other.m_fd, -1)),
+    : m_path(std::move(other.m_path)),
+      m_tmp(std::move(other.m_tmp)),
+      m_fd(std::exchange(other.m_fd, -1)),
       m_written(other.m_written) {}
 
 AtomicFile::~AtomicFile() {
@@ -74,7 +76,8 @@ Status AtomicFile::commit() {
     if (::rename(m_tmp.c_str(), m_path.c_str()) != 0) {
         int e = errno;
         ::unlink(m_tmp.c_str());
-        return error(StatusCode::IoError, m_path + ": cannot rename the temporary file into place: " + std::strerror(e));
+        return error(StatusCode::IoError,
+                     m_path + ": cannot rename the temporary file into place: " + std::strerror(e));
     }
     return Status::ok();
 }

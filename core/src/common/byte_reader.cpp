@@ -2,7 +2,9 @@
 
 namespace gkq {
 
-void ByteReader::fail(const std::string& what, const std::string& why) { fail_at(m_pos, what, why); }
+void ByteReader::fail(const std::string& what, const std::string& why) {
+    fail_at(m_pos, what, why);
+}
 
 void ByteReader::fail_at(uint64_t offset, const std::string& what, const std::string& why) {
     if (!m_status.is_ok()) return;  // keep the first error
@@ -28,8 +30,8 @@ bool ByteReader::skip(uint64_t n, const char* what) {
 bool ByteReader::seek(uint64_t pos, const char* what) {
     if (!ok()) return false;
     if (pos > m_size) {
-        fail(what, "position " + std::to_string(pos) + " is past the end of the file (" + std::to_string(m_size) +
-                       " bytes)");
+        fail(what,
+             "position " + std::to_string(pos) + " is past the end of the file (" + std::to_string(m_size) + " bytes)");
         return false;
     }
     m_pos = pos;
@@ -48,9 +50,10 @@ bool ByteReader::read_string_u64(std::string& out, const char* what, uint64_t ma
     uint64_t len = 0;
     if (!read(len, what)) return false;
     if (len > max_len || len > remaining()) {
-        fail_at(start, what, "string length " + std::to_string(len) + " exceeds " +
-                                 (len > max_len ? "the limit of " + std::to_string(max_len)
-                                                : "the " + std::to_string(remaining()) + " bytes left in the file"));
+        fail_at(start, what,
+                "string length " + std::to_string(len) + " exceeds " +
+                    (len > max_len ? "the limit of " + std::to_string(max_len)
+                                   : "the " + std::to_string(remaining()) + " bytes left in the file"));
         return false;
     }
     out.assign(reinterpret_cast<const char*>(m_data + m_pos), len);
@@ -69,10 +72,17 @@ bool is_valid_utf8(std::string_view s) {
         }
         int len = 0;
         uint32_t cp = 0;
-        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-        else return false;
+        if ((c & 0xE0) == 0xC0) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            len = 4;
+            cp = c & 0x07;
+        } else
+            return false;
         if (i + len > n) return false;
         for (int k = 1; k < len; ++k) {
             if ((p[i + k] & 0xC0) != 0x80) return false;

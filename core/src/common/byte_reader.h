@@ -60,8 +60,12 @@ inline bool range_in_file(uint64_t offset, uint64_t size, uint64_t file_size) {
 }
 
 // Checked multiplication; false on overflow.
-inline bool checked_mul(uint64_t a, uint64_t b, uint64_t& out) { return !__builtin_mul_overflow(a, b, &out); }
-inline bool checked_add(uint64_t a, uint64_t b, uint64_t& out) { return !__builtin_add_overflow(a, b, &out); }
+inline bool checked_mul(uint64_t a, uint64_t b, uint64_t& out) {
+    return !__builtin_mul_overflow(a, b, &out);
+}
+inline bool checked_add(uint64_t a, uint64_t b, uint64_t& out) {
+    return !__builtin_add_overflow(a, b, &out);
+}
 
 // True when s is valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
 bool is_valid_utf8(std::string_view s);

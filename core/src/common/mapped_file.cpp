@@ -1,11 +1,11 @@
 #include "common/mapped_file.h"
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 namespace gkq {
@@ -44,7 +44,8 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
-    : m_path(std::move(other.m_path)), m_data(std::exchange(other.m_data, nullptr)),
+    : m_path(std::move(other.m_path)),
+      m_data(std::exchange(other.m_data, nullptr)),
       m_size(std::exchange(other.m_size, 0)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {

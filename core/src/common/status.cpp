@@ -1,5 +1,5 @@
-#include "gkq/assert.h"
 #include "gkq/status.h"
+#include "gkq/assert.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -8,14 +8,14 @@ namespace gkq {
 
 const char* status_code_name(StatusCode code) {
     switch (code) {
-    case StatusCode::Ok: return "ok";
-    case StatusCode::InvalidArgument: return "invalid argument";
-    case StatusCode::NotFound: return "not found";
-    case StatusCode::IoError: return "i/o error";
-    case StatusCode::Corrupt: return "corrupt";
-    case StatusCode::Unsupported: return "unsupported";
-    case StatusCode::Cancelled: return "cancelled";
-    case StatusCode::Internal: return "internal error";
+        case StatusCode::Ok: return "ok";
+        case StatusCode::InvalidArgument: return "invalid argument";
+        case StatusCode::NotFound: return "not found";
+        case StatusCode::IoError: return "i/o error";
+        case StatusCode::Corrupt: return "corrupt";
+        case StatusCode::Unsupported: return "unsupported";
+        case StatusCode::Cancelled: return "cancelled";
+        case StatusCode::Internal: return "internal error";
     }
     return "?";
 }

@@ -122,8 +122,7 @@ Result<BaseLogits> load_base_logits(const std::string& path, const EvalText& tex
         b.text.tokens.resize(static_cast<size_t>(n));
         std::memcpy(b.text.tokens.data(), d + kHeaderBytes, tok_bytes);
         if (token_hash(b.text.tokens) != tok_hash) return corrupt("the tokens do not match their hash in the header");
-        if (b.text.tokens != text.tokens)
-            return mismatch("the tokens differ from the text's (another tokenizer?)");
+        if (b.text.tokens != text.tokens) return mismatch("the tokens differ from the text's (another tokenizer?)");
         b.logits.resize(static_cast<size_t>(logit_count));
         std::memcpy(b.logits.data(), d + kHeaderBytes + tok_bytes, logit_bytes);
         return b;

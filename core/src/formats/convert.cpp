@@ -63,7 +63,9 @@ uint16_t f32_to_f16(float f) {
     return static_cast<uint16_t>(sign | r);
 }
 
-float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+float bf16_to_f32(uint16_t b) {
+    return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 uint16_t f32_to_bf16(float f) {
     uint32_t x = std::bit_cast<uint32_t>(f);
@@ -164,30 +166,31 @@ void quantize_q4_0(const float* src, uint64_t n, uint8_t* dst) {
 Status convert_to_f32(DType t, const void* src, uint64_t n, float* dst) {
     const auto* p = static_cast<const uint8_t*>(src);
     switch (t) {
-    case DType::F32: std::memcpy(dst, p, n * 4); return Status::ok();
-    case DType::F16:
-        for (uint64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_u16(p + 2 * i));
-        return Status::ok();
-    case DType::BF16:
-        for (uint64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_u16(p + 2 * i));
-        return Status::ok();
-    case DType::F64:
-        for (uint64_t i = 0; i < n; ++i) {
-            double v;
-            std::memcpy(&v, p + 8 * i, 8);
-            dst[i] = static_cast<float>(v);
-        }
-        return Status::ok();
-    case DType::Q8_0:
-    case DType::Q4_0:
-        if (n % QK != 0)
-            return error(StatusCode::InvalidArgument,
-                         std::string(dtype_name(t)) + ": element count " + std::to_string(n) + " is not a multiple of 32");
-        if (t == DType::Q8_0) dequantize_q8_0(p, n, dst);
-        else dequantize_q4_0(p, n, dst);
-        return Status::ok();
-    default:
-        return error(StatusCode::Unsupported, "no float32 conversion for type " + std::string(dtype_name(t)));
+        case DType::F32: std::memcpy(dst, p, n * 4); return Status::ok();
+        case DType::F16:
+            for (uint64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_u16(p + 2 * i));
+            return Status::ok();
+        case DType::BF16:
+            for (uint64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_u16(p + 2 * i));
+            return Status::ok();
+        case DType::F64:
+            for (uint64_t i = 0; i < n; ++i) {
+                double v;
+                std::memcpy(&v, p + 8 * i, 8);
+                dst[i] = static_cast<float>(v);
+            }
+            return Status::ok();
+        case DType::Q8_0:
+        case DType::Q4_0:
+            if (n % QK != 0)
+                return error(StatusCode::InvalidArgument, std::string(dtype_name(t)) + ": element count " +
+                                                              std::to_string(n) + " is not a multiple of 32");
+            if (t == DType::Q8_0)
+                dequantize_q8_0(p, n, dst);
+            else
+                dequantize_q4_0(p, n, dst);
+            return Status::ok();
+        default: return error(StatusCode::Unsupported, "no float32 conversion for type " + std::string(dtype_name(t)));
     }
 }
 

@@ -4,12 +4,12 @@ namespace gkq {
 
 std::string_view method_name(Method m) {
     switch (m) {
-    case Method::F32: return "f32";
-    case Method::F16: return "f16";
-    case Method::Q8_0: return "q8_0";
-    case Method::Q4_0: return "q4_0";
-    case Method::LowRank: return "lowrank";
-    case Method::LowRankResidual: return "lowrank+residual";
+        case Method::F32: return "f32";
+        case Method::F16: return "f16";
+        case Method::Q8_0: return "q8_0";
+        case Method::Q4_0: return "q4_0";
+        case Method::LowRank: return "lowrank";
+        case Method::LowRankResidual: return "lowrank+residual";
     }
     return "?";
 }

@@ -37,38 +37,38 @@ namespace gkq::gguf {
 inline constexpr char kMagic[4] = {'G', 'G', 'U', 'F'};
 inline constexpr uint32_t kDefaultAlignment = 32;
 inline constexpr uint32_t kMaxDims = 4;
-inline constexpr int kMaxArrayDepth = 8;            // nested arrays deeper than this are rejected
-inline constexpr uint64_t kMaxKeyBytes = 65535;     // the GGUF spec's limit on key length
-inline constexpr uint64_t kMaxNameBytes = 65535;    // tensor names (ggml itself keeps 63)
+inline constexpr int kMaxArrayDepth = 8;          // nested arrays deeper than this are rejected
+inline constexpr uint64_t kMaxKeyBytes = 65535;   // the GGUF spec's limit on key length
+inline constexpr uint64_t kMaxNameBytes = 65535;  // tensor names (ggml itself keeps 63)
 inline constexpr uint64_t kMaxStringBytes = 1ull << 30;
 
 // Smallest possible encodings, used to bound counts by the bytes left before anything is reserved.
-inline constexpr uint64_t kMinKvBytes = 8 + 4 + 1;              // empty key, type, one-byte value
+inline constexpr uint64_t kMinKvBytes = 8 + 4 + 1;                  // empty key, type, one-byte value
 inline constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // empty name, n_dims, one ne, type, offset
 
 struct GgmlType {
     uint32_t id;
-    std::string_view name;     // as llama.cpp's GGMLQuantizationType spells it
-    uint32_t block_elements;   // elements per block
-    uint32_t block_bytes;      // bytes per block
-    DType dtype;               // Other where gkq has no conversion
+    std::string_view name;    // as llama.cpp's GGMLQuantizationType spells it
+    uint32_t block_elements;  // elements per block
+    uint32_t block_bytes;     // bytes per block
+    DType dtype;              // Other where gkq has no conversion
 };
 
 inline constexpr std::array<GgmlType, 32> kGgmlTypes = {{
     {0, "F32", 1, 4, DType::F32},
     {1, "F16", 1, 2, DType::F16},
-    {2, "Q4_0", 32, 18, DType::Q4_0},     // f16 d + 16 B nibbles
-    {3, "Q4_1", 32, 20, DType::Other},    // f16 d, m + 16 B
-    {6, "Q5_0", 32, 22, DType::Other},    // f16 d + 4 B high bits + 16 B
-    {7, "Q5_1", 32, 24, DType::Other},    // f16 d, m + 4 B + 16 B
-    {8, "Q8_0", 32, 34, DType::Q8_0},     // f16 d + 32 x i8
-    {9, "Q8_1", 32, 36, DType::Other},    // f16 d, s + 32 x i8
-    {10, "Q2_K", 256, 84, DType::Other},  // 16 B scales + 64 B quants + f16 d, dmin
-    {11, "Q3_K", 256, 110, DType::Other}, // 32 B hmask + 64 B + 12 B scales + f16 d
-    {12, "Q4_K", 256, 144, DType::Other}, // f16 d, dmin + 12 B scales + 128 B
-    {13, "Q5_K", 256, 176, DType::Other}, // f16 d, dmin + 12 B + 32 B high bits + 128 B
-    {14, "Q6_K", 256, 210, DType::Other}, // 128 B ql + 64 B qh + 16 B scales + f16 d
-    {15, "Q8_K", 256, 292, DType::Other}, // f32 d + 256 x i8 + 16 x i16 bsums
+    {2, "Q4_0", 32, 18, DType::Q4_0},      // f16 d + 16 B nibbles
+    {3, "Q4_1", 32, 20, DType::Other},     // f16 d, m + 16 B
+    {6, "Q5_0", 32, 22, DType::Other},     // f16 d + 4 B high bits + 16 B
+    {7, "Q5_1", 32, 24, DType::Other},     // f16 d, m + 4 B + 16 B
+    {8, "Q8_0", 32, 34, DType::Q8_0},      // f16 d + 32 x i8
+    {9, "Q8_1", 32, 36, DType::Other},     // f16 d, s + 32 x i8
+    {10, "Q2_K", 256, 84, DType::Other},   // 16 B scales + 64 B quants + f16 d, dmin
+    {11, "Q3_K", 256, 110, DType::Other},  // 32 B hmask + 64 B + 12 B scales + f16 d
+    {12, "Q4_K", 256, 144, DType::Other},  // f16 d, dmin + 12 B scales + 128 B
+    {13, "Q5_K", 256, 176, DType::Other},  // f16 d, dmin + 12 B + 32 B high bits + 128 B
+    {14, "Q6_K", 256, 210, DType::Other},  // 128 B ql + 64 B qh + 16 B scales + f16 d
+    {15, "Q8_K", 256, 292, DType::Other},  // f32 d + 256 x i8 + 16 x i16 bsums
     {16, "IQ2_XXS", 256, 66, DType::Other},
     {17, "IQ2_XS", 256, 74, DType::Other},
     {18, "IQ3_XXS", 256, 98, DType::Other},
@@ -103,24 +103,26 @@ inline const GgmlType* find_ggml_type(DType dtype) {
     return nullptr;
 }
 
-inline bool is_meta_type(uint32_t t) { return t <= static_cast<uint32_t>(MetaType::F64); }
+inline bool is_meta_type(uint32_t t) {
+    return t <= static_cast<uint32_t>(MetaType::F64);
+}
 
 // Bytes of the smallest value of type t (a string's length field, an array's type and count).
 inline uint64_t min_value_bytes(MetaType t) {
     switch (t) {
-    case MetaType::U8:
-    case MetaType::I8:
-    case MetaType::Bool: return 1;
-    case MetaType::U16:
-    case MetaType::I16: return 2;
-    case MetaType::U32:
-    case MetaType::I32:
-    case MetaType::F32: return 4;
-    case MetaType::U64:
-    case MetaType::I64:
-    case MetaType::F64:
-    case MetaType::String: return 8;
-    case MetaType::Array: return 4 + 8;
+        case MetaType::U8:
+        case MetaType::I8:
+        case MetaType::Bool: return 1;
+        case MetaType::U16:
+        case MetaType::I16: return 2;
+        case MetaType::U32:
+        case MetaType::I32:
+        case MetaType::F32: return 4;
+        case MetaType::U64:
+        case MetaType::I64:
+        case MetaType::F64:
+        case MetaType::String: return 8;
+        case MetaType::Array: return 4 + 8;
     }
     return 1;
 }

@@ -15,7 +15,9 @@ namespace gkq {
 
 namespace {
 
-std::string u64s(uint64_t v) { return std::to_string(v); }
+std::string u64s(uint64_t v) {
+    return std::to_string(v);
+}
 
 std::string type_name_of(uint32_t t) {
     return gguf::is_meta_type(t) ? std::string(meta_type_name(static_cast<MetaType>(t))) : "type " + u64s(t);
@@ -36,78 +38,81 @@ bool read_number(ByteReader& r, const std::string& what, MetaType type, MetaValu
     if (!read_scalar(r, what, v)) return false;
     out = MetaValue{};
     out.type = type;
-    if constexpr (std::is_floating_point_v<T>) out.scalar = static_cast<double>(v);
-    else if constexpr (std::is_signed_v<T>) out.scalar = static_cast<int64_t>(v);
-    else out.scalar = static_cast<uint64_t>(v);
+    if constexpr (std::is_floating_point_v<T>)
+        out.scalar = static_cast<double>(v);
+    else if constexpr (std::is_signed_v<T>)
+        out.scalar = static_cast<int64_t>(v);
+    else
+        out.scalar = static_cast<uint64_t>(v);
     return true;
 }
 
 // Reads one value of `type` (already validated) into `out`. `depth` counts enclosing arrays.
 bool read_value(ByteReader& r, MetaType type, int depth, const std::string& what, MetaValue& out) {
     switch (type) {
-    case MetaType::U8: return read_number<uint8_t>(r, what, type, out);
-    case MetaType::I8: return read_number<int8_t>(r, what, type, out);
-    case MetaType::U16: return read_number<uint16_t>(r, what, type, out);
-    case MetaType::I16: return read_number<int16_t>(r, what, type, out);
-    case MetaType::U32: return read_number<uint32_t>(r, what, type, out);
-    case MetaType::I32: return read_number<int32_t>(r, what, type, out);
-    case MetaType::U64: return read_number<uint64_t>(r, what, type, out);
-    case MetaType::I64: return read_number<int64_t>(r, what, type, out);
-    case MetaType::F32: return read_number<float>(r, what, type, out);
-    case MetaType::F64: return read_number<double>(r, what, type, out);
-    case MetaType::Bool: {
-        const uint64_t at = r.offset();
-        uint8_t v = 0;
-        if (!read_scalar(r, what, v)) return false;
-        if (v > 1) {
-            r.fail_at(at, what, "bool value " + u64s(v) + " is neither 0 nor 1");
-            return false;
+        case MetaType::U8: return read_number<uint8_t>(r, what, type, out);
+        case MetaType::I8: return read_number<int8_t>(r, what, type, out);
+        case MetaType::U16: return read_number<uint16_t>(r, what, type, out);
+        case MetaType::I16: return read_number<int16_t>(r, what, type, out);
+        case MetaType::U32: return read_number<uint32_t>(r, what, type, out);
+        case MetaType::I32: return read_number<int32_t>(r, what, type, out);
+        case MetaType::U64: return read_number<uint64_t>(r, what, type, out);
+        case MetaType::I64: return read_number<int64_t>(r, what, type, out);
+        case MetaType::F32: return read_number<float>(r, what, type, out);
+        case MetaType::F64: return read_number<double>(r, what, type, out);
+        case MetaType::Bool: {
+            const uint64_t at = r.offset();
+            uint8_t v = 0;
+            if (!read_scalar(r, what, v)) return false;
+            if (v > 1) {
+                r.fail_at(at, what, "bool value " + u64s(v) + " is neither 0 nor 1");
+                return false;
+            }
+            out = MetaValue::of_bool(v != 0);
+            return true;
         }
-        out = MetaValue::of_bool(v != 0);
-        return true;
-    }
-    case MetaType::String: {
-        // Values are raw bytes: tokenizer tokens need not be valid UTF-8 on their own.
-        std::string s;
-        if (!r.read_string_u64(s, what.c_str(), gguf::kMaxStringBytes)) return false;
-        out = MetaValue::of_string(std::move(s));
-        return true;
-    }
-    case MetaType::Array: {
-        const uint64_t at = r.offset();
-        uint32_t elem = 0;
-        uint64_t n = 0;
-        if (!read_scalar(r, what + " array element type", elem) || !read_scalar(r, what + " array length", n))
-            return false;
-        if (depth >= gguf::kMaxArrayDepth) {
-            r.fail_at(at, what, "arrays nested deeper than " + std::to_string(gguf::kMaxArrayDepth) + " levels");
-            return false;
+        case MetaType::String: {
+            // Values are raw bytes: tokenizer tokens need not be valid UTF-8 on their own.
+            std::string s;
+            if (!r.read_string_u64(s, what.c_str(), gguf::kMaxStringBytes)) return false;
+            out = MetaValue::of_string(std::move(s));
+            return true;
         }
-        if (!gguf::is_meta_type(elem)) {
-            r.fail_at(at, what, "unknown array element type " + u64s(elem));
-            return false;
+        case MetaType::Array: {
+            const uint64_t at = r.offset();
+            uint32_t elem = 0;
+            uint64_t n = 0;
+            if (!read_scalar(r, what + " array element type", elem) || !read_scalar(r, what + " array length", n))
+                return false;
+            if (depth >= gguf::kMaxArrayDepth) {
+                r.fail_at(at, what, "arrays nested deeper than " + std::to_string(gguf::kMaxArrayDepth) + " levels");
+                return false;
+            }
+            if (!gguf::is_meta_type(elem)) {
+                r.fail_at(at, what, "unknown array element type " + u64s(elem));
+                return false;
+            }
+            const auto elem_type = static_cast<MetaType>(elem);
+            uint64_t need = 0;
+            const bool overflow = !checked_mul(n, gguf::min_value_bytes(elem_type), need);
+            if (overflow || need > r.remaining()) {
+                r.fail_at(at, what,
+                          "array of " + u64s(n) + " " + type_name_of(elem) + " values needs at least " +
+                              (overflow ? std::string("2^64") : u64s(need)) + " bytes but only " + u64s(r.remaining()) +
+                              " remain");
+                return false;
+            }
+            out = MetaValue{};
+            out.type = MetaType::Array;
+            out.array_type = elem_type;
+            out.array.reserve(static_cast<size_t>(n));
+            for (uint64_t i = 0; i < n; ++i) {
+                MetaValue e;
+                if (!read_value(r, elem_type, depth + 1, what, e)) return false;
+                out.array.push_back(std::move(e));
+            }
+            return true;
         }
-        const auto elem_type = static_cast<MetaType>(elem);
-        uint64_t need = 0;
-        const bool overflow = !checked_mul(n, gguf::min_value_bytes(elem_type), need);
-        if (overflow || need > r.remaining()) {
-            r.fail_at(at, what,
-                      "array of " + u64s(n) + " " + type_name_of(elem) + " values needs at least " +
-                          (overflow ? std::string("2^64") : u64s(need)) + " bytes but only " + u64s(r.remaining()) +
-                          " remain");
-            return false;
-        }
-        out = MetaValue{};
-        out.type = MetaType::Array;
-        out.array_type = elem_type;
-        out.array.reserve(static_cast<size_t>(n));
-        for (uint64_t i = 0; i < n; ++i) {
-            MetaValue e;
-            if (!read_value(r, elem_type, depth + 1, what, e)) return false;
-            out.array.push_back(std::move(e));
-        }
-        return true;
-    }
     }
     return false;
 }
@@ -308,15 +313,15 @@ public:
 
     static bool is_integer(MetaType t) {
         switch (t) {
-        case MetaType::U8:
-        case MetaType::I8:
-        case MetaType::U16:
-        case MetaType::I16:
-        case MetaType::U32:
-        case MetaType::I32:
-        case MetaType::U64:
-        case MetaType::I64: return true;
-        default: return false;
+            case MetaType::U8:
+            case MetaType::I8:
+            case MetaType::U16:
+            case MetaType::I16:
+            case MetaType::U32:
+            case MetaType::I32:
+            case MetaType::U64:
+            case MetaType::I64: return true;
+            default: return false;
         }
     }
 
@@ -328,8 +333,7 @@ private:
 Status read_config(ModelFileData& d) {
     const MetaLookup m(d.metadata, d.path);
     const MetaValue* arch = d.metadata.find("general.architecture");
-    if (arch == nullptr)
-        return error(StatusCode::Corrupt, d.path + ": metadata 'general.architecture' is missing");
+    if (arch == nullptr) return error(StatusCode::Corrupt, d.path + ": metadata 'general.architecture' is missing");
     if (arch->as_string() == nullptr) return m.type_error("general.architecture", *arch, "string");
     ModelConfig& c = d.config;
     c.architecture = *arch->as_string();
@@ -466,8 +470,7 @@ Result<ModelFileDataPtr> read_gguf(const std::string& path) {
     if (!read_metadata(r, n_kv, d->metadata)) return r.status();
     uint64_t alignment = gguf::kDefaultAlignment;
     if (const MetaValue* a = d->metadata.find("general.alignment")) {
-        if (a->type != MetaType::U32)
-            return MetaLookup(d->metadata, path).type_error("general.alignment", *a, "u32");
+        if (a->type != MetaType::U32) return MetaLookup(d->metadata, path).type_error("general.alignment", *a, "u32");
         alignment = static_cast<uint64_t>(*a->as_int());
         if (alignment == 0 || (alignment & (alignment - 1)) != 0)
             return error(StatusCode::Corrupt, path + ": metadata 'general.alignment' = " + u64s(alignment) +
@@ -500,14 +503,13 @@ Result<ModelFileDataPtr> read_gguf(const std::string& path) {
                                                   " is not a multiple of the alignment " + u64s(alignment));
         uint64_t abs = 0;
         if (!checked_add(data_start, info.relative_offset, abs) || abs > file_size)
-            return error(StatusCode::Corrupt, where + "data offset " + u64s(info.relative_offset) +
-                                                  " (absolute " + u64s(data_start) + " + " +
-                                                  u64s(info.relative_offset) + ") is past the end of the file (" +
-                                                  u64s(file_size) + " bytes)");
+            return error(StatusCode::Corrupt, where + "data offset " + u64s(info.relative_offset) + " (absolute " +
+                                                  u64s(data_start) + " + " + u64s(info.relative_offset) +
+                                                  ") is past the end of the file (" + u64s(file_size) + " bytes)");
         if (!range_in_file(abs, t.n_bytes, file_size))
             return error(StatusCode::Corrupt, where + u64s(t.n_bytes) + " bytes of " + t.type_name +
-                                                  " data at offset " + u64s(abs) +
-                                                  " run past the end of the file (" + u64s(file_size) + " bytes)");
+                                                  " data at offset " + u64s(abs) + " run past the end of the file (" +
+                                                  u64s(file_size) + " bytes)");
         t.file_offset = abs;
         t.data = base + abs;
         d->tensors.push_back(std::move(t));

@@ -4,10 +4,10 @@
 // validated before the first byte is written, and the file appears only when complete (AtomicFile).
 #include "common/byte_reader.h"
 #include "formats/gguf_layout.h"
+#include "formats/rope_layout.h"
 #include "gkq/atomic_file.h"
 #include "gkq/convert.h"
 #include "gkq/model_writer.h"
-#include "formats/rope_layout.h"
 #include "gkq/naming.h"
 
 #include <algorithm>
@@ -22,7 +22,9 @@ namespace {
 constexpr uint64_t kAlignment = gguf::kDefaultAlignment;
 constexpr uint64_t kChunkElements = uint64_t{1} << 16;  // a multiple of every block size written
 
-uint64_t align_up(uint64_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; }
+uint64_t align_up(uint64_t x) {
+    return (x + kAlignment - 1) / kAlignment * kAlignment;
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // header serialization
@@ -72,70 +74,72 @@ Status put_value(Buffer& b, const MetaValue& v, const std::string& path, const s
                                            : bad("value does not fit " + std::string(meta_type_name(v.type)));
     };
     switch (v.type) {
-    case MetaType::U8:
-        if (Status s = need_int(0, UINT8_MAX); !s) return s;
-        b.put(static_cast<uint8_t>(bits));
-        return Status::ok();
-    case MetaType::I8:
-        if (Status s = need_int(INT8_MIN, INT8_MAX); !s) return s;
-        b.put(static_cast<uint8_t>(bits));
-        return Status::ok();
-    case MetaType::U16:
-        if (Status s = need_int(0, UINT16_MAX); !s) return s;
-        b.put(static_cast<uint16_t>(bits));
-        return Status::ok();
-    case MetaType::I16:
-        if (Status s = need_int(INT16_MIN, INT16_MAX); !s) return s;
-        b.put(static_cast<uint16_t>(bits));
-        return Status::ok();
-    case MetaType::U32:
-        if (Status s = need_int(0, UINT32_MAX); !s) return s;
-        b.put(static_cast<uint32_t>(bits));
-        return Status::ok();
-    case MetaType::I32:
-        if (Status s = need_int(INT32_MIN, INT32_MAX); !s) return s;
-        b.put(static_cast<uint32_t>(bits));
-        return Status::ok();
-    case MetaType::U64:
-        if (Status s = need_int(0, UINT64_MAX); !s) return s;
-        b.put(bits);
-        return Status::ok();
-    case MetaType::I64:
-        if (Status s = need_int(INT64_MIN, INT64_MAX); !s) return s;
-        b.put(bits);
-        return Status::ok();
-    case MetaType::F32:
-    case MetaType::F64: {
-        auto x = v.as_float();
-        if (!x) return bad("value is not a number");
-        if (v.type == MetaType::F32) b.put(static_cast<float>(*x));
-        else b.put(*x);
-        return Status::ok();
-    }
-    case MetaType::Bool: {
-        const auto* x = std::get_if<bool>(&v.scalar);
-        if (x == nullptr) return bad("bool value holds no bool");
-        b.put(static_cast<uint8_t>(*x ? 1 : 0));
-        return Status::ok();
-    }
-    case MetaType::String: {
-        const auto* s = std::get_if<std::string>(&v.scalar);
-        if (s == nullptr) return bad("string value holds no string");
-        b.put_string(*s);
-        return Status::ok();
-    }
-    case MetaType::Array:
-        if (depth >= gguf::kMaxArrayDepth)
-            return bad("arrays nested deeper than " + std::to_string(gguf::kMaxArrayDepth) + " levels");
-        b.put(static_cast<uint32_t>(v.array_type));
-        b.put<uint64_t>(v.array.size());
-        for (size_t i = 0; i < v.array.size(); ++i) {
-            if (v.array[i].type != v.array_type)
-                return bad("element " + std::to_string(i) + " is " + std::string(meta_type_name(v.array[i].type)) +
-                           " in an array of " + std::string(meta_type_name(v.array_type)));
-            if (Status s = put_value(b, v.array[i], path, key, depth + 1); !s) return s;
+        case MetaType::U8:
+            if (Status s = need_int(0, UINT8_MAX); !s) return s;
+            b.put(static_cast<uint8_t>(bits));
+            return Status::ok();
+        case MetaType::I8:
+            if (Status s = need_int(INT8_MIN, INT8_MAX); !s) return s;
+            b.put(static_cast<uint8_t>(bits));
+            return Status::ok();
+        case MetaType::U16:
+            if (Status s = need_int(0, UINT16_MAX); !s) return s;
+            b.put(static_cast<uint16_t>(bits));
+            return Status::ok();
+        case MetaType::I16:
+            if (Status s = need_int(INT16_MIN, INT16_MAX); !s) return s;
+            b.put(static_cast<uint16_t>(bits));
+            return Status::ok();
+        case MetaType::U32:
+            if (Status s = need_int(0, UINT32_MAX); !s) return s;
+            b.put(static_cast<uint32_t>(bits));
+            return Status::ok();
+        case MetaType::I32:
+            if (Status s = need_int(INT32_MIN, INT32_MAX); !s) return s;
+            b.put(static_cast<uint32_t>(bits));
+            return Status::ok();
+        case MetaType::U64:
+            if (Status s = need_int(0, UINT64_MAX); !s) return s;
+            b.put(bits);
+            return Status::ok();
+        case MetaType::I64:
+            if (Status s = need_int(INT64_MIN, INT64_MAX); !s) return s;
+            b.put(bits);
+            return Status::ok();
+        case MetaType::F32:
+        case MetaType::F64: {
+            auto x = v.as_float();
+            if (!x) return bad("value is not a number");
+            if (v.type == MetaType::F32)
+                b.put(static_cast<float>(*x));
+            else
+                b.put(*x);
+            return Status::ok();
         }
-        return Status::ok();
+        case MetaType::Bool: {
+            const auto* x = std::get_if<bool>(&v.scalar);
+            if (x == nullptr) return bad("bool value holds no bool");
+            b.put(static_cast<uint8_t>(*x ? 1 : 0));
+            return Status::ok();
+        }
+        case MetaType::String: {
+            const auto* s = std::get_if<std::string>(&v.scalar);
+            if (s == nullptr) return bad("string value holds no string");
+            b.put_string(*s);
+            return Status::ok();
+        }
+        case MetaType::Array:
+            if (depth >= gguf::kMaxArrayDepth)
+                return bad("arrays nested deeper than " + std::to_string(gguf::kMaxArrayDepth) + " levels");
+            b.put(static_cast<uint32_t>(v.array_type));
+            b.put<uint64_t>(v.array.size());
+            for (size_t i = 0; i < v.array.size(); ++i) {
+                if (v.array[i].type != v.array_type)
+                    return bad("element " + std::to_string(i) + " is " + std::string(meta_type_name(v.array[i].type)) +
+                               " in an array of " + std::string(meta_type_name(v.array_type)));
+                if (Status s = put_value(b, v.array[i], path, key, depth + 1); !s) return s;
+            }
+            return Status::ok();
     }
     return bad("unknown value type " + std::to_string(static_cast<uint32_t>(v.type)));
 }
@@ -148,12 +152,9 @@ Status build_metadata(const std::string& path, const ModelConfig& c, const Vocab
     m.set("general.architecture", MetaValue::of_string("llama"));
     m.set("general.alignment", MetaValue::of_uint(kAlignment, MetaType::U32));
     const std::pair<const char*, int64_t> counts[] = {
-        {"llama.context_length", c.context_length},
-        {"llama.embedding_length", c.dim},
-        {"llama.feed_forward_length", c.hidden_dim},
-        {"llama.block_count", c.n_layers},
-        {"llama.attention.head_count", c.n_heads},
-        {"llama.attention.head_count_kv", c.n_kv_heads},
+        {"llama.context_length", c.context_length},  {"llama.embedding_length", c.dim},
+        {"llama.feed_forward_length", c.hidden_dim}, {"llama.block_count", c.n_layers},
+        {"llama.attention.head_count", c.n_heads},   {"llama.attention.head_count_kv", c.n_kv_heads},
         {"llama.vocab_size", c.vocab_size},
     };
     for (const auto& [key, value] : counts) {
@@ -208,8 +209,8 @@ Status build_metadata(const std::string& path, const ModelConfig& c, const Vocab
 
     for (const auto& [key, value] : options.extra_metadata.entries) {
         if (key.empty() || key.size() > gguf::kMaxKeyBytes || !is_valid_utf8(key))
-            return error(StatusCode::InvalidArgument, path + ": extra metadata key '" + key +
-                                                          "' is empty, too long or not valid UTF-8");
+            return error(StatusCode::InvalidArgument,
+                         path + ": extra metadata key '" + key + "' is empty, too long or not valid UTF-8");
         // The data layout below depends on the alignment, so callers cannot redefine it.
         if (key == "general.alignment")
             return error(StatusCode::InvalidArgument, path + ": extra metadata may not set 'general.alignment'");
@@ -227,21 +228,21 @@ struct PlannedTensor {
     const gguf::GgmlType* type = nullptr;
     uint64_t n_elements = 0;
     uint64_t n_bytes = 0;
-    uint64_t offset = 0;  // relative to the data section
+    uint64_t offset = 0;          // relative to the data section
     bool to_interleaved = false;  // q/k rows reordered from HF's half-split rotary layout
 };
 
 Status plan_tensors(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors,
                     DType matrix_dtype, std::vector<PlannedTensor>& out) {
     switch (matrix_dtype) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-    case DType::Q8_0:
-    case DType::Q4_0: break;
-    default:
-        return error(StatusCode::InvalidArgument, path + ": GGUF export writes f32, f16, bf16, q8_0 or q4_0, not " +
-                                                      std::string(dtype_name(matrix_dtype)));
+        case DType::F32:
+        case DType::F16:
+        case DType::BF16:
+        case DType::Q8_0:
+        case DType::Q4_0: break;
+        default:
+            return error(StatusCode::InvalidArgument, path + ": GGUF export writes f32, f16, bf16, q8_0 or q4_0, not " +
+                                                          std::string(dtype_name(matrix_dtype)));
     }
     std::unordered_set<std::string> names;
     uint64_t offset = 0;
@@ -261,11 +262,10 @@ Status plan_tensors(const std::string& path, const ModelConfig& config, const st
                                                               " with layer " + std::to_string(w.layer) +
                                                               " has no GGUF name");
         }
-        if (!names.insert(p.name).second)
-            return error(StatusCode::InvalidArgument, where + " is given more than once");
+        if (!names.insert(p.name).second) return error(StatusCode::InvalidArgument, where + " is given more than once");
         if (w.shape.empty() || w.shape.size() > gguf::kMaxDims)
-            return error(StatusCode::InvalidArgument, where + ": GGUF tensors have 1 to 4 dimensions, not " +
-                                                          std::to_string(w.shape.size()));
+            return error(StatusCode::InvalidArgument,
+                         where + ": GGUF tensors have 1 to 4 dimensions, not " + std::to_string(w.shape.size()));
         p.n_elements = 1;
         for (int64_t dim : w.shape)
             if (dim <= 0 || !checked_mul(p.n_elements, static_cast<uint64_t>(dim), p.n_elements))
@@ -302,21 +302,25 @@ Status write_tensor_data(AtomicFile& f, const PlannedTensor& p, const float* src
         const uint64_t n = std::min(kChunkElements, p.n_elements - done);
         Status s;
         switch (p.type->dtype) {
-        case DType::F16:
-        case DType::BF16:
-            halves.resize(n);
-            if (p.type->dtype == DType::F16) encode_f16(src + done, n, halves.data());
-            else encode_bf16(src + done, n, halves.data());
-            s = f.write(halves.data(), n * sizeof(uint16_t));
-            break;
-        case DType::Q8_0:
-        case DType::Q4_0:
-            blocks.resize(n / p.type->block_elements * p.type->block_bytes);
-            if (p.type->dtype == DType::Q8_0) quantize_q8_0(src + done, n, blocks.data());
-            else quantize_q4_0(src + done, n, blocks.data());
-            s = f.write(blocks.data(), blocks.size());
-            break;
-        default: return error(StatusCode::Internal, f.path() + ": tensor '" + p.name + "': no encoder");
+            case DType::F16:
+            case DType::BF16:
+                halves.resize(n);
+                if (p.type->dtype == DType::F16)
+                    encode_f16(src + done, n, halves.data());
+                else
+                    encode_bf16(src + done, n, halves.data());
+                s = f.write(halves.data(), n * sizeof(uint16_t));
+                break;
+            case DType::Q8_0:
+            case DType::Q4_0:
+                blocks.resize(n / p.type->block_elements * p.type->block_bytes);
+                if (p.type->dtype == DType::Q8_0)
+                    quantize_q8_0(src + done, n, blocks.data());
+                else
+                    quantize_q4_0(src + done, n, blocks.data());
+                s = f.write(blocks.data(), blocks.size());
+                break;
+            default: return error(StatusCode::Internal, f.path() + ": tensor '" + p.name + "': no encoder");
         }
         if (!s) return s;
     }

@@ -77,8 +77,8 @@ struct Segment {
     TensorRole role = TensorRole::Other;
     SegmentKind kind = SegmentKind::F32;
     bool per_layer = false;
-    std::vector<int64_t> shape;  // of one item (tensor shape; for FreqCis the table's shape)
-    const char* label = nullptr; // FreqCis only: "freq_cis_real" / "freq_cis_imag"
+    std::vector<int64_t> shape;   // of one item (tensor shape; for FreqCis the table's shape)
+    const char* label = nullptr;  // FreqCis only: "freq_cis_real" / "freq_cis_imag"
 };
 
 // The segments of a checkpoint with a checked header, in file order.

@@ -47,8 +47,8 @@ std::vector<Segment> layout(const Header& h) {
 
     // The projections of one layer, (out, in), in the order every version stores them.
     const std::vector<Segment> projections = {
-        each(TensorRole::AttnQ, {dim, dim}),        each(TensorRole::AttnK, {kv_dim, dim}),
-        each(TensorRole::AttnV, {kv_dim, dim}),     each(TensorRole::AttnO, {dim, dim}),
+        each(TensorRole::AttnQ, {dim, dim}),      each(TensorRole::AttnK, {kv_dim, dim}),
+        each(TensorRole::AttnV, {kv_dim, dim}),   each(TensorRole::AttnO, {dim, dim}),
         each(TensorRole::FfnGate, {hidden, dim}),  // w1
         each(TensorRole::FfnDown, {dim, hidden}),  // w2
         each(TensorRole::FfnUp, {hidden, dim}),    // w3
@@ -105,8 +105,8 @@ using llama2c::Segment;
 using llama2c::SegmentKind;
 
 constexpr std::array<const char*, 7> kFieldWhat = {
-    "llama2.c header field dim",        "llama2.c header field hidden_dim", "llama2.c header field n_layers",
-    "llama2.c header field n_heads",    "llama2.c header field n_kv_heads", "llama2.c header field vocab_size",
+    "llama2.c header field dim",     "llama2.c header field hidden_dim", "llama2.c header field n_layers",
+    "llama2.c header field n_heads", "llama2.c header field n_kv_heads", "llama2.c header field vocab_size",
     "llama2.c header field seq_len",
 };
 
@@ -133,8 +133,9 @@ Status read_header(const MappedFile& map, Header& h, uint64_t& header_bytes) {
     uint32_t magic = 0;
     if (map.size() >= 4) std::memcpy(&magic, map.data(), 4);
     if (magic == __builtin_bswap32(llama2c::kMagic))
-        return error(StatusCode::Corrupt, map.path() + ": the magic 'ak42' at offset 0 is byte-swapped (a big-endian "
-                                                       "writer?); llama2.c checkpoints are little-endian");
+        return error(StatusCode::Corrupt, map.path() +
+                                              ": the magic 'ak42' at offset 0 is byte-swapped (a big-endian "
+                                              "writer?); llama2.c checkpoints are little-endian");
     std::array<int32_t, 7> p{};
     if (magic != llama2c::kMagic) {
         // Legacy: no magic, the sign of vocab_size says whether the classifier is shared.
@@ -193,18 +194,18 @@ Status place_segments(const std::string& path, const Header& h, const std::vecto
         bool fits = true;
         for (int64_t d : s.shape) fits = fits && checked_mul(p.numel, static_cast<uint64_t>(d), p.numel);
         if (fits && s.kind != SegmentKind::F32 && s.kind != SegmentKind::FreqCis && p.numel % h.group_size != 0)
-            return error(StatusCode::Corrupt,
-                         path + ": group_size " + std::to_string(h.group_size) + " does not divide the " +
-                             std::to_string(p.numel) + " elements of '" + llama2c::item_name(s, 0) + "'");
+            return error(StatusCode::Corrupt, path + ": group_size " + std::to_string(h.group_size) +
+                                                  " does not divide the " + std::to_string(p.numel) + " elements of '" +
+                                                  llama2c::item_name(s, 0) + "'");
         switch (s.kind) {
-        case SegmentKind::F32:
-        case SegmentKind::FreqCis: fits = fits && checked_mul(p.numel, 4, p.item_bytes); break;
-        case SegmentKind::Codes: p.item_bytes = p.numel; break;
-        case SegmentKind::Scales: fits = fits && checked_mul(p.numel / h.group_size, 4, p.item_bytes); break;
+            case SegmentKind::F32:
+            case SegmentKind::FreqCis: fits = fits && checked_mul(p.numel, 4, p.item_bytes); break;
+            case SegmentKind::Codes: p.item_bytes = p.numel; break;
+            case SegmentKind::Scales: fits = fits && checked_mul(p.numel / h.group_size, 4, p.item_bytes); break;
         }
         uint64_t segment_bytes = 0;
-        fits = fits && checked_mul(p.item_bytes, p.n_items, segment_bytes) &&
-               checked_add(offset, segment_bytes, offset);
+        fits =
+            fits && checked_mul(p.item_bytes, p.n_items, segment_bytes) && checked_add(offset, segment_bytes, offset);
         if (!fits)
             return error(StatusCode::Corrupt, path + ": the sizes in the llama2.c header (" + describe(h) +
                                                   ") overflow 64 bits at '" + llama2c::item_name(s, 0) + "'");
@@ -232,9 +233,9 @@ Status truncated_error(const std::string& path, const std::vector<Placed>& place
 
 std::string detail_of(const Header& h) {
     switch (h.version) {
-    case 0: return "llama2c v0 (legacy)";
-    case 1: return "llama2c v1";
-    default: return "llama2c v2 (q8, group " + std::to_string(h.group_size) + ")";
+        case 0: return "llama2c v0 (legacy)";
+        case 1: return "llama2c v1";
+        default: return "llama2c v2 (q8, group " + std::to_string(h.group_size) + ")";
     }
 }
 

@@ -50,8 +50,9 @@ Result<Vocabulary> read_llama2c_tokenizer(const std::string& path, int64_t expec
         const uint8_t* bytes = nullptr;
         if (!r.read(score, what.c_str()) || !r.read(len, what.c_str())) break;
         if (len < 0 || len > v.max_token_length) {
-            r.fail_at(start + 4, what, "length " + std::to_string(len) + " is outside 0.." +
-                                           std::to_string(v.max_token_length) + " (max_token_length)");
+            r.fail_at(start + 4, what,
+                      "length " + std::to_string(len) + " is outside 0.." + std::to_string(v.max_token_length) +
+                          " (max_token_length)");
             break;
         }
         if (!r.bytes(static_cast<uint64_t>(len), bytes, what.c_str())) break;

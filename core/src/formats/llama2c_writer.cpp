@@ -4,9 +4,9 @@
 #include "formats/llama2c_layout.h"
 
 #include "common/byte_reader.h"
+#include "formats/rope_layout.h"
 #include "gkq/atomic_file.h"
 #include "gkq/model_writer.h"
-#include "formats/rope_layout.h"
 #include "gkq/naming.h"
 
 #include <climits>
@@ -29,8 +29,12 @@ bool is_global(TensorRole r) {
 
 Status header_from_config(const std::string& path, const ModelConfig& c, Header& h) {
     const std::pair<const char*, int64_t> fields[] = {
-        {"dim", c.dim},           {"hidden_dim", c.hidden_dim}, {"n_layers", c.n_layers},
-        {"n_heads", c.n_heads},   {"n_kv_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size},
+        {"dim", c.dim},
+        {"hidden_dim", c.hidden_dim},
+        {"n_layers", c.n_layers},
+        {"n_heads", c.n_heads},
+        {"n_kv_heads", c.n_kv_heads},
+        {"vocab_size", c.vocab_size},
         {"context_length", c.context_length},
     };
     for (const auto& [name, v] : fields)
@@ -57,8 +61,8 @@ Status write_freq_cis(AtomicFile& f, const Header& h, double theta, bool imag) {
     const int64_t half = h.head_size() / 2;
     std::vector<float> freqs(static_cast<size_t>(half));
     for (int64_t i = 0; i < half; ++i)
-        freqs[i] = 1.0f / std::pow(static_cast<float>(theta),
-                                   static_cast<float>(2 * i) / static_cast<float>(h.head_size()));
+        freqs[i] =
+            1.0f / std::pow(static_cast<float>(theta), static_cast<float>(2 * i) / static_cast<float>(h.head_size()));
     std::vector<float> row(static_cast<size_t>(half));
     for (int64_t t = 0; t < h.seq_len; ++t) {
         for (int64_t i = 0; i < half; ++i) {
@@ -92,8 +96,7 @@ Status write_llama2c(const std::string& path, const ModelConfig& config, const s
             return error(StatusCode::InvalidArgument, path + ": tensor '" + name + "': layer " +
                                                           std::to_string(t.layer) + " is outside 0.." +
                                                           std::to_string(h.n_layers - 1));
-        if (t.data == nullptr)
-            return error(StatusCode::InvalidArgument, path + ": tensor '" + name + "' has no data");
+        if (t.data == nullptr) return error(StatusCode::InvalidArgument, path + ": tensor '" + name + "' has no data");
         if (!given.emplace(std::make_pair(t.role, layer), &t).second)
             return error(StatusCode::InvalidArgument, path + ": tensor '" + name + "' is given twice");
         if (rope_reorder_needed(t.role, config.rope_style, RopeStyle::Interleaved))
@@ -125,8 +128,8 @@ Status write_llama2c(const std::string& path, const ModelConfig& config, const s
                                                               std::to_string(layer) + ")");
             if (it->second->shape != s.shape)
                 return error(StatusCode::InvalidArgument, path + ": tensor '" + name + "' has shape " +
-                                                              shape_to_string(it->second->shape) +
-                                                              "; llama2.c needs " + shape_to_string(s.shape));
+                                                              shape_to_string(it->second->shape) + "; llama2.c needs " +
+                                                              shape_to_string(s.shape));
         }
     }
 

@@ -6,19 +6,19 @@ namespace gkq {
 
 std::string_view meta_type_name(MetaType t) {
     switch (t) {
-    case MetaType::U8: return "u8";
-    case MetaType::I8: return "i8";
-    case MetaType::U16: return "u16";
-    case MetaType::I16: return "i16";
-    case MetaType::U32: return "u32";
-    case MetaType::I32: return "i32";
-    case MetaType::F32: return "f32";
-    case MetaType::Bool: return "bool";
-    case MetaType::String: return "string";
-    case MetaType::Array: return "array";
-    case MetaType::U64: return "u64";
-    case MetaType::I64: return "i64";
-    case MetaType::F64: return "f64";
+        case MetaType::U8: return "u8";
+        case MetaType::I8: return "i8";
+        case MetaType::U16: return "u16";
+        case MetaType::I16: return "i16";
+        case MetaType::U32: return "u32";
+        case MetaType::I32: return "i32";
+        case MetaType::F32: return "f32";
+        case MetaType::Bool: return "bool";
+        case MetaType::String: return "string";
+        case MetaType::Array: return "array";
+        case MetaType::U64: return "u64";
+        case MetaType::I64: return "i64";
+        case MetaType::F64: return "f64";
     }
     return "?";
 }

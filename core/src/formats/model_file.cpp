@@ -14,9 +14,9 @@ namespace fs = std::filesystem;
 
 std::string_view model_format_name(ModelFormat f) {
     switch (f) {
-    case ModelFormat::Safetensors: return "safetensors";
-    case ModelFormat::Gguf: return "gguf";
-    case ModelFormat::Llama2c: return "llama2c";
+        case ModelFormat::Safetensors: return "safetensors";
+        case ModelFormat::Gguf: return "gguf";
+        case ModelFormat::Llama2c: return "llama2c";
     }
     return "?";
 }
@@ -93,8 +93,8 @@ Status validate_tensors(const ModelFileData& d) {
         if (auto need = dtype_storage_bytes(t.dtype, static_cast<uint64_t>(n)); need && t.dtype != DType::Other) {
             if (*need != t.n_bytes)
                 return error(StatusCode::Corrupt, d.path + ": tensor '" + t.name + "': " + std::to_string(t.n_bytes) +
-                                                      " bytes of data, but shape " + shape_to_string(t.shape) +
-                                                      " as " + t.type_name + " needs " + std::to_string(*need));
+                                                      " bytes of data, but shape " + shape_to_string(t.shape) + " as " +
+                                                      t.type_name + " needs " + std::to_string(*need));
         }
         if (t.n_bytes > 0) ranges.push_back({t.data, t.data + t.n_bytes, &t});
         if (t.n_scale_bytes > 0) ranges.push_back({t.scales, t.scales + t.n_scale_bytes, &t});
@@ -138,11 +138,11 @@ Result<ModelFile> ModelFile::open(const std::string& path_in) {
     std::string why;
     Result<ModelFileDataPtr> data = error(StatusCode::Internal, "unreachable");
     switch (detect_file(path, why)) {
-    case Detected::Gguf: data = read_gguf(path); break;
-    case Detected::Safetensors:
-    case Detected::SafetensorsIndex: data = read_safetensors(path); break;
-    case Detected::Llama2c: data = read_llama2c(path); break;
-    case Detected::Unknown: return error(StatusCode::Unsupported, path + ": " + why);
+        case Detected::Gguf: data = read_gguf(path); break;
+        case Detected::Safetensors:
+        case Detected::SafetensorsIndex: data = read_safetensors(path); break;
+        case Detected::Llama2c: data = read_llama2c(path); break;
+        case Detected::Unknown: return error(StatusCode::Unsupported, path + ": " + why);
     }
     if (!data) return data.status();
     ModelFileDataPtr d = std::move(data).value();
@@ -157,13 +157,27 @@ ModelFile::ModelFile(ModelFile&&) noexcept = default;
 ModelFile& ModelFile::operator=(ModelFile&&) noexcept = default;
 ModelFile::~ModelFile() = default;
 
-ModelFormat ModelFile::format() const { return m_data->format; }
-const std::string& ModelFile::format_detail() const { return m_data->format_detail; }
-const std::string& ModelFile::path() const { return m_data->path; }
-const ModelConfig& ModelFile::config() const { return m_data->config; }
-const std::vector<Tensor>& ModelFile::tensors() const { return m_data->tensors; }
-const Metadata& ModelFile::metadata() const { return m_data->metadata; }
-const Vocabulary& ModelFile::vocabulary() const { return m_data->vocab; }
+ModelFormat ModelFile::format() const {
+    return m_data->format;
+}
+const std::string& ModelFile::format_detail() const {
+    return m_data->format_detail;
+}
+const std::string& ModelFile::path() const {
+    return m_data->path;
+}
+const ModelConfig& ModelFile::config() const {
+    return m_data->config;
+}
+const std::vector<Tensor>& ModelFile::tensors() const {
+    return m_data->tensors;
+}
+const Metadata& ModelFile::metadata() const {
+    return m_data->metadata;
+}
+const Vocabulary& ModelFile::vocabulary() const {
+    return m_data->vocab;
+}
 
 const Tensor* ModelFile::find(std::string_view name) const {
     for (const Tensor& t : m_data->tensors)

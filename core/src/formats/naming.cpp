@@ -66,11 +66,11 @@ RoleAndLayer parse_gguf_name(std::string_view name) {
 
 std::string hf_name(TensorRole role, int32_t layer) {
     switch (role) {
-    case TensorRole::TokenEmbd: return "model.embed_tokens.weight";
-    case TensorRole::OutputNorm: return "model.norm.weight";
-    case TensorRole::Output: return "lm_head.weight";
-    case TensorRole::Other: return {};
-    default: break;
+        case TensorRole::TokenEmbd: return "model.embed_tokens.weight";
+        case TensorRole::OutputNorm: return "model.norm.weight";
+        case TensorRole::Output: return "lm_head.weight";
+        case TensorRole::Other: return {};
+        default: break;
     }
     for (const auto& s : kLayerSuffixes)
         if (s.role == role) return "model.layers." + std::to_string(layer) + "." + std::string(s.hf);
@@ -79,11 +79,11 @@ std::string hf_name(TensorRole role, int32_t layer) {
 
 std::string gguf_name(TensorRole role, int32_t layer) {
     switch (role) {
-    case TensorRole::TokenEmbd: return "token_embd.weight";
-    case TensorRole::OutputNorm: return "output_norm.weight";
-    case TensorRole::Output: return "output.weight";
-    case TensorRole::Other: return {};
-    default: break;
+        case TensorRole::TokenEmbd: return "token_embd.weight";
+        case TensorRole::OutputNorm: return "output_norm.weight";
+        case TensorRole::Output: return "output.weight";
+        case TensorRole::Other: return {};
+        default: break;
     }
     for (const auto& s : kLayerSuffixes)
         if (s.role == role) return "blk." + std::to_string(layer) + "." + std::string(s.gguf);

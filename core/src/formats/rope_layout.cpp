@@ -12,10 +12,11 @@ Status check_rope_reorderable(const ModelConfig& config, const std::vector<int64
     const int64_t hs = config.head_size();
     if (config.n_heads <= 0 || config.dim % config.n_heads != 0 || hs <= 0 || hs % 2 != 0 || shape.size() != 2 ||
         shape[0] % hs != 0)
-        return error(StatusCode::InvalidArgument,
-                     where + " (" + shape_to_string(shape) + ") cannot be reordered between the interleaved and "
-                             "half-split rotary layouts with dim " + std::to_string(config.dim) + " and " +
-                             std::to_string(config.n_heads) + " heads");
+        return error(StatusCode::InvalidArgument, where + " (" + shape_to_string(shape) +
+                                                      ") cannot be reordered between the interleaved and "
+                                                      "half-split rotary layouts with dim " +
+                                                      std::to_string(config.dim) + " and " +
+                                                      std::to_string(config.n_heads) + " heads");
     return Status::ok();
 }
 

@@ -5,10 +5,10 @@
 // as the reference implementation does.
 #include "common/byte_reader.h"
 #include "formats/hf_config.h"
+#include "formats/rope_layout.h"
 #include "gkq/atomic_file.h"
 #include "gkq/convert.h"
 #include "gkq/model_writer.h"
-#include "formats/rope_layout.h"
 #include "gkq/naming.h"
 
 #include <algorithm>
@@ -141,7 +141,8 @@ Status write_safetensors(const std::string& path, const ModelConfig& config, con
     for (size_t i = 0; i < plan.size(); ++i) {
         const WriteTensor& t = tensors[i];
         std::vector<float> reordered;  // one tensor at a time, so memory stays at one matrix
-        if (reorder[i]) reordered = rope_reorder(t.data, t.shape[0], t.shape[1], config.head_size(), config.rope_style,
+        if (reorder[i])
+            reordered = rope_reorder(t.data, t.shape[0], t.shape[1], config.head_size(), config.rope_style,
                                      RopeStyle::HalfSplit);
         if (Status s = write_data(*file, dtype, reorder[i] ? reordered.data() : t.data, plan[i].n_elements); !s)
             return s;

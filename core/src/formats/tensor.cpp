@@ -6,12 +6,14 @@ namespace gkq {
 
 namespace {
 constexpr std::array<std::string_view, 13> kRoleNames = {
-    "token_embd", "attn_q", "attn_k", "attn_v", "attn_o", "ffn_gate", "ffn_up",
-    "ffn_down", "attn_norm", "ffn_norm", "output_norm", "output", "other",
+    "token_embd", "attn_q",    "attn_k",   "attn_v",      "attn_o", "ffn_gate", "ffn_up",
+    "ffn_down",   "attn_norm", "ffn_norm", "output_norm", "output", "other",
 };
 }
 
-std::string_view role_name(TensorRole r) { return kRoleNames[static_cast<size_t>(r)]; }
+std::string_view role_name(TensorRole r) {
+    return kRoleNames[static_cast<size_t>(r)];
+}
 
 TensorRole role_from_name(std::string_view name) {
     for (size_t i = 0; i < kRoleNames.size(); ++i)
@@ -21,16 +23,16 @@ TensorRole role_from_name(std::string_view name) {
 
 bool role_is_matrix(TensorRole r) {
     switch (r) {
-    case TensorRole::TokenEmbd:
-    case TensorRole::AttnQ:
-    case TensorRole::AttnK:
-    case TensorRole::AttnV:
-    case TensorRole::AttnO:
-    case TensorRole::FfnGate:
-    case TensorRole::FfnUp:
-    case TensorRole::FfnDown:
-    case TensorRole::Output: return true;
-    default: return false;
+        case TensorRole::TokenEmbd:
+        case TensorRole::AttnQ:
+        case TensorRole::AttnK:
+        case TensorRole::AttnV:
+        case TensorRole::AttnO:
+        case TensorRole::FfnGate:
+        case TensorRole::FfnUp:
+        case TensorRole::FfnDown:
+        case TensorRole::Output: return true;
+        default: return false;
     }
 }
 
@@ -50,7 +52,9 @@ int64_t Tensor::rows() const {
     return r;
 }
 
-int64_t Tensor::cols() const { return shape.empty() ? 1 : shape.back(); }
+int64_t Tensor::cols() const {
+    return shape.empty() ? 1 : shape.back();
+}
 
 std::string shape_to_string(const std::vector<int64_t>& shape) {
     if (shape.empty()) return "scalar";

@@ -105,7 +105,8 @@ bool read_descriptor(ByteReader& r, KnotEntry& e) {
     r.read(n_dims, "dimension count");
     if (!r.read(name_len, "name length")) return false;
     if (n_dims > kMaxDims) {
-        r.fail_at(start + 41, "dimension count", std::to_string(n_dims) + " (at most " + std::to_string(kMaxDims) + ")");
+        r.fail_at(start + 41, "dimension count",
+                  std::to_string(n_dims) + " (at most " + std::to_string(kMaxDims) + ")");
         return false;
     }
     e.shape.assign(n_dims, 0);
@@ -143,11 +144,11 @@ void put_meta_value(Out& o, const MetaValue& v) {
     }
     o.put<uint8_t>(static_cast<uint8_t>(v.scalar.index()));  // 0 u64, 1 i64, 2 f64, 3 bool, 4 string
     switch (v.scalar.index()) {
-    case 0: o.put<uint64_t>(std::get<uint64_t>(v.scalar)); break;
-    case 1: o.put<int64_t>(std::get<int64_t>(v.scalar)); break;
-    case 2: o.put<double>(std::get<double>(v.scalar)); break;
-    case 3: o.put<uint8_t>(std::get<bool>(v.scalar) ? 1 : 0); break;
-    default: o.put_string32(std::get<std::string>(v.scalar)); break;
+        case 0: o.put<uint64_t>(std::get<uint64_t>(v.scalar)); break;
+        case 1: o.put<int64_t>(std::get<int64_t>(v.scalar)); break;
+        case 2: o.put<double>(std::get<double>(v.scalar)); break;
+        case 3: o.put<uint8_t>(std::get<bool>(v.scalar) ? 1 : 0); break;
+        default: o.put_string32(std::get<std::string>(v.scalar)); break;
     }
 }
 
@@ -158,8 +159,9 @@ bool read_string32(ByteReader& r, std::string& out, const char* what) {
     uint32_t len = 0;
     if (!r.read(len, what)) return false;
     if (len > r.remaining()) {
-        r.fail_at(start, what, "string length " + std::to_string(len) + " exceeds the " +
-                                   std::to_string(r.remaining()) + " bytes left in the header block");
+        r.fail_at(start, what,
+                  "string length " + std::to_string(len) + " exceeds the " + std::to_string(r.remaining()) +
+                      " bytes left in the header block");
         return false;
     }
     const uint8_t* p = nullptr;
@@ -182,24 +184,49 @@ bool read_meta_value(ByteReader& r, MetaValue& v, int depth) {
     v.type = static_cast<MetaType>(type);
     v.array_type = static_cast<MetaType>(array_type);
     switch (kind) {
-    case 0: { uint64_t x = 0; r.read(x, "metadata u64"); v.scalar = x; break; }
-    case 1: { int64_t x = 0; r.read(x, "metadata i64"); v.scalar = x; break; }
-    case 2: { double x = 0; r.read(x, "metadata f64"); v.scalar = x; break; }
-    case 3: { uint8_t x = 0; r.read(x, "metadata bool"); v.scalar = x != 0; break; }
-    case 4: { std::string s; read_string32(r, s, "metadata string"); v.scalar = std::move(s); break; }
-    default: {
-        uint64_t n = 0;
-        if (!r.read(n, "metadata array length")) return false;
-        if (depth >= kMaxMetaDepth || n > r.remaining() / kMinMetaValueBytes) {
-            r.fail_at(start, "metadata array", depth >= kMaxMetaDepth ? "nested too deeply"
-                                                                      : "length " + std::to_string(n) +
-                                                                            " exceeds what the block holds");
-            return false;
+        case 0: {
+            uint64_t x = 0;
+            r.read(x, "metadata u64");
+            v.scalar = x;
+            break;
         }
-        v.array.resize(n);
-        for (auto& a : v.array)
-            if (!read_meta_value(r, a, depth + 1)) return false;
-    }
+        case 1: {
+            int64_t x = 0;
+            r.read(x, "metadata i64");
+            v.scalar = x;
+            break;
+        }
+        case 2: {
+            double x = 0;
+            r.read(x, "metadata f64");
+            v.scalar = x;
+            break;
+        }
+        case 3: {
+            uint8_t x = 0;
+            r.read(x, "metadata bool");
+            v.scalar = x != 0;
+            break;
+        }
+        case 4: {
+            std::string s;
+            read_string32(r, s, "metadata string");
+            v.scalar = std::move(s);
+            break;
+        }
+        default: {
+            uint64_t n = 0;
+            if (!r.read(n, "metadata array length")) return false;
+            if (depth >= kMaxMetaDepth || n > r.remaining() / kMinMetaValueBytes) {
+                r.fail_at(start, "metadata array",
+                          depth >= kMaxMetaDepth ? "nested too deeply"
+                                                 : "length " + std::to_string(n) + " exceeds what the block holds");
+                return false;
+            }
+            v.array.resize(n);
+            for (auto& a : v.array)
+                if (!read_meta_value(r, a, depth + 1)) return false;
+        }
     }
     return r.ok();
 }
@@ -249,8 +276,7 @@ Status decode_header_block(const uint8_t* data, uint64_t n, KnotHeader& h, const
     r.read(h.n_source_tensors, "source tensor count");
     ModelConfig& c = h.config;
     read_string32(r, c.architecture, "architecture");
-    for (int64_t* f : {&c.dim, &c.hidden_dim, &c.n_layers, &c.n_heads, &c.n_kv_heads, &c.vocab_size,
-                       &c.context_length})
+    for (int64_t* f : {&c.dim, &c.hidden_dim, &c.n_layers, &c.n_heads, &c.n_kv_heads, &c.vocab_size, &c.context_length})
         r.read(*f, "config");
     r.read(c.rope_theta, "rope_theta");
     r.read(c.norm_eps, "norm_eps");
@@ -380,11 +406,12 @@ Status inflate_bytes(const uint8_t* src, uint64_t n, uint64_t raw_bytes, std::ve
     const std::string zmsg = z.msg ? z.msg : "";
     inflateEnd(&z);
     if (overflow)
-        return error(StatusCode::Corrupt, what + ": inflates to more than the " + std::to_string(raw_bytes) +
-                                              " bytes its size field says");
+        return error(StatusCode::Corrupt,
+                     what + ": inflates to more than the " + std::to_string(raw_bytes) + " bytes its size field says");
     if (rc != Z_STREAM_END)
         return error(StatusCode::Corrupt, what + ": broken zlib stream (" +
-                                              (!zmsg.empty() ? zmsg : "ends early, zlib code " + std::to_string(rc)) + ")");
+                                              (!zmsg.empty() ? zmsg : "ends early, zlib code " + std::to_string(rc)) +
+                                              ")");
     if (out_left != 0)
         return error(StatusCode::Corrupt, what + ": inflates to " + std::to_string(raw_bytes - out_left) +
                                               " bytes, its size field says " + std::to_string(raw_bytes));

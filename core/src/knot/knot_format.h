@@ -21,10 +21,10 @@ inline constexpr char kIndexMagic[4] = {'K', 'I', 'D', 'X'};
 
 inline constexpr uint32_t kMaxNameBytes = 4096;
 inline constexpr int kMaxDims = 8;
-inline constexpr uint64_t kDescriptorFixedBytes = 44;      // before shape and name
-inline constexpr uint64_t kIndexEntryPrefixBytes = 20;     // record offset, record bytes, crc32
-inline constexpr uint64_t kRecordPrefixBytes = 8;          // magic, descriptor-end offset
-inline constexpr uint64_t kIndexHeadBytes = 12;            // magic, n_records
+inline constexpr uint64_t kDescriptorFixedBytes = 44;   // before shape and name
+inline constexpr uint64_t kIndexEntryPrefixBytes = 20;  // record offset, record bytes, crc32
+inline constexpr uint64_t kRecordPrefixBytes = 8;       // magic, descriptor-end offset
+inline constexpr uint64_t kIndexHeadBytes = 12;         // magic, n_records
 // deflate cannot expand data by more than 1032:1, so a claimed raw size above this is a lie.
 inline constexpr uint64_t kMaxZlibRatio = 1032;
 inline constexpr uint64_t kMaxRawHeaderBytes = uint64_t{1} << 31;

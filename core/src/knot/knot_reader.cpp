@@ -25,7 +25,9 @@ struct KnotFile::Data {
 
 namespace {
 
-Status corrupt(const std::string& msg) { return error(StatusCode::Corrupt, msg); }
+Status corrupt(const std::string& msg) {
+    return error(StatusCode::Corrupt, msg);
+}
 
 // Inflates a whole-file gzip (all members) into `out`, refusing to grow past `limit` bytes.
 Status gunzip(const uint8_t* src, uint64_t n, uint64_t limit, std::vector<uint8_t>& out, const std::string& path) {
@@ -96,7 +98,8 @@ Result<KnotTrailer> parse_knot_trailer(std::span<const uint8_t> last, uint64_t f
                                                   "; this gkq reads version " + std::to_string(kKnotVersion));
     uint64_t index_end = 0;
     if (t.records_offset < kKnotFileHeaderBytes || t.records_offset > t.index_offset ||
-        !checked_add(t.index_offset, t.index_bytes, index_end) || index_end != at || t.index_bytes < knot::kIndexHeadBytes)
+        !checked_add(t.index_offset, t.index_bytes, index_end) || index_end != at ||
+        t.index_bytes < knot::kIndexHeadBytes)
         return corrupt(label + ": trailer at offset " + std::to_string(at) + " is inconsistent: records at " +
                        std::to_string(t.records_offset) + ", index at " + std::to_string(t.index_offset) + " + " +
                        std::to_string(t.index_bytes) + " bytes, trailer at " + std::to_string(at));
@@ -112,9 +115,10 @@ Result<std::vector<KnotEntry>> parse_knot_index(std::span<const uint8_t> index, 
     const uint32_t crc = knot_crc32(index.data(), index.size());
     if (crc != trailer.index_crc32)
         return corrupt(label + ": index at offset " + std::to_string(trailer.index_offset) + ": CRC32 mismatch (the " +
-                       "trailer says " + knot::hex32(trailer.index_crc32) + ", the bytes give " + knot::hex32(crc) + ")");
-    ByteReader r(index.data(), index.size(), label + ": index (at file offset " +
-                                                 std::to_string(trailer.index_offset) + ")");
+                       "trailer says " + knot::hex32(trailer.index_crc32) + ", the bytes give " + knot::hex32(crc) +
+                       ")");
+    ByteReader r(index.data(), index.size(),
+                 label + ": index (at file offset " + std::to_string(trailer.index_offset) + ")");
     if (index.size() < knot::kIndexHeadBytes || std::memcmp(index.data(), knot::kIndexMagic, 4) != 0)
         return corrupt(label + ": index at offset " + std::to_string(trailer.index_offset) + ": bad magic");
     r.skip(4, "index magic");
@@ -122,8 +126,9 @@ Result<std::vector<KnotEntry>> parse_knot_index(std::span<const uint8_t> index, 
     r.read(n, "record count");
     const uint64_t most = r.remaining() / (knot::kIndexEntryPrefixBytes + knot::kDescriptorFixedBytes);
     if (n > most) {
-        r.fail_at(4, "record count", std::to_string(n) + " records cannot fit in " + std::to_string(index.size()) +
-                                         " bytes of index (at most " + std::to_string(most) + ")");
+        r.fail_at(4, "record count",
+                  std::to_string(n) + " records cannot fit in " + std::to_string(index.size()) +
+                      " bytes of index (at most " + std::to_string(most) + ")");
         return r.status();
     }
     std::vector<KnotEntry> entries(n);
@@ -138,22 +143,24 @@ Result<std::vector<KnotEntry>> parse_knot_index(std::span<const uint8_t> index, 
         const std::string who = "index entry " + std::to_string(i) + " '" + e.name + "'";
         uint64_t want = knot::kRecordPrefixBytes + knot::descriptor_bytes(e) + 4, end = 0;
         if (!checked_add(want, e.stored_bytes, want) || e.record_bytes != want) {
-            r.fail_at(start, who, "record size " + std::to_string(e.record_bytes) + " does not match its " +
-                                      std::to_string(e.stored_bytes) + " stored payload bytes");
+            r.fail_at(start, who,
+                      "record size " + std::to_string(e.record_bytes) + " does not match its " +
+                          std::to_string(e.stored_bytes) + " stored payload bytes");
             return r.status();
         }
         if (e.record_offset != expected || !checked_add(e.record_offset, e.record_bytes, end) ||
             end > trailer.index_offset) {
-            r.fail_at(start, who, "record at offset " + std::to_string(e.record_offset) + " + " +
-                                      std::to_string(e.record_bytes) + " bytes; records are contiguous from " +
-                                      std::to_string(trailer.records_offset) + " to the index at " +
-                                      std::to_string(trailer.index_offset) + ", so it must start at " +
-                                      std::to_string(expected));
+            r.fail_at(start, who,
+                      "record at offset " + std::to_string(e.record_offset) + " + " + std::to_string(e.record_bytes) +
+                          " bytes; records are contiguous from " + std::to_string(trailer.records_offset) +
+                          " to the index at " + std::to_string(trailer.index_offset) + ", so it must start at " +
+                          std::to_string(expected));
             return r.status();
         }
         if (i > 0 && e.source_index <= entries[i - 1].source_index) {
-            r.fail_at(start, who, "source index " + std::to_string(e.source_index) + " does not follow " +
-                                      std::to_string(entries[i - 1].source_index));
+            r.fail_at(start, who,
+                      "source index " + std::to_string(e.source_index) + " does not follow " +
+                          std::to_string(entries[i - 1].source_index));
             return r.status();
         }
         expected = end;
@@ -227,12 +234,24 @@ KnotFile::KnotFile(KnotFile&&) noexcept = default;
 KnotFile& KnotFile::operator=(KnotFile&&) noexcept = default;
 KnotFile::~KnotFile() = default;
 
-const std::string& KnotFile::path() const { return m_data->path; }
-const KnotHeader& KnotFile::header() const { return m_data->header; }
-const std::vector<KnotEntry>& KnotFile::entries() const { return m_data->entries; }
-size_t KnotFile::n_records() const { return m_data->entries.size(); }
-uint64_t KnotFile::file_bytes() const { return m_data->size; }
-bool KnotFile::gzipped() const { return m_data->gzipped; }
+const std::string& KnotFile::path() const {
+    return m_data->path;
+}
+const KnotHeader& KnotFile::header() const {
+    return m_data->header;
+}
+const std::vector<KnotEntry>& KnotFile::entries() const {
+    return m_data->entries;
+}
+size_t KnotFile::n_records() const {
+    return m_data->entries.size();
+}
+uint64_t KnotFile::file_bytes() const {
+    return m_data->size;
+}
+bool KnotFile::gzipped() const {
+    return m_data->gzipped;
+}
 
 int64_t KnotFile::find(std::string_view name) const {
     auto it = m_data->by_name.find(std::string(name));
@@ -285,15 +304,15 @@ Result<KnotFile> KnotFile::open(const std::string& path, const KnotOpenOptions& 
     for (uint8_t& r : reserved) h.read(r, "reserved");
     if (!h.ok()) return h.status();
     if (flags != 0)
-        return error(StatusCode::Unsupported, path + ": header flags " + knot::hex32(flags) +
-                                                  " at offset 12: features this gkq does not know");
+        return error(StatusCode::Unsupported,
+                     path + ": header flags " + knot::hex32(flags) + " at offset 12: features this gkq does not know");
     if (reserved[0] != 0 || reserved[1] != 0 || reserved[2] != 0)
         return error(StatusCode::Unsupported, path + ": reserved bytes at offset 37 are not zero");
 
     // ---- trailer and index
-    auto trailer = parse_knot_trailer(std::span<const uint8_t>(b + size - std::min(size, kKnotTrailerBytes),
-                                                               std::min(size, kKnotTrailerBytes)),
-                                      size, path);
+    auto trailer = parse_knot_trailer(
+        std::span<const uint8_t>(b + size - std::min(size, kKnotTrailerBytes), std::min(size, kKnotTrailerBytes)), size,
+        path);
     if (!trailer) return trailer.status();
     const KnotTrailer& t = *trailer;
     uint64_t block_end = 0;
@@ -341,31 +360,33 @@ Result<KnotFile> KnotFile::open(const std::string& path, const KnotOpenOptions& 
             return corrupt(knot::record_label(path, i, e.name) + ": the tensor name appears twice in the index");
     }
     if (kh.shard_count == 1 && d->entries.size() != kh.n_source_tensors)
-        return corrupt(path + ": " + std::to_string(d->entries.size()) + " records, but the header says the model has " +
-                       std::to_string(kh.n_source_tensors) + " tensors");
+        return corrupt(path + ": " + std::to_string(d->entries.size()) +
+                       " records, but the header says the model has " + std::to_string(kh.n_source_tensors) +
+                       " tensors");
     return KnotFile(std::move(d));
 }
 
 Result<KnotRecord> KnotFile::read_raw(size_t i) const {
     if (i >= m_data->entries.size())
-        return error(StatusCode::InvalidArgument, m_data->path + ": record " + std::to_string(i) + " of " +
-                                                      std::to_string(m_data->entries.size()));
+        return error(StatusCode::InvalidArgument,
+                     m_data->path + ": record " + std::to_string(i) + " of " + std::to_string(m_data->entries.size()));
     const KnotEntry& e = m_data->entries[i];
     const uint8_t* p = m_data->bytes + e.record_offset;  // the index check put it inside the file
     const uint32_t crc = knot_crc32(p, e.record_bytes - 4);
     uint32_t stored_crc = 0;
     std::memcpy(&stored_crc, p + e.record_bytes - 4, 4);
     if (crc != e.crc32 || stored_crc != e.crc32)
-        return corrupt(knot::record_label(m_data->path, i, e.name) + " (file offset " + std::to_string(e.record_offset) +
-                       "): CRC32 mismatch (index " + knot::hex32(e.crc32) + ", record " + knot::hex32(stored_crc) +
-                       ", bytes give " + knot::hex32(crc) + "): the record is corrupt");
+        return corrupt(knot::record_label(m_data->path, i, e.name) + " (file offset " +
+                       std::to_string(e.record_offset) + "): CRC32 mismatch (index " + knot::hex32(e.crc32) +
+                       ", record " + knot::hex32(stored_crc) + ", bytes give " + knot::hex32(crc) +
+                       "): the record is corrupt");
     return KnotRecord{e, std::vector<uint8_t>(p, p + e.record_bytes)};
 }
 
 Result<EncodedTensor> KnotFile::read(size_t i) const {
     if (i >= m_data->entries.size())
-        return error(StatusCode::InvalidArgument, m_data->path + ": record " + std::to_string(i) + " of " +
-                                                      std::to_string(m_data->entries.size()));
+        return error(StatusCode::InvalidArgument,
+                     m_data->path + ": record " + std::to_string(i) + " of " + std::to_string(m_data->entries.size()));
     const KnotEntry& e = m_data->entries[i];
     return decode_knot_record(e, std::span<const uint8_t>(m_data->bytes + e.record_offset, e.record_bytes),
                               m_data->path, i);

@@ -100,8 +100,12 @@ Result<KnotWriter> KnotWriter::create(const std::string& path, const KnotHeader&
     return KnotWriter(std::move(st));
 }
 
-uint64_t KnotWriter::bytes_written() const { return m_state->file.bytes_written(); }
-size_t KnotWriter::n_records() const { return m_state->entries.size(); }
+uint64_t KnotWriter::bytes_written() const {
+    return m_state->file.bytes_written();
+}
+size_t KnotWriter::n_records() const {
+    return m_state->entries.size();
+}
 
 Status KnotWriter::add(const EncodedTensor& t, uint64_t source_index) {
     auto rec = make_knot_record(t, source_index);
@@ -117,8 +121,8 @@ Status KnotWriter::add(const KnotRecord& record) {
     const KnotEntry& e = record.entry;
     if (!s.entries.empty() && e.source_index <= s.entries.back().source_index)
         return error(StatusCode::InvalidArgument,
-                     path + ": tensor '" + e.name + "': source index " + std::to_string(e.source_index) +
-                         " after " + std::to_string(s.entries.back().source_index) + " (records go in source order)");
+                     path + ": tensor '" + e.name + "': source index " + std::to_string(e.source_index) + " after " +
+                         std::to_string(s.entries.back().source_index) + " (records go in source order)");
     if (e.source_index >= s.header.n_source_tensors)
         return error(StatusCode::InvalidArgument, path + ": tensor '" + e.name + "': source index " +
                                                       std::to_string(e.source_index) + " but the header says " +

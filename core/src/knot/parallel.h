@@ -17,7 +17,6 @@
 
 namespace gkq::knot {
 
-
 // Threads to use for n items when the caller asked for `requested` (0: one per hardware thread).
 inline int worker_count(int requested, size_t n_items) {
     int n = requested > 0 ? requested : static_cast<int>(std::thread::hardware_concurrency());
@@ -81,8 +80,10 @@ Status run_ordered(size_t n, int n_threads, size_t window, Produce produce, Cons
             next_consume = i + 1;
         }
         cv_claim.notify_all();
-        if (!*r) status = r->status();
-        else status = consume(i, std::move(*r).value());
+        if (!*r)
+            status = r->status();
+        else
+            status = consume(i, std::move(*r).value());
     }
     {
         std::lock_guard<std::mutex> lock(m);

@@ -23,7 +23,9 @@ std::string number(double v) {
     return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
 }
 
-std::string on_off(bool b) { return b ? "on" : "off"; }
+std::string on_off(bool b) {
+    return b ? "on" : "off";
+}
 
 // The overrides that are set, as options, in the field order of ParamOverride.
 std::string describe(const ParamOverride& o) {
@@ -55,7 +57,9 @@ struct Encoded {
 
 }  // namespace
 
-uint32_t knot_group(int32_t layer) { return layer < 0 ? 0u : static_cast<uint32_t>(layer) + 1u; }
+uint32_t knot_group(int32_t layer) {
+    return layer < 0 ? 0u : static_cast<uint32_t>(layer) + 1u;
+}
 
 bool in_shard(int32_t layer, uint32_t shard_index, uint32_t shard_count) {
     return shard_count > 0 && knot_group(layer) % shard_count == shard_index;
@@ -178,8 +182,8 @@ Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOpti
         return Status::ok();
     };
     // Window: a few tensors per worker in flight, so memory stays a small multiple of the largest tensor.
-    if (Status s = knot::run_ordered<Encoded>(selected.size(), n_threads, 2 * static_cast<size_t>(n_threads),
-                                              produce, consume);
+    if (Status s = knot::run_ordered<Encoded>(selected.size(), n_threads, 2 * static_cast<size_t>(n_threads), produce,
+                                              consume);
         !s)
         return s;
     if (Status s = writer->finish(); !s) return s;
@@ -252,8 +256,8 @@ Result<MergeReport> merge_knots(const std::vector<std::string>& inputs, const st
     for (size_t s = 0; s < shards.size(); ++s) {
         const KnotHeader& h = shards[s].header();
         if (std::string diff = header_difference(first, h); !diff.empty())
-            return error(StatusCode::InvalidArgument, inputs[s] + ": not a shard of the same run as " + inputs[0] +
-                                                          " (" + diff + ")");
+            return error(StatusCode::InvalidArgument,
+                         inputs[s] + ": not a shard of the same run as " + inputs[0] + " (" + diff + ")");
         if (by_index[h.shard_index] != nullptr)
             return error(StatusCode::InvalidArgument, inputs[s] + ": shard " + std::to_string(h.shard_index) + "/" +
                                                           std::to_string(n) + " is also " + *by_index[h.shard_index]);
@@ -277,13 +281,13 @@ Result<MergeReport> merge_knots(const std::vector<std::string>& inputs, const st
     std::sort(refs.begin(), refs.end(), [](const Ref& a, const Ref& b) { return a.source_index < b.source_index; });
     for (size_t i = 0; i < refs.size(); ++i) {
         if (i > 0 && refs[i].source_index == refs[i - 1].source_index)
-            return error(StatusCode::InvalidArgument,
-                         "merge: source tensor " + std::to_string(refs[i].source_index) + " ('" +
-                             shards[refs[i].shard].entries()[refs[i].record].name + "') is in both " +
-                             inputs[refs[i - 1].shard] + " and " + inputs[refs[i].shard]);
+            return error(StatusCode::InvalidArgument, "merge: source tensor " + std::to_string(refs[i].source_index) +
+                                                          " ('" + shards[refs[i].shard].entries()[refs[i].record].name +
+                                                          "') is in both " + inputs[refs[i - 1].shard] + " and " +
+                                                          inputs[refs[i].shard]);
         if (refs[i].source_index != i)  // sorted and unique from 0: a larger index means i was skipped
-            return error(StatusCode::InvalidArgument, "merge: source tensor " + std::to_string(i) +
-                                                          " is in none of the shards");
+            return error(StatusCode::InvalidArgument,
+                         "merge: source tensor " + std::to_string(i) + " is in none of the shards");
     }
     if (refs.size() != first.n_source_tensors)
         return error(StatusCode::InvalidArgument, "merge: the shards hold " + std::to_string(refs.size()) +
@@ -299,8 +303,7 @@ Result<MergeReport> merge_knots(const std::vector<std::string>& inputs, const st
         auto rec = shards[refs[i].shard].read_raw(refs[i].record);
         if (!rec) return rec.status();
         if (Status s = writer->add(*rec); !s) return s;
-        if (!report_progress(progress, static_cast<double>(i + 1) / static_cast<double>(refs.size()),
-                             rec->entry.name))
+        if (!report_progress(progress, static_cast<double>(i + 1) / static_cast<double>(refs.size()), rec->entry.name))
             return error(StatusCode::Cancelled, out_path + ": merge cancelled");
     }
     if (Status s = writer->finish(); !s) return s;

@@ -57,15 +57,17 @@ Result<VerifyReport> verify_knot(const std::string& path, int n_threads, const P
         return c;
     };
     auto consume = [&](size_t i, Checked&& c) -> Status {
-        if (c.failure.empty()) ++report.n_ok;
-        else report.failures.push_back(std::move(c.failure));
+        if (c.failure.empty())
+            ++report.n_ok;
+        else
+            report.failures.push_back(std::move(c.failure));
         if (!report_progress(progress, static_cast<double>(i + 1) / static_cast<double>(report.n_records),
                              knot->entries()[i].name))
             return error(StatusCode::Cancelled, path + ": verification cancelled");
         return Status::ok();
     };
-    if (Status s = knot::run_ordered<Checked>(knot->n_records(), threads, 4 * static_cast<size_t>(threads), produce,
-                                              consume);
+    if (Status s =
+            knot::run_ordered<Checked>(knot->n_records(), threads, 4 * static_cast<size_t>(threads), produce, consume);
         !s)
         return s;
     return report;
@@ -75,12 +77,16 @@ Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::s
                                       const ProgressFn& progress) {
     ReconstructReport report;
     report.path = out_path;
-    if (ends_with(out_path, ".safetensors")) report.format = "safetensors";
-    else if (ends_with(out_path, ".gguf")) report.format = "gguf";
-    else if (ends_with(out_path, ".bin")) report.format = "llama2c";
+    if (ends_with(out_path, ".safetensors"))
+        report.format = "safetensors";
+    else if (ends_with(out_path, ".gguf"))
+        report.format = "gguf";
+    else if (ends_with(out_path, ".bin"))
+        report.format = "llama2c";
     else
-        return error(StatusCode::InvalidArgument, out_path + ": unknown output format (the name must end in "
-                                                             ".safetensors, .gguf or .bin)");
+        return error(StatusCode::InvalidArgument, out_path +
+                                                      ": unknown output format (the name must end in "
+                                                      ".safetensors, .gguf or .bin)");
     auto knot = KnotFile::open(knot_path);
     if (!knot) return knot.status();
     const KnotHeader& h = knot->header();
@@ -116,8 +122,8 @@ Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::s
         return Status::ok();
     };
     // Every decoded tensor is kept for the writer anyway: no window beyond the threads' own.
-    if (Status s = knot::run_ordered<std::vector<float>>(n, threads, 2 * static_cast<size_t>(threads), produce,
-                                                         consume);
+    if (Status s =
+            knot::run_ordered<std::vector<float>>(n, threads, 2 * static_cast<size_t>(threads), produce, consume);
         !s)
         return s;
 
@@ -125,9 +131,12 @@ Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::s
     options.extra_metadata.set("gkq.knot_producer", MetaValue::of_string(h.producer));
     options.extra_metadata.set("gkq.knot_command", MetaValue::of_string(h.command));
     Status written;
-    if (report.format == "safetensors") written = write_safetensors(out_path, h.config, tensors, options);
-    else if (report.format == "gguf") written = write_gguf(out_path, h.config, tensors, h.vocab, options);
-    else written = write_llama2c(out_path, h.config, tensors);
+    if (report.format == "safetensors")
+        written = write_safetensors(out_path, h.config, tensors, options);
+    else if (report.format == "gguf")
+        written = write_gguf(out_path, h.config, tensors, h.vocab, options);
+    else
+        written = write_llama2c(out_path, h.config, tensors);
     if (!written) return written;
     report.n_tensors = n;
     std::error_code ec;

@@ -388,8 +388,7 @@ Rknot read_document(Reader& rd, const json& j) {
         const double expected = std::exp(-kld.value_or(0.0));
         const json* oq = rd.get(*q, "quality_metrics", "overall_quality");
         if (oq && oq->is_null() && kld)
-            rd.fail("quality_metrics.overall_quality",
-                    "must be exp(-measured.eval.kld_mean) = " + num_text(expected));
+            rd.fail("quality_metrics.overall_quality", "must be exp(-measured.eval.kld_mean) = " + num_text(expected));
         if (r.quality_metrics.overall_quality) {
             if (!kld)
                 rd.fail("quality_metrics.overall_quality", "must be null without measured.eval.kld_mean");

@@ -145,8 +145,8 @@ Result<SaturationProfile> rederive_masks(const SaturationProfile& profile, doubl
     for (size_t l = 0; l < out.layers.size(); ++l) {
         LayerSaturation& ls = out.layers[l];
         if (ls.neuron_count < 0 || ls.counts.size() != static_cast<size_t>(ls.neuron_count))
-            return error(StatusCode::InvalidArgument, "profile: layers[" + std::to_string(l) + "]: " +
-                                                          std::to_string(ls.counts.size()) + " counts for " +
+            return error(StatusCode::InvalidArgument, "profile: layers[" + std::to_string(l) +
+                                                          "]: " + std::to_string(ls.counts.size()) + " counts for " +
                                                           std::to_string(ls.neuron_count) + " neurons");
         ls.min_frequency = min_frequency;
         ls.hot.resize(ls.counts.size());

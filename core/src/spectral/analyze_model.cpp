@@ -22,7 +22,6 @@ namespace gkq {
 
 namespace {
 
-
 double work_of(const Tensor& t) {
     const double r = static_cast<double>(t.rows()), c = static_cast<double>(t.cols());
     return r * c * std::min(r, c) + 1.0;

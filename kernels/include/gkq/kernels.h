@@ -36,13 +36,15 @@ inline constexpr Backend kAllBackends[] = {Backend::CpuRef, Backend::CpuSimd, Ba
 // term sum times the rank: each of the k roundings of either summation is at most one f32 ulp of a partial sum.
 inline constexpr double kReconstructTolerancePerTerm = 2.0 * 1.1920928955078125e-07;  // 2 * FLT_EPSILON
 
-std::string_view backend_name(Backend b);         // "cpu-ref", "cpu-simd", "cuda"
+std::string_view backend_name(Backend b);              // "cpu-ref", "cpu-simd", "cuda"
 Result<Backend> parse_backend(std::string_view name);  // inverse of backend_name; NotFound lists the names
 
 // Empty when `b` can run here; otherwise one sentence saying why not ("this CPU lacks AVX2/FMA/F16C",
 // "built without CUDA: nvcc was not found when CMake configured", "no CUDA device: <driver error>").
 std::string backend_unavailable_reason(Backend b);
-inline bool backend_available(Backend b) { return backend_unavailable_reason(b).empty(); }
+inline bool backend_available(Backend b) {
+    return backend_unavailable_reason(b).empty();
+}
 // What runs it, for people: "AMD EPYC (AVX2/FMA, 2 threads)", "NVIDIA H200 (sm_90, 132 SMs)"; empty if unavailable.
 std::string backend_device(Backend b, int n_threads = 0);
 
@@ -108,8 +110,8 @@ struct BackendRun {
     std::string unavailable;  // non-empty: the backend did not run, and this says why
     std::string device;       // what ran it (backend_device)
     int n_threads = 1;
-    double seconds = 0.0;     // median wall time of decode(): host memory in and out (Cuda: includes the copies)
-    double gb_per_s = 0.0;    // output bytes (4 * n_elements) / seconds
+    double seconds = 0.0;        // median wall time of decode(): host memory in and out (Cuda: includes the copies)
+    double gb_per_s = 0.0;       // output bytes (4 * n_elements) / seconds
     double max_abs_error = 0.0;  // max |out - reference|
     double rel_error = 0.0;      // ||out - reference||_F / ||reference||_F (0 when both are 0)
 };

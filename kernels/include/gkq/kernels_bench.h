@@ -37,8 +37,8 @@ struct ReconstructRow {
 };
 
 struct DequantizeRow {
-    std::string what;        // "factors 4-bit delta", "q4_0 blocks", ...
-    uint64_t n = 0;          // output floats
+    std::string what;  // "factors 4-bit delta", "q4_0 blocks", ...
+    uint64_t n = 0;    // output floats
     double seconds = 0.0;
     double memcpy_seconds = 0.0;  // memcpy of the same output bytes (4n read + 4n written)
     double gb_per_s() const;      // output bytes / seconds
@@ -55,7 +55,7 @@ struct GpuRow {
 };
 
 struct BenchReport {
-    std::string cpu;        // backend_device(CpuSimd), or why it is unavailable
+    std::string cpu;  // backend_device(CpuSimd), or why it is unavailable
     int n_threads = 1;
     int n_runs = 0;
     bool quick = false;
