@@ -1,8 +1,9 @@
-// Tensor naming conventions: HF Llama-family safetensors ("model.layers.3.self_attn.q_proj.weight") and GGUF
-// llama ("blk.3.attn_q.weight"), to and from (role, layer). llama2.c files carry no names; their tensors are
-// given the GGUF names.
+// Tensor names to and from (role, layer), in the HF safetensors and GGUF conventions of an architecture's row
+// (gkq/arch.h). The one-argument forms use default_arch() (llama), whose names every llama-family file has.
+// llama2.c files carry no names; their tensors are given the GGUF names.
 #pragma once
 
+#include "gkq/arch.h"
 #include "gkq/tensor.h"
 
 #include <string>
@@ -12,9 +13,10 @@ namespace gkq {
 
 struct RoleAndLayer {
     TensorRole role = TensorRole::Other;
-    int32_t layer = -1;
+    int32_t layer = -1;  // also set for an unknown tensor inside a block
 };
 
+RoleAndLayer parse_tensor_name(const ArchSpec& arch, NameFormat format, std::string_view name);
 RoleAndLayer parse_hf_name(std::string_view name);
 RoleAndLayer parse_gguf_name(std::string_view name);
 

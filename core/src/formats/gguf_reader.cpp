@@ -4,6 +4,7 @@
 #include "common/byte_reader.h"
 #include "formats/gguf_layout.h"
 #include "formats/model_file_data.h"
+#include "gkq/arch.h"
 #include "gkq/naming.h"
 
 #include <cstring>
@@ -161,7 +162,8 @@ struct TensorInfo {
     uint64_t info_offset = 0;  // where its tensor info starts, for messages
 };
 
-Status read_tensor_info(ByteReader& r, uint64_t index, std::unordered_set<std::string>& names, TensorInfo& out) {
+Status read_tensor_info(ByteReader& r, uint64_t index, const ArchSpec& arch, std::unordered_set<std::string>& names,
+                        TensorInfo& out) {
     const uint64_t at = r.offset();
     out.info_offset = at;
     const std::string name_what = "tensor info " + u64s(index) + " name";
@@ -227,7 +229,7 @@ Status read_tensor_info(ByteReader& r, uint64_t index, std::unordered_set<std::s
     }
 
     Tensor& t = out.tensor;
-    const RoleAndLayer rl = parse_gguf_name(name);
+    const RoleAndLayer rl = parse_tensor_name(arch, NameFormat::Gguf, name);
     t.name = std::move(name);
     t.role = rl.role;
     t.layer = rl.layer;
@@ -286,6 +288,15 @@ public:
         return Status::ok();
     }
 
+    Status flag(const std::string& key, bool& out) const {
+        const MetaValue* v = m_meta.find(key);
+        if (v == nullptr) return Status::ok();
+        const auto* b = std::get_if<bool>(&v->scalar);
+        if (v->type != MetaType::Bool || b == nullptr) return type_error(key, *v, "bool");
+        out = *b;
+        return Status::ok();
+    }
+
     Status token_id(const std::string& key, int32_t& out) const {
         const MetaValue* v = m_meta.find(key);
         if (v == nullptr) return Status::ok();
@@ -330,27 +341,39 @@ private:
     const std::string& m_path;
 };
 
+// The row whose tensor names and keys the file uses: by general.architecture, llama's when the table has none
+// (a missing or mistyped general.architecture is reported by read_config).
+const ArchSpec& arch_of(const Metadata& meta) {
+    const MetaValue* v = meta.find(arch_name_keys().gguf_architecture);
+    const std::string* name = v != nullptr ? v->as_string() : nullptr;
+    const ArchSpec* a = name != nullptr ? find_arch_gguf(*name) : nullptr;
+    return a != nullptr ? *a : default_arch();
+}
+
 Status read_config(ModelFileData& d) {
     const MetaLookup m(d.metadata, d.path);
-    const MetaValue* arch = d.metadata.find("general.architecture");
-    if (arch == nullptr) return error(StatusCode::Corrupt, d.path + ": metadata 'general.architecture' is missing");
-    if (arch->as_string() == nullptr) return m.type_error("general.architecture", *arch, "string");
+    const std::string arch_key(arch_name_keys().gguf_architecture);
+    const MetaValue* arch = d.metadata.find(arch_key);
+    if (arch == nullptr) return error(StatusCode::Corrupt, d.path + ": metadata '" + arch_key + "' is missing");
+    if (arch->as_string() == nullptr) return m.type_error(arch_key, *arch, "string");
     ModelConfig& c = d.config;
     c.architecture = *arch->as_string();
-    // llama GGUF files hold q/k with rotary pairs adjacent (the converter permutes HF's halves). Other
-    // architectures may differ (llama.cpp's NEOX rope type) but are only listed, never run.
-    c.rope_style = RopeStyle::Interleaved;
-    const std::string a = c.architecture + ".";
-    if (Status s = m.count(a + "embedding_length", c.dim); !s) return s;
-    if (Status s = m.count(a + "feed_forward_length", c.hidden_dim); !s) return s;
-    if (Status s = m.count(a + "block_count", c.n_layers); !s) return s;
-    if (Status s = m.count(a + "attention.head_count", c.n_heads); !s) return s;
-    c.n_kv_heads = c.n_heads;
-    if (Status s = m.count(a + "attention.head_count_kv", c.n_kv_heads); !s) return s;
-    if (Status s = m.count(a + "context_length", c.context_length); !s) return s;
-    if (Status s = m.real(a + "rope.freq_base", c.rope_theta); !s) return s;
-    if (Status s = m.real(a + "attention.layer_norm_rms_epsilon", c.norm_eps); !s) return s;
-    if (Status s = m.count(a + "vocab_size", c.vocab_size); !s) return s;
+    const ArchSpec& spec = arch_of(d.metadata);
+    c.rope_style = spec.gguf_rope;
+    // Keys under the file's own prefix, as llama.cpp reads them, for architectures the table lacks too.
+    c.n_kv_heads = -1;  // absent, or per-layer values that differ: n_heads
+    for (const HParamKey& k : spec.gguf_keys) {
+        const std::string key = gguf_key(k.key, c.architecture);
+        const HParamField f = hparam_field(k.param, c);
+        Status s;
+        switch (hparam_kind(k.param)) {
+            case HParamKind::Count: s = m.count(key, *f.count); break;
+            case HParamKind::Real: s = m.real(key, *f.real); break;
+            case HParamKind::Flag: s = m.flag(key, *f.flag); break;
+        }
+        if (!s) return s;
+    }
+    if (c.n_kv_heads < 0) c.n_kv_heads = c.n_heads;
     return Status::ok();
 }
 
@@ -486,8 +509,9 @@ Result<ModelFileDataPtr> read_gguf(const std::string& path) {
     }
     std::vector<TensorInfo> infos(static_cast<size_t>(n_tensors));
     std::unordered_set<std::string> names;
+    const ArchSpec& arch = arch_of(d->metadata);
     for (uint64_t i = 0; i < n_tensors; ++i)
-        if (Status s = read_tensor_info(r, i, names, infos[i]); !s) return s;
+        if (Status s = read_tensor_info(r, i, arch, names, infos[i]); !s) return s;
 
     // ---- data section
     uint64_t data_start = 0;

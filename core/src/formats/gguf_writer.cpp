@@ -1,10 +1,12 @@
-// GGUF v3 writer (layout in gguf_layout.h): llama architecture, general.alignment 32, the llama.* config keys,
-// the vocabulary, the caller's extra keys, then each tensor's data at a 32-byte aligned offset. q/k of a
-// half-split (HF) model are reordered to the interleaved rotary layout that GGUF llama files use. Everything is
-// validated before the first byte is written, and the file appears only when complete (AtomicFile).
+// GGUF v3 writer (layout in gguf_layout.h): the architecture's GGUF name and config keys (arch_for_writing: llama
+// for the llama family), general.alignment 32, the vocabulary, the caller's extra keys, then each tensor's data at a
+// 32-byte aligned offset, named by the architecture's row. q/k of a half-split (HF) model are reordered to the
+// rotary layout the row gives GGUF files (interleaved for llama). Everything is validated before the first byte
+// is written, and the file appears only when complete (AtomicFile).
 #include "common/byte_reader.h"
 #include "formats/gguf_layout.h"
 #include "formats/rope_layout.h"
+#include "gkq/arch.h"
 #include "gkq/atomic_file.h"
 #include "gkq/convert.h"
 #include "gkq/model_writer.h"
@@ -149,22 +151,28 @@ Status put_value(Buffer& b, const MetaValue& v, const std::string& path, const s
 
 Status build_metadata(const std::string& path, const ModelConfig& c, const Vocabulary& vocab,
                       const WriteOptions& options, Metadata& m) {
-    m.set("general.architecture", MetaValue::of_string("llama"));
+    const ArchSpec& arch = arch_for_writing(c.architecture);
+    const std::string arch_name(arch.gguf_name);
+    m.set(std::string(arch_name_keys().gguf_architecture), MetaValue::of_string(arch_name));
     m.set("general.alignment", MetaValue::of_uint(kAlignment, MetaType::U32));
-    const std::pair<const char*, int64_t> counts[] = {
-        {"llama.context_length", c.context_length},  {"llama.embedding_length", c.dim},
-        {"llama.feed_forward_length", c.hidden_dim}, {"llama.block_count", c.n_layers},
-        {"llama.attention.head_count", c.n_heads},   {"llama.attention.head_count_kv", c.n_kv_heads},
-        {"llama.vocab_size", c.vocab_size},
-    };
-    for (const auto& [key, value] : counts) {
-        if (value < 0 || value > static_cast<int64_t>(UINT32_MAX))
-            return error(StatusCode::InvalidArgument,
-                         path + ": config value " + std::to_string(value) + " for '" + key + "' does not fit u32");
-        if (value > 0) m.set(key, MetaValue::of_uint(static_cast<uint64_t>(value), MetaType::U32));  // 0: unknown
+    ModelConfig values = c;
+    for (const HParamKey& k : arch.gguf_keys) {
+        const std::string key = gguf_key(k.key, arch_name);
+        const HParamField f = hparam_field(k.param, values);
+        switch (hparam_kind(k.param)) {
+            case HParamKind::Count: {
+                const int64_t value = *f.count;
+                if (value < 0 || value > static_cast<int64_t>(UINT32_MAX))
+                    return error(StatusCode::InvalidArgument, path + ": config value " + std::to_string(value) +
+                                                                  " for '" + key + "' does not fit u32");
+                if (value > 0)
+                    m.set(key, MetaValue::of_uint(static_cast<uint64_t>(value), MetaType::U32));  // 0: unknown
+                break;
+            }
+            case HParamKind::Real: m.set(key, MetaValue::of_float(static_cast<float>(*f.real), MetaType::F32)); break;
+            case HParamKind::Flag: m.set(key, MetaValue::of_bool(*f.flag)); break;
+        }
     }
-    m.set("llama.rope.freq_base", MetaValue::of_float(static_cast<float>(c.rope_theta), MetaType::F32));
-    m.set("llama.attention.layer_norm_rms_epsilon", MetaValue::of_float(static_cast<float>(c.norm_eps), MetaType::F32));
 
     if (!vocab.empty()) {
         const size_t n = vocab.tokens.size();
@@ -228,12 +236,13 @@ struct PlannedTensor {
     const gguf::GgmlType* type = nullptr;
     uint64_t n_elements = 0;
     uint64_t n_bytes = 0;
-    uint64_t offset = 0;          // relative to the data section
-    bool to_interleaved = false;  // q/k rows reordered from HF's half-split rotary layout
+    uint64_t offset = 0;   // relative to the data section
+    bool reorder = false;  // q/k rows reordered to the target's rotary layout
 };
 
 Status plan_tensors(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors,
                     DType matrix_dtype, std::vector<PlannedTensor>& out) {
+    const ArchSpec& arch = arch_for_writing(config.architecture);
     switch (matrix_dtype) {
         case DType::F32:
         case DType::F16:
@@ -250,13 +259,13 @@ Status plan_tensors(const std::string& path, const ModelConfig& config, const st
     for (const WriteTensor& w : tensors) {
         PlannedTensor p;
         p.src = &w;
-        p.name = w.role == TensorRole::Other ? w.name : gguf_name(w.role, w.layer);
+        p.name = w.role == TensorRole::Other ? w.name : tensor_name(arch, NameFormat::Gguf, w.role, w.layer);
         const std::string where = path + ": tensor '" + p.name + "'";
         if (w.role == TensorRole::Other) {
             if (p.name.empty() || p.name.size() > gguf::kMaxNameBytes || !is_valid_utf8(p.name))
                 return error(StatusCode::InvalidArgument, where + ": a tensor of role other needs a UTF-8 name");
         } else {
-            const RoleAndLayer back = parse_gguf_name(p.name);
+            const RoleAndLayer back = parse_tensor_name(arch, NameFormat::Gguf, p.name);
             if (back.role != w.role || back.layer != w.layer)
                 return error(StatusCode::InvalidArgument, path + ": role " + std::string(role_name(w.role)) +
                                                               " with layer " + std::to_string(w.layer) +
@@ -282,9 +291,9 @@ Status plan_tensors(const std::string& path, const ModelConfig& config, const st
         auto bytes = dtype_storage_bytes(dtype, p.n_elements);
         if (!bytes) return error(StatusCode::InvalidArgument, where + ": data size overflows");
         p.n_bytes = *bytes;
-        if (rope_reorder_needed(w.role, config.rope_style, RopeStyle::Interleaved)) {
+        if (rope_reorder_needed(w.role, config.rope_style, arch.gguf_rope)) {
             if (Status st = check_rope_reorderable(config, w.shape, where); !st) return st;
-            p.to_interleaved = true;
+            p.reorder = true;
         }
         p.offset = offset;
         if (!checked_add(offset, align_up(p.n_bytes), offset))
@@ -368,10 +377,10 @@ Status write_gguf(const std::string& path, const ModelConfig& config, const std:
         if (f.bytes_written() != data_start + p.offset)
             return error(StatusCode::Internal, path + ": tensor '" + p.name + "' written at the wrong offset");
         std::vector<float> reordered;  // one tensor at a time, so memory stays at one matrix
-        if (p.to_interleaved)
+        if (p.reorder)
             reordered = rope_reorder(p.src->data, p.src->shape[0], p.src->shape[1], config.head_size(),
-                                     config.rope_style, RopeStyle::Interleaved);
-        if (Status s = write_tensor_data(f, p, p.to_interleaved ? reordered.data() : p.src->data); !s) return s;
+                                     config.rope_style, arch_for_writing(config.architecture).gguf_rope);
+        if (Status s = write_tensor_data(f, p, p.reorder ? reordered.data() : p.src->data); !s) return s;
         if (Status s = f.write_zeros(align_up(p.n_bytes) - p.n_bytes); !s) return s;
     }
     return f.commit();

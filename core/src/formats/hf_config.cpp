@@ -1,6 +1,7 @@
 #include "formats/hf_config.h"
 
 #include "common/mapped_file.h"
+#include "gkq/arch.h"
 
 #include <cctype>
 #include <cstdio>
@@ -220,38 +221,47 @@ Status read_hf_config(const std::string& path, ModelConfig& config, Metadata& me
     if (!cfg.is_object())
         return error(StatusCode::Corrupt, path + ": the top level is a JSON " + cfg.type_name() + ", not an object");
 
+    // The row whose keys to read: by model_type, else by the first "architectures" class (type errors in
+    // either are reported below, after the keys, as before the table existed); llama's keys otherwise.
+    const ArchNameKeys& names = arch_name_keys();
+    const std::string type_key(names.hf_model_type);
+    const std::string arch_key(names.hf_architectures);
+    auto type = cfg.find(type_key);
+    auto arch = cfg.find(arch_key);
+    const ArchSpec* spec = nullptr;
+    if (type != cfg.end() && type->is_string())
+        spec = find_arch_hf_model_type(type->get_ref<const std::string&>());
+    else if ((type == cfg.end() || type->is_null()) && arch != cfg.end() && arch->is_array() && !arch->empty() &&
+             arch->front().is_string())
+        spec = find_arch_hf_class(arch->front().get_ref<const std::string&>());
+    const ArchSpec& keys = spec != nullptr ? *spec : default_arch();
+
     ModelConfig c;
-    const std::pair<const char*, int64_t*> counts[] = {
-        {"hidden_size", &c.dim},
-        {"intermediate_size", &c.hidden_dim},
-        {"num_hidden_layers", &c.n_layers},
-        {"num_attention_heads", &c.n_heads},
-        {"num_key_value_heads", &c.n_kv_heads},
-        {"vocab_size", &c.vocab_size},
-        {"max_position_embeddings", &c.context_length},
-    };
-    for (auto [key, field] : counts) {
-        if (Status s = read_count(cfg, key, path, *field); !s) return s;
+    for (const HParamKey& k : keys.hf_keys) {
+        const std::string key(k.key);
+        const HParamField f = hparam_field(k.param, c);
+        Status s;
+        switch (hparam_kind(k.param)) {
+            case HParamKind::Count: s = read_count(cfg, key.c_str(), path, *f.count); break;
+            case HParamKind::Real: s = read_number(cfg, key.c_str(), path, *f.real); break;
+            case HParamKind::Flag: s = read_bool(cfg, key.c_str(), path, *f.flag); break;
+        }
+        if (!s) return s;
     }
-    if (Status s = read_number(cfg, "rope_theta", path, c.rope_theta); !s) return s;
-    if (Status s = read_number(cfg, "rms_norm_eps", path, c.norm_eps); !s) return s;
-    bool tied = c.shared_classifier;
-    if (Status s = read_bool(cfg, "tie_word_embeddings", path, tied); !s) return s;
-    c.shared_classifier = tied;
     if (c.n_kv_heads == 0) c.n_kv_heads = c.n_heads;
 
-    auto arch = cfg.find("architectures");
     if (arch != cfg.end() && !arch->is_null()) {
-        if (!arch->is_array()) return field_error(path, "architectures", "an array of strings", *arch);
+        if (!arch->is_array()) return field_error(path, arch_key.c_str(), "an array of strings", *arch);
         for (const json& a : *arch)
-            if (!a.is_string()) return field_error(path, "architectures", "an array of strings", *arch);
+            if (!a.is_string()) return field_error(path, arch_key.c_str(), "an array of strings", *arch);
     }
-    auto type = cfg.find("model_type");
     if (type != cfg.end() && !type->is_null()) {
-        if (!type->is_string()) return field_error(path, "model_type", "a string", *type);
+        if (!type->is_string()) return field_error(path, type_key.c_str(), "a string", *type);
         c.architecture = type->get<std::string>();
+    } else if (spec != nullptr) {
+        c.architecture = std::string(spec->name);
     } else if (arch != cfg.end() && arch->is_array() && !arch->empty()) {
-        // No model_type: "MistralForCausalLM" -> "mistral".
+        // A class the table does not know: "FooForCausalLM" -> "foo".
         std::string a = arch->front().get<std::string>();
         if (size_t p = a.find("For"); p != std::string::npos && p > 0) {
             c.architecture.clear();
@@ -259,7 +269,7 @@ Status read_hf_config(const std::string& path, ModelConfig& config, Metadata& me
                 c.architecture += static_cast<char>(std::tolower(static_cast<unsigned char>(a[i])));
         }
     }
-    if (c.architecture.empty()) c.architecture = "llama";
+    if (c.architecture.empty()) c.architecture = std::string(default_arch().name);
 
     for (auto it = cfg.begin(); it != cfg.end(); ++it) {
         const json& v = it.value();
@@ -283,20 +293,23 @@ Status read_hf_config(const std::string& path, ModelConfig& config, Metadata& me
 }
 
 std::string hf_config_json(const ModelConfig& config, DType dtype) {
+    const ArchSpec& a = arch_for_writing(config.architecture);
+    const ArchNameKeys& names = arch_name_keys();
+    ModelConfig c = config;
+    if (c.n_kv_heads <= 0) c.n_kv_heads = c.n_heads;
     nlohmann::ordered_json j;
-    j["architectures"] = {"LlamaForCausalLM"};
-    j["model_type"] = "llama";
-    j["hidden_size"] = config.dim;
-    j["intermediate_size"] = config.hidden_dim;
-    j["num_hidden_layers"] = config.n_layers;
-    j["num_attention_heads"] = config.n_heads;
-    j["num_key_value_heads"] = config.n_kv_heads > 0 ? config.n_kv_heads : config.n_heads;
-    j["vocab_size"] = config.vocab_size;
-    j["max_position_embeddings"] = config.context_length;
-    j["rope_theta"] = config.rope_theta;
-    j["rms_norm_eps"] = config.norm_eps;
-    j["tie_word_embeddings"] = config.shared_classifier;
-    j["hidden_act"] = "silu";
+    j[std::string(names.hf_architectures)] = nlohmann::ordered_json::array({std::string(a.hf_classes.front())});
+    j[std::string(names.hf_model_type)] = std::string(a.hf_model_type);
+    for (const HParamKey& k : a.hf_keys) {
+        const HParamField f = hparam_field(k.param, c);
+        auto& v = j[std::string(k.key)];
+        switch (hparam_kind(k.param)) {
+            case HParamKind::Count: v = *f.count; break;
+            case HParamKind::Real: v = *f.real; break;
+            case HParamKind::Flag: v = *f.flag; break;
+        }
+    }
+    j[std::string(names.hf_activation)] = std::string(a.hf_activation);
     j["torch_dtype"] = torch_dtype_name(dtype);
     return j.dump(2) + "\n";
 }

@@ -26,12 +26,13 @@ Status parse_json_strict(std::string_view text, const std::string& file, const c
 // A value's JSON text, cut to 40 characters, for error messages.
 std::string json_excerpt(const nlohmann::json& v);
 
-// Reads the config.json at `path` into `config` (fields it lacks keep their defaults) and copies its scalar
-// entries into `metadata` as "config.<key>". Missing file: NotFound. Malformed JSON or a field of the wrong
-// type: Corrupt, naming the file and the field.
+// Reads the config.json at `path` into `config` with the keys of its architecture's row (llama's when the table
+// has none; fields it lacks keep their defaults) and copies its scalar entries into `metadata` as "config.<key>".
+// Missing file: NotFound. Malformed JSON or a field of the wrong type: Corrupt, naming the file and the field.
 Status read_hf_config(const std::string& path, ModelConfig& config, Metadata& metadata);
 
-// config.json text for a LlamaForCausalLM with weights stored as `dtype` (torch_dtype).
+// config.json text for `config`, in the names and keys of arch_for_writing(config.architecture), with weights
+// stored as `dtype` (torch_dtype).
 std::string hf_config_json(const ModelConfig& config, DType dtype);
 
 }  // namespace gkq

@@ -136,10 +136,7 @@ Status parse_tensor(const std::string& file, const std::string& name, const json
                                 std::to_string(end - begin) + " bytes, but shape " + shape_to_string(shape) + " as " +
                                 dtype_str + " needs " + std::to_string(n_bits / 8));
 
-    const RoleAndLayer rl = parse_hf_name(name);
-    t.name = name;
-    t.role = rl.role;
-    t.layer = rl.layer;
+    t.name = name;  // role and layer: from the architecture's names once config.json is read
     t.shape = std::move(shape);
     t.dtype = dt->dtype;
     t.type_name = dtype_str;
@@ -325,8 +322,15 @@ Result<ModelFileDataPtr> read_safetensors(const std::string& path) {
         d->format_detail = "safetensors";
     }
     if (Status s = read_config_beside(path, *d); !s) return s;
-    // HF checkpoints pair rotary dimensions (i, i + head_size/2): their q/k rows are stored half-split.
-    d->config.rope_style = RopeStyle::HalfSplit;
+    // The architecture's HF names and rotary layout (HF checkpoints pair rotary dimensions (i, i + head_size/2):
+    // their q/k rows are stored half-split); llama's names without config.json or for unknown architectures.
+    const ArchSpec& arch = arch_or_default(d->config.architecture);
+    for (Tensor& t : d->tensors) {
+        const RoleAndLayer rl = parse_tensor_name(arch, NameFormat::Hf, t.name);
+        t.role = rl.role;
+        t.layer = rl.layer;
+    }
+    d->config.rope_style = arch.hf_rope;
     return d;
 }
 

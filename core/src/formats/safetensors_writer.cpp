@@ -1,15 +1,15 @@
-// safetensors writer (layout: see safetensors_reader.cpp) and the config.json beside it, in HF's conventions
-// (names, half-split rotary layout of q/k rows).
+// safetensors writer (layout: see safetensors_reader.cpp) and the config.json beside it, in HF's conventions as
+// the architecture's row gives them (arch_for_writing: names, keys, the half-split rotary layout of q/k rows).
 // The header is compact JSON with "__metadata__" first and the tensors in the caller's order, each as
 // {"dtype", "shape", "data_offsets"}; it is padded with spaces so the data section starts 8-byte aligned,
 // as the reference implementation does.
 #include "common/byte_reader.h"
 #include "formats/hf_config.h"
 #include "formats/rope_layout.h"
+#include "gkq/arch.h"
 #include "gkq/atomic_file.h"
 #include "gkq/convert.h"
 #include "gkq/model_writer.h"
-#include "gkq/naming.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -63,12 +63,13 @@ Status write_safetensors(const std::string& path, const ModelConfig& config, con
                      path + ": safetensors export supports F32, F16 and BF16, not " + std::string(dtype_name(dtype)));
     const uint64_t elem_bytes = dtype == DType::F32 ? 4 : 2;
 
+    const ArchSpec& arch = arch_for_writing(config.architecture);
     std::vector<Planned> plan;
     std::unordered_set<std::string> names;
     uint64_t offset = 0;
     for (const WriteTensor& t : tensors) {
         Planned p;
-        p.name = t.role == TensorRole::Other ? t.name : hf_name(t.role, t.layer);
+        p.name = t.role == TensorRole::Other ? t.name : tensor_name(arch, NameFormat::Hf, t.role, t.layer);
         if (p.name.empty() || p.name == "__metadata__" || !is_valid_utf8(p.name))
             return error(StatusCode::InvalidArgument, path + ": a tensor of role " + std::string(role_name(t.role)) +
                                                           " has no usable name ('" + p.name + "')");
@@ -91,10 +92,10 @@ Status write_safetensors(const std::string& path, const ModelConfig& config, con
     }
 
     // q/k of an interleaved model are reordered into HF's layout, so that the file means what HF readers (and
-    // ours, which label every safetensors model HalfSplit) take it to mean.
+    // ours, which label safetensors models with the row's hf_rope) take it to mean.
     std::vector<bool> reorder(tensors.size(), false);
     for (size_t i = 0; i < tensors.size(); ++i) {
-        if (!rope_reorder_needed(tensors[i].role, config.rope_style, RopeStyle::HalfSplit)) continue;
+        if (!rope_reorder_needed(tensors[i].role, config.rope_style, arch.hf_rope)) continue;
         if (Status st = check_rope_reorderable(config, tensors[i].shape, path + ": tensor '" + plan[i].name + "'"); !st)
             return st;
         reorder[i] = true;
@@ -142,8 +143,8 @@ Status write_safetensors(const std::string& path, const ModelConfig& config, con
         const WriteTensor& t = tensors[i];
         std::vector<float> reordered;  // one tensor at a time, so memory stays at one matrix
         if (reorder[i])
-            reordered = rope_reorder(t.data, t.shape[0], t.shape[1], config.head_size(), config.rope_style,
-                                     RopeStyle::HalfSplit);
+            reordered =
+                rope_reorder(t.data, t.shape[0], t.shape[1], config.head_size(), config.rope_style, arch.hf_rope);
         if (Status s = write_data(*file, dtype, reorder[i] ? reordered.data() : t.data, plan[i].n_elements); !s)
             return s;
     }

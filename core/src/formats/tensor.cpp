@@ -1,25 +1,8 @@
 #include "gkq/tensor.h"
 
-#include <array>
-
 namespace gkq {
 
-namespace {
-constexpr std::array<std::string_view, 13> kRoleNames = {
-    "token_embd", "attn_q",    "attn_k",   "attn_v",      "attn_o", "ffn_gate", "ffn_up",
-    "ffn_down",   "attn_norm", "ffn_norm", "output_norm", "output", "other",
-};
-}
-
-std::string_view role_name(TensorRole r) {
-    return kRoleNames[static_cast<size_t>(r)];
-}
-
-TensorRole role_from_name(std::string_view name) {
-    for (size_t i = 0; i < kRoleNames.size(); ++i)
-        if (kRoleNames[i] == name) return static_cast<TensorRole>(i);
-    return TensorRole::Other;
-}
+// role_name() and role_from_name() are with the architecture table (arch_table.cpp).
 
 bool role_is_matrix(TensorRole r) {
     switch (r) {

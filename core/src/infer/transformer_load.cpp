@@ -3,6 +3,7 @@
 #include "gkq/transformer.h"
 
 #include "common/byte_reader.h"
+#include "gkq/arch.h"
 #include "gkq/convert.h"
 #include "gkq/model_file.h"
 #include "gkq/naming.h"
@@ -30,9 +31,9 @@ std::string weight_label(TensorRole role, int32_t layer) {
 
 Status check_config(const ModelConfig& c) {
     auto bad = [](const std::string& what) { return error(StatusCode::Unsupported, "transformer: " + what); };
-    // Llama-family models this forward pass computes exactly: no biases, no sliding window below 4096 positions.
-    if (c.architecture != "llama" && c.architecture != "mistral")
-        return bad("architecture '" + c.architecture + "' is not supported (llama and mistral are)");
+    // The architectures of the table, whose blocks this forward pass computes (llama's: no biases, RMSNorm, SiLU).
+    if (find_arch(c.architecture) == nullptr)
+        return bad("architecture '" + c.architecture + "' is not supported (" + arch_names_list() + " are)");
     if (c.dim <= 0 || c.hidden_dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 ||
         c.vocab_size <= 0 || c.context_length <= 0)
         return bad("config has a non-positive size (dim " + std::to_string(c.dim) + ", hidden_dim " +
@@ -66,23 +67,26 @@ struct Required {
     int64_t cols;
 };
 
+// Every role the architecture's row stores, with the shape the config implies, in the row's order with its block
+// tensors repeated for each layer; the output projection only when the classifier is not shared.
 std::vector<Required> required_weights(const ModelConfig& c) {
+    const ArchSpec& arch = arch_or_default(c.architecture);
     std::vector<Required> r;
-    const int64_t kv = c.kv_dim();
-    r.push_back({TensorRole::TokenEmbd, -1, c.vocab_size, c.dim});
-    for (int32_t l = 0; l < c.n_layers; ++l) {
-        r.push_back({TensorRole::AttnNorm, l, c.dim, 0});
-        r.push_back({TensorRole::AttnQ, l, c.dim, c.dim});
-        r.push_back({TensorRole::AttnK, l, kv, c.dim});
-        r.push_back({TensorRole::AttnV, l, kv, c.dim});
-        r.push_back({TensorRole::AttnO, l, c.dim, c.dim});
-        r.push_back({TensorRole::FfnNorm, l, c.dim, 0});
-        r.push_back({TensorRole::FfnGate, l, c.hidden_dim, c.dim});
-        r.push_back({TensorRole::FfnDown, l, c.dim, c.hidden_dim});
-        r.push_back({TensorRole::FfnUp, l, c.hidden_dim, c.dim});
+    auto add = [&](const TensorSpec& t, int32_t layer) {
+        if (t.need == Need::Untied && c.shared_classifier) return;
+        for (const RolePart& p : t.parts) r.push_back({p.role, layer, size_value(p.rows, c), size_value(t.cols, c)});
+    };
+    bool blocks_added = false;
+    for (const TensorSpec& t : arch.tensors) {
+        if (!t.per_layer()) {
+            add(t, -1);
+        } else if (!blocks_added) {
+            blocks_added = true;
+            for (int32_t l = 0; l < c.n_layers; ++l)
+                for (const TensorSpec& b : arch.tensors)
+                    if (b.per_layer()) add(b, l);
+        }
     }
-    r.push_back({TensorRole::OutputNorm, -1, c.dim, 0});
-    if (!c.shared_classifier) r.push_back({TensorRole::Output, -1, c.vocab_size, c.dim});
     return r;
 }
 

@@ -1,0 +1,184 @@
+// Lookups over the architecture table and the name patterns' grammar: "%d" in a tensor name pattern stands for
+// a block index (decimal, non-negative), "%s" in a GGUF key pattern for the GGUF architecture name. The rows
+// themselves are in arch_table.cpp.
+#include "gkq/arch.h"
+
+#include <charconv>
+
+namespace gkq {
+
+namespace {
+
+constexpr std::string_view kLayerMark = "%d";
+
+// The block index of `name` under `pattern` ("<pre>%d<post>"): the digits after <pre> up to where <post>
+// begins. With `whole`, the rest of the name must equal <post>; otherwise it must start with it. -1: no match.
+int32_t match_layer(std::string_view pattern, std::string_view name, bool whole) {
+    const size_t mark = pattern.find(kLayerMark);
+    if (mark == std::string_view::npos) return -1;
+    const std::string_view pre = pattern.substr(0, mark);
+    const std::string_view post = pattern.substr(mark + kLayerMark.size());
+    if (name.substr(0, pre.size()) != pre) return -1;
+    name.remove_prefix(pre.size());
+    const size_t end = post.empty() ? name.size() : name.find(post.front());
+    if (end == 0 || end == std::string_view::npos) return -1;
+    int32_t layer = -1;
+    auto [p, ec] = std::from_chars(name.data(), name.data() + end, layer);
+    if (ec != std::errc() || p != name.data() + end || layer < 0) return -1;
+    const std::string_view rest = name.substr(end);
+    if (whole ? rest != post : rest.substr(0, post.size()) != post) return -1;
+    return layer;
+}
+
+std::string_view pattern_of(const TensorSpec& t, NameFormat f) {
+    return f == NameFormat::Hf ? t.hf : t.gguf;
+}
+
+}  // namespace
+
+int64_t size_value(Size s, const ModelConfig& c) {
+    switch (s) {
+        case Size::None: return 0;
+        case Size::Embd: return c.dim;
+        case Size::Ffn: return c.hidden_dim;
+        case Size::Vocab: return c.vocab_size;
+        case Size::QOut: return c.n_heads * c.head_size();
+        case Size::KvOut: return c.n_kv_heads * c.head_size();
+    }
+    return 0;
+}
+
+HParamKind hparam_kind(HParam p) {
+    switch (p) {
+        case HParam::RopeTheta:
+        case HParam::NormEps: return HParamKind::Real;
+        case HParam::Tied: return HParamKind::Flag;
+        default: return HParamKind::Count;
+    }
+}
+
+HParamField hparam_field(HParam p, ModelConfig& c) {
+    HParamField f;
+    switch (p) {
+        case HParam::Embd: f.count = &c.dim; break;
+        case HParam::Ffn: f.count = &c.hidden_dim; break;
+        case HParam::Layers: f.count = &c.n_layers; break;
+        case HParam::Heads: f.count = &c.n_heads; break;
+        case HParam::KvHeads: f.count = &c.n_kv_heads; break;
+        case HParam::Vocab: f.count = &c.vocab_size; break;
+        case HParam::Context: f.count = &c.context_length; break;
+        case HParam::RopeTheta: f.real = &c.rope_theta; break;
+        case HParam::NormEps: f.real = &c.norm_eps; break;
+        case HParam::Tied: f.flag = &c.shared_classifier; break;
+    }
+    return f;
+}
+
+std::string gguf_key(std::string_view pattern, std::string_view gguf_arch) {
+    std::string key(pattern);
+    if (size_t p = key.find("%s"); p != std::string::npos) key.replace(p, 2, gguf_arch);
+    return key;
+}
+
+bool TensorSpec::per_layer() const {
+    return hf.find(kLayerMark) != std::string_view::npos || gguf.find(kLayerMark) != std::string_view::npos;
+}
+
+// ---------------------------------------------------------------- lookups
+
+const ArchSpec* find_arch(std::string_view name) {
+    for (const ArchSpec& a : arch_table())
+        if (a.name == name) return &a;
+    return nullptr;
+}
+
+const ArchSpec* find_arch_gguf(std::string_view gguf_name) {
+    for (const ArchSpec& a : arch_table())
+        if (a.gguf_name == gguf_name) return &a;
+    return find_arch(gguf_name);
+}
+
+const ArchSpec* find_arch_hf_model_type(std::string_view model_type) {
+    for (const ArchSpec& a : arch_table())
+        if (a.hf_model_type == model_type) return &a;
+    return nullptr;
+}
+
+const ArchSpec* find_arch_hf_class(std::string_view hf_class) {
+    for (const ArchSpec& a : arch_table())
+        for (std::string_view c : a.hf_classes)
+            if (c == hf_class) return &a;
+    return nullptr;
+}
+
+const ArchSpec& arch_or_default(std::string_view name) {
+    const ArchSpec* a = find_arch(name);
+    return a != nullptr ? *a : default_arch();
+}
+
+const ArchSpec& arch_for_writing(std::string_view name) {
+    const ArchSpec* a = find_arch(name);
+    if (a == nullptr) return default_arch();
+    return arch_or_default(a->written_as);
+}
+
+std::string arch_names_list() {
+    const auto& t = arch_table();
+    std::string s;
+    for (size_t i = 0; i < t.size(); ++i) {
+        if (i > 0) s += i + 1 == t.size() ? " and " : ", ";
+        s += t[i].name;
+    }
+    return s;
+}
+
+// ---------------------------------------------------------------- tensor names
+
+TensorMatch match_tensor(const ArchSpec& arch, NameFormat format, std::string_view name) {
+    for (const TensorSpec& t : arch.tensors)
+        if (!t.per_layer() && !pattern_of(t, format).empty() && pattern_of(t, format) == name) return {&t, -1};
+    const int32_t layer = match_layer(format == NameFormat::Hf ? arch.hf_block : arch.gguf_block, name, false);
+    if (layer < 0) return {};
+    for (const TensorSpec& t : arch.tensors)
+        if (t.per_layer() && match_layer(pattern_of(t, format), name, true) == layer) return {&t, layer};
+    return {nullptr, layer};
+}
+
+TensorRole listed_role(const TensorMatch& m) {
+    return m.spec != nullptr && m.spec->parts.size() == 1 ? m.spec->parts.front().role : TensorRole::Other;
+}
+
+std::string tensor_name(const TensorSpec& spec, NameFormat format, int32_t layer) {
+    std::string name(pattern_of(spec, format));
+    if (size_t p = name.find(kLayerMark); p != std::string::npos)
+        name.replace(p, kLayerMark.size(), std::to_string(layer));
+    return name;
+}
+
+const TensorSpec* find_tensor(const ArchSpec& arch, TensorRole role) {
+    for (const TensorSpec& t : arch.tensors)
+        if (t.parts.size() == 1 && t.parts.front().role == role) return &t;
+    return nullptr;
+}
+
+std::string tensor_name(const ArchSpec& arch, NameFormat format, TensorRole role, int32_t layer) {
+    if (role == TensorRole::Other) return {};
+    const TensorSpec* t = find_tensor(arch, role);
+    return t != nullptr ? tensor_name(*t, format, layer) : std::string();
+}
+
+RowRange part_rows(const TensorSpec& spec, size_t part, const ModelConfig& c) {
+    RowRange r;
+    for (size_t i = 0; i < part && i < spec.parts.size(); ++i) r.begin += size_value(spec.parts[i].rows, c);
+    if (part < spec.parts.size()) r.count = size_value(spec.parts[part].rows, c);
+    return r;
+}
+
+std::vector<int64_t> stored_shape(const TensorSpec& spec, const ModelConfig& c) {
+    int64_t rows = 0;
+    for (const RolePart& p : spec.parts) rows += size_value(p.rows, c);
+    if (spec.cols == Size::None) return {rows};
+    return {rows, size_value(spec.cols, c)};
+}
+
+}  // namespace gkq

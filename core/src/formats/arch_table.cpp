@@ -1,0 +1,135 @@
+// The architecture rows (see gkq/arch.h) and our own role names: the one file that spells the file formats'
+// tensor names and hyperparameter keys. Names follow llama.cpp's llama-arch.cpp (GGUF) and the HF transformers
+// modeling files (HF); shapes are PyTorch's (out_features, in_features).
+#include "gkq/arch.h"
+
+#include <array>
+
+namespace gkq {
+
+namespace {
+
+// ---------------------------------------------------------------- shared by the llama family
+// Functions rather than globals: the table may be built during another file's static initialization.
+
+std::vector<HParamKey> llama_hf_keys() {
+    return {
+        {HParam::Embd, "hidden_size"},
+        {HParam::Ffn, "intermediate_size"},
+        {HParam::Layers, "num_hidden_layers"},
+        {HParam::Heads, "num_attention_heads"},
+        {HParam::KvHeads, "num_key_value_heads"},
+        {HParam::Vocab, "vocab_size"},
+        {HParam::Context, "max_position_embeddings"},
+        {HParam::RopeTheta, "rope_theta"},
+        {HParam::NormEps, "rms_norm_eps"},
+        {HParam::Tied, "tie_word_embeddings"},
+    };
+}
+
+// GGUF stores no tied flag: a tied model has no output.weight.
+std::vector<HParamKey> llama_gguf_keys() {
+    return {
+        {HParam::Context, "%s.context_length"},
+        {HParam::Embd, "%s.embedding_length"},
+        {HParam::Ffn, "%s.feed_forward_length"},
+        {HParam::Layers, "%s.block_count"},
+        {HParam::Heads, "%s.attention.head_count"},
+        {HParam::KvHeads, "%s.attention.head_count_kv"},
+        {HParam::Vocab, "%s.vocab_size"},
+        {HParam::RopeTheta, "%s.rope.freq_base"},
+        {HParam::NormEps, "%s.attention.layer_norm_rms_epsilon"},
+    };
+}
+
+TensorSpec one(std::string_view hf, std::string_view gguf, TensorRole role, Size rows, Size cols,
+               Need need = Need::Always) {
+    return TensorSpec{hf, gguf, {RolePart{role, rows}}, cols, need};
+}
+
+// token_embd, one block in the order the transformer loads it, output_norm, output.
+std::vector<TensorSpec> llama_tensors() {
+    using R = TensorRole;
+    return {
+        one("model.embed_tokens.weight", "token_embd.weight", R::TokenEmbd, Size::Vocab, Size::Embd),
+        one("model.layers.%d.input_layernorm.weight", "blk.%d.attn_norm.weight", R::AttnNorm, Size::Embd, Size::None),
+        one("model.layers.%d.self_attn.q_proj.weight", "blk.%d.attn_q.weight", R::AttnQ, Size::QOut, Size::Embd),
+        one("model.layers.%d.self_attn.k_proj.weight", "blk.%d.attn_k.weight", R::AttnK, Size::KvOut, Size::Embd),
+        one("model.layers.%d.self_attn.v_proj.weight", "blk.%d.attn_v.weight", R::AttnV, Size::KvOut, Size::Embd),
+        one("model.layers.%d.self_attn.o_proj.weight", "blk.%d.attn_output.weight", R::AttnO, Size::Embd, Size::QOut),
+        one("model.layers.%d.post_attention_layernorm.weight", "blk.%d.ffn_norm.weight", R::FfnNorm, Size::Embd,
+            Size::None),
+        one("model.layers.%d.mlp.gate_proj.weight", "blk.%d.ffn_gate.weight", R::FfnGate, Size::Ffn, Size::Embd),
+        one("model.layers.%d.mlp.down_proj.weight", "blk.%d.ffn_down.weight", R::FfnDown, Size::Embd, Size::Ffn),
+        one("model.layers.%d.mlp.up_proj.weight", "blk.%d.ffn_up.weight", R::FfnUp, Size::Ffn, Size::Embd),
+        one("model.norm.weight", "output_norm.weight", R::OutputNorm, Size::Embd, Size::None),
+        one("lm_head.weight", "output.weight", R::Output, Size::Vocab, Size::Embd, Need::Untied),
+    };
+}
+
+ArchSpec llama_family(std::string_view name, std::string_view hf_class, std::string_view gguf_name) {
+    ArchSpec a;
+    a.name = name;
+    a.hf_classes = {hf_class};
+    a.hf_model_type = name;
+    a.gguf_name = gguf_name;
+    a.written_as = "llama";
+    a.hf_keys = llama_hf_keys();
+    a.gguf_keys = llama_gguf_keys();
+    a.hf_block = "model.layers.%d.";
+    a.gguf_block = "blk.%d.";
+    a.tensors = llama_tensors();
+    a.hf_rope = RopeStyle::HalfSplit;      // HF rotates halves (i, i + head_size/2)
+    a.gguf_rope = RopeStyle::Interleaved;  // llama.cpp's converter permutes q/k to adjacent pairs (LLAMA rope)
+    a.hf_activation = "silu";
+    return a;
+}
+
+// ---------------------------------------------------------------- the rows
+
+std::vector<ArchSpec> make_table() {
+    std::vector<ArchSpec> t;
+    t.push_back(llama_family("llama", "LlamaForCausalLM", "llama"));
+    // Mistral is llama with an optional sliding window (a config value the forward pass does not apply yet).
+    // llama.cpp's converter writes it as general.architecture llama; our writers write it as llama too, so an
+    // exported file never claims a window it was not computed with.
+    ArchSpec mistral = llama_family("mistral", "MistralForCausalLM", "llama");
+    mistral.block.sliding_window = true;
+    t.push_back(std::move(mistral));
+    return t;
+}
+
+constexpr std::array<std::string_view, 13> kRoleNames = {
+    "token_embd", "attn_q",    "attn_k",   "attn_v",      "attn_o", "ffn_gate", "ffn_up",
+    "ffn_down",   "attn_norm", "ffn_norm", "output_norm", "output", "other",
+};
+
+}  // namespace
+
+const std::vector<ArchSpec>& arch_table() {
+    static const std::vector<ArchSpec> table = make_table();
+    return table;
+}
+
+const ArchSpec& default_arch() {
+    return arch_table().front();
+}
+
+const ArchNameKeys& arch_name_keys() {
+    static const ArchNameKeys keys{"general.architecture", "architectures", "model_type", "hidden_act"};
+    return keys;
+}
+
+// Our own identifiers for roles (JSON output, rknot files, messages), not a file format's names; here because
+// several of them equal GGUF's tensor names.
+std::string_view role_name(TensorRole r) {
+    return kRoleNames[static_cast<size_t>(r)];
+}
+
+TensorRole role_from_name(std::string_view name) {
+    for (size_t i = 0; i < kRoleNames.size(); ++i)
+        if (kRoleNames[i] == name) return static_cast<TensorRole>(i);
+    return TensorRole::Other;
+}
+
+}  // namespace gkq

@@ -1,0 +1,290 @@
+// The architecture table (gkq/arch.h): every row consistent with itself, names that round-trip through match and
+// format in both conventions, the exact names and shapes llama.cpp and HF use for llama, lookups by every kind
+// of name, and the fused-tensor mechanism on a test-only Phi-3-style row (no row of the table fuses yet).
+#include "gkq/arch.h"
+#include "gkq/naming.h"
+
+#include <QtTest>
+
+#include <set>
+
+using namespace gkq;
+
+namespace {
+
+ModelConfig small_config() {
+    ModelConfig c;
+    c.dim = 64;
+    c.hidden_dim = 192;
+    c.n_layers = 5;
+    c.n_heads = 8;
+    c.n_kv_heads = 4;
+    c.vocab_size = 512;
+    return c;
+}
+
+const TensorSpec& spec_of(const ArchSpec& a, TensorRole role) {
+    const TensorSpec* t = find_tensor(a, role);
+    if (t == nullptr) qFatal("no tensor of role %s", std::string(role_name(role)).c_str());
+    return *t;
+}
+
+// Llama with q/k/v and gate/up fused as Phi-3 stores them (HF qkv_proj / gate_up_proj, GGUF attn_qkv / ffn_up).
+ArchSpec fused_row() {
+    ArchSpec a = default_arch();
+    a.name = "test-fused";
+    std::vector<TensorSpec> kept;
+    for (const TensorSpec& t : a.tensors) {
+        const TensorRole r = t.parts.front().role;
+        if (r == TensorRole::AttnQ || r == TensorRole::AttnK || r == TensorRole::AttnV || r == TensorRole::FfnGate ||
+            r == TensorRole::FfnUp)
+            continue;
+        kept.push_back(t);
+    }
+    kept.push_back(TensorSpec{
+        "model.layers.%d.self_attn.qkv_proj.weight",
+        "blk.%d.attn_qkv.weight",
+        {{TensorRole::AttnQ, Size::QOut}, {TensorRole::AttnK, Size::KvOut}, {TensorRole::AttnV, Size::KvOut}},
+        Size::Embd});
+    kept.push_back(TensorSpec{"model.layers.%d.mlp.gate_up_proj.weight",
+                              "blk.%d.ffn_up.weight",
+                              {{TensorRole::FfnGate, Size::Ffn}, {TensorRole::FfnUp, Size::Ffn}},
+                              Size::Embd});
+    a.tensors = std::move(kept);
+    return a;
+}
+
+}  // namespace
+
+class TestArch : public QObject {
+    Q_OBJECT
+
+private slots:
+    void rowsAreConsistent() {
+        std::set<std::string_view> names;
+        for (const ArchSpec& a : arch_table()) {
+            QVERIFY2(names.insert(a.name).second, std::string(a.name).c_str());
+            QVERIFY(!a.hf_classes.empty());
+            QVERIFY(!a.hf_model_type.empty());
+            QVERIFY(!a.gguf_name.empty());
+            QVERIFY2(find_arch(a.written_as) != nullptr, std::string(a.name).c_str());
+            QVERIFY(!a.hf_activation.empty());
+            for (std::string_view block : {a.hf_block, a.gguf_block}) QVERIFY(block.find("%d") != std::string::npos);
+            for (const HParamKey& k : a.gguf_keys) QVERIFY(k.key.find("%s") != std::string::npos);
+            std::set<TensorRole> roles;
+            for (const TensorSpec& t : a.tensors) {
+                QVERIFY(!t.parts.empty());
+                QVERIFY(!t.hf.empty() || !t.gguf.empty());
+                for (const RolePart& p : t.parts) {
+                    QVERIFY(p.role != TensorRole::Other);
+                    QVERIFY2(roles.insert(p.role).second, std::string(role_name(p.role)).c_str());
+                    QVERIFY(p.rows != Size::None);
+                }
+                // A block tensor has a block index in each of its names, under the row's block prefix.
+                for (auto [pattern, block] : {std::pair{t.hf, a.hf_block}, std::pair{t.gguf, a.gguf_block}}) {
+                    if (pattern.empty()) continue;
+                    QCOMPARE(pattern.find("%d") != std::string::npos, t.per_layer());
+                    if (t.per_layer()) QVERIFY(pattern.substr(0, block.size()) == block);
+                }
+            }
+            // The transformer's roles are all there: the table's rows are the architectures it runs.
+            QCOMPARE(roles.size(), size_t{12});
+        }
+    }
+
+    void hyperparameterKeysCoverTheConfig() {
+        ModelConfig c;
+        std::set<const void*> fields;
+        for (int p = 0; p <= static_cast<int>(HParam::Tied); ++p) {
+            const HParamField f = hparam_field(static_cast<HParam>(p), c);
+            const int set = (f.count != nullptr) + (f.real != nullptr) + (f.flag != nullptr);
+            QCOMPARE(set, 1);
+            QCOMPARE(f.count != nullptr, hparam_kind(static_cast<HParam>(p)) == HParamKind::Count);
+            QCOMPARE(f.real != nullptr, hparam_kind(static_cast<HParam>(p)) == HParamKind::Real);
+            QVERIFY(fields
+                        .insert(f.count  ? static_cast<const void*>(f.count)
+                                : f.real ? static_cast<const void*>(f.real)
+                                         : static_cast<const void*>(f.flag))
+                        .second);
+        }
+        for (const ArchSpec& a : arch_table()) {
+            QCOMPARE(a.hf_keys.size(), size_t{10});   // every field
+            QCOMPARE(a.gguf_keys.size(), size_t{9});  // every field but the tied flag (GGUF: no output.weight)
+        }
+        QCOMPARE(gguf_key("%s.attention.head_count_kv", "llama"), std::string("llama.attention.head_count_kv"));
+        QCOMPARE(gguf_key("general.name", "llama"), std::string("general.name"));
+    }
+
+    void llamaNamesAreLlamaCpps() {
+        const ArchSpec& a = *find_arch("llama");
+        const std::pair<TensorRole, const char*> gguf[] = {
+            {TensorRole::TokenEmbd, "token_embd.weight"},   {TensorRole::AttnNorm, "blk.3.attn_norm.weight"},
+            {TensorRole::AttnQ, "blk.3.attn_q.weight"},     {TensorRole::AttnK, "blk.3.attn_k.weight"},
+            {TensorRole::AttnV, "blk.3.attn_v.weight"},     {TensorRole::AttnO, "blk.3.attn_output.weight"},
+            {TensorRole::FfnNorm, "blk.3.ffn_norm.weight"}, {TensorRole::FfnGate, "blk.3.ffn_gate.weight"},
+            {TensorRole::FfnDown, "blk.3.ffn_down.weight"}, {TensorRole::FfnUp, "blk.3.ffn_up.weight"},
+            {TensorRole::OutputNorm, "output_norm.weight"}, {TensorRole::Output, "output.weight"},
+        };
+        const std::pair<TensorRole, const char*> hf[] = {
+            {TensorRole::TokenEmbd, "model.embed_tokens.weight"},
+            {TensorRole::AttnNorm, "model.layers.3.input_layernorm.weight"},
+            {TensorRole::AttnQ, "model.layers.3.self_attn.q_proj.weight"},
+            {TensorRole::AttnO, "model.layers.3.self_attn.o_proj.weight"},
+            {TensorRole::FfnNorm, "model.layers.3.post_attention_layernorm.weight"},
+            {TensorRole::FfnGate, "model.layers.3.mlp.gate_proj.weight"},
+            {TensorRole::FfnDown, "model.layers.3.mlp.down_proj.weight"},
+            {TensorRole::OutputNorm, "model.norm.weight"},
+            {TensorRole::Output, "lm_head.weight"},
+        };
+        for (auto [role, name] : gguf) {
+            const int32_t layer = std::string_view(name).substr(0, 4) == "blk." ? 3 : -1;
+            QCOMPARE(tensor_name(a, NameFormat::Gguf, role, layer), std::string(name));
+            QCOMPARE(gguf_name(role, layer), std::string(name));
+            QCOMPARE(parse_gguf_name(name).role, role);
+            QCOMPARE(parse_gguf_name(name).layer, layer);
+        }
+        for (auto [role, name] : hf) {
+            const int32_t layer = std::string_view(name).substr(0, 13) == "model.layers." ? 3 : -1;
+            QCOMPARE(hf_name(role, layer), std::string(name));
+            QCOMPARE(parse_hf_name(name).role, role);
+            QCOMPARE(parse_hf_name(name).layer, layer);
+        }
+        QCOMPARE(hf_name(TensorRole::Other, 0), std::string());
+        QCOMPARE(gguf_name(TensorRole::TokenEmbd, 7), std::string("token_embd.weight"));  // global: no layer
+    }
+
+    void unknownNamesKeepTheirBlock() {
+        const std::pair<const char*, RoleAndLayer> cases[] = {
+            {"blk.2.attn_q.bias", {TensorRole::Other, 2}},
+            {"blk.03.attn_q.weight", {TensorRole::AttnQ, 3}},
+            {"blk.-1.attn_q.weight", {TensorRole::Other, -1}},
+            {"blk.x.attn_q.weight", {TensorRole::Other, -1}},
+            {"blk..attn_q.weight", {TensorRole::Other, -1}},
+            {"blk.4", {TensorRole::Other, -1}},
+            {"blk.99999999999.attn_q.weight", {TensorRole::Other, -1}},
+            {"rope_freqs.weight", {TensorRole::Other, -1}},
+            {"model.layers.3.self_attn.q_proj.weight", {TensorRole::Other, -1}},  // an HF name in GGUF
+        };
+        for (auto [name, want] : cases) {
+            const RoleAndLayer got = parse_gguf_name(name);
+            QVERIFY2(got.role == want.role && got.layer == want.layer, name);
+        }
+        QCOMPARE(parse_hf_name("model.layers.11.self_attn.rotary_emb.inv_freq").layer, 11);
+        QCOMPARE(parse_hf_name("blk.3.attn_q.weight").role, TensorRole::Other);
+    }
+
+    void namesRoundTripInEveryRow() {
+        for (const ArchSpec& a : arch_table())
+            for (NameFormat f : {NameFormat::Hf, NameFormat::Gguf})
+                for (const TensorSpec& t : a.tensors)
+                    for (int32_t layer : {0, 7, 1234}) {
+                        const std::string name = tensor_name(t, f, layer);
+                        if (name.empty()) continue;
+                        const TensorMatch m = match_tensor(a, f, name);
+                        QVERIFY2(m.spec == &t, name.c_str());
+                        QCOMPARE(m.layer, t.per_layer() ? layer : -1);
+                        QCOMPARE(listed_role(m), t.parts.front().role);
+                    }
+    }
+
+    void shapesFollowTheConfig() {
+        const ModelConfig c = small_config();
+        const ArchSpec& a = default_arch();
+        using V = std::vector<int64_t>;
+        QCOMPARE(stored_shape(spec_of(a, TensorRole::TokenEmbd), c), (V{512, 64}));
+        QCOMPARE(stored_shape(spec_of(a, TensorRole::AttnQ), c), (V{64, 64}));
+        QCOMPARE(stored_shape(spec_of(a, TensorRole::AttnK), c), (V{32, 64}));
+        QCOMPARE(stored_shape(spec_of(a, TensorRole::AttnV), c), (V{32, 64}));
+        QCOMPARE(stored_shape(spec_of(a, TensorRole::AttnO), c), (V{64, 64}));
+        QCOMPARE(stored_shape(spec_of(a, TensorRole::FfnGate), c), (V{192, 64}));
+        QCOMPARE(stored_shape(spec_of(a, TensorRole::FfnDown), c), (V{64, 192}));
+        QCOMPARE(stored_shape(spec_of(a, TensorRole::AttnNorm), c), (V{64}));
+        QCOMPARE(stored_shape(spec_of(a, TensorRole::Output), c), (V{512, 64}));
+        QCOMPARE(spec_of(a, TensorRole::Output).need, Need::Untied);
+        QCOMPARE(spec_of(a, TensorRole::AttnQ).need, Need::Always);
+    }
+
+    void fusedTensorMapsToItsRoles() {
+        const ArchSpec a = fused_row();
+        ModelConfig c = small_config();
+        c.architecture = "test-fused";
+
+        const TensorMatch qkv = match_tensor(a, NameFormat::Hf, "model.layers.4.self_attn.qkv_proj.weight");
+        QVERIFY(qkv.spec != nullptr && qkv.spec->fused());
+        QCOMPARE(qkv.layer, 4);
+        QCOMPARE(listed_role(qkv), TensorRole::Other);  // its roles are its parts
+        QVERIFY(match_tensor(a, NameFormat::Gguf, "blk.4.attn_qkv.weight").spec == qkv.spec);
+        QCOMPARE(tensor_name(*qkv.spec, NameFormat::Gguf, 9), std::string("blk.9.attn_qkv.weight"));
+        QCOMPARE(stored_shape(*qkv.spec, c), (std::vector<int64_t>{128, 64}));
+        const std::pair<TensorRole, RowRange> qkv_rows[] = {
+            {TensorRole::AttnQ, {0, 64}}, {TensorRole::AttnK, {64, 32}}, {TensorRole::AttnV, {96, 32}}};
+        for (size_t i = 0; i < 3; ++i) {
+            QCOMPARE(qkv.spec->parts[i].role, qkv_rows[i].first);
+            QCOMPARE(part_rows(*qkv.spec, i, c).begin, qkv_rows[i].second.begin);
+            QCOMPARE(part_rows(*qkv.spec, i, c).count, qkv_rows[i].second.count);
+        }
+        QCOMPARE(part_rows(*qkv.spec, 3, c).count, int64_t{0});
+
+        // GGUF's ffn_up holds gate and up in this row: the same name means a different tensor than in llama's.
+        const TensorMatch up = match_tensor(a, NameFormat::Gguf, "blk.0.ffn_up.weight");
+        QVERIFY(up.spec != nullptr && up.spec->fused());
+        QCOMPARE(part_rows(*up.spec, 1, c).begin, int64_t{192});
+        QCOMPARE(stored_shape(*up.spec, c), (std::vector<int64_t>{384, 64}));
+        QCOMPARE(parse_gguf_name("blk.0.ffn_up.weight").role, TensorRole::FfnUp);
+
+        // Fused roles have no tensor of their own to be named by.
+        QVERIFY(find_tensor(a, TensorRole::AttnK) == nullptr);
+        QCOMPARE(tensor_name(a, NameFormat::Hf, TensorRole::AttnK, 0), std::string());
+        QCOMPARE(parse_tensor_name(a, NameFormat::Hf, "model.layers.0.self_attn.k_proj.weight").role,
+                 TensorRole::Other);
+        QCOMPARE(parse_tensor_name(a, NameFormat::Hf, "model.layers.0.self_attn.o_proj.weight").role,
+                 TensorRole::AttnO);
+    }
+
+    void lookups() {
+        QCOMPARE(arch_names_list(), std::string("llama and mistral"));
+        QCOMPARE(default_arch().name, std::string_view("llama"));
+        QVERIFY(find_arch("qwen2") == nullptr);
+        QCOMPARE(arch_or_default("qwen2").name, std::string_view("llama"));
+        QCOMPARE(find_arch_hf_class("MistralForCausalLM")->name, std::string_view("mistral"));
+        QCOMPARE(find_arch_hf_class("LlamaForCausalLM")->name, std::string_view("llama"));
+        QVERIFY(find_arch_hf_class("Qwen2ForCausalLM") == nullptr);
+        QCOMPARE(find_arch_hf_model_type("mistral")->name, std::string_view("mistral"));
+        // llama.cpp writes Mistral as general.architecture llama; a file that says mistral is still Mistral.
+        QCOMPARE(find_arch_gguf("llama")->name, std::string_view("llama"));
+        QCOMPARE(find_arch_gguf("mistral")->name, std::string_view("mistral"));
+        QVERIFY(find_arch_gguf("gemma2") == nullptr);
+        // Writers write Mistral (and what the table lacks) in llama's names.
+        QCOMPARE(arch_for_writing("mistral").name, std::string_view("llama"));
+        QCOMPARE(arch_for_writing("qwen2").name, std::string_view("llama"));
+        QCOMPARE(arch_name_keys().gguf_architecture, std::string_view("general.architecture"));
+    }
+
+    void ropeAndBlockFlags() {
+        for (const ArchSpec& a : arch_table()) {
+            QCOMPARE(a.hf_rope, RopeStyle::HalfSplit);
+            QCOMPARE(a.gguf_rope, RopeStyle::Interleaved);
+            const BlockFlags& b = a.block;
+            QVERIFY(!b.q_bias && !b.k_bias && !b.v_bias && !b.qk_norm && !b.post_norms);
+            QCOMPARE(b.norm, NormKind::Rms);
+            QCOMPARE(b.activation, Activation::Silu);
+            QVERIFY(!b.attn_softcap && !b.final_softcap);
+            QCOMPARE(b.embd_scale, EmbdScale::None);
+            QCOMPARE(a.hf_activation, std::string_view("silu"));
+        }
+        QVERIFY(!find_arch("llama")->block.sliding_window);
+        QVERIFY(find_arch("mistral")->block.sliding_window);
+    }
+
+    void roleNamesRoundTrip() {
+        for (int r = 0; r <= static_cast<int>(TensorRole::Other); ++r) {
+            const auto role = static_cast<TensorRole>(r);
+            QCOMPARE(role_from_name(role_name(role)), role);
+        }
+        QCOMPARE(role_name(TensorRole::AttnO), std::string_view("attn_o"));
+        QCOMPARE(role_from_name("attn_output"), TensorRole::Other);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestArch)
+#include "test_arch.moc"
