@@ -9,6 +9,9 @@
 //             for f16 / bf16)
 //   dot_f32   the dot product of n stored values with n floats: the stored values converted to f32, each
 //             multiplied by its activation and summed in f32 in ascending order from 0 (the scalar reference)
+// Adding a type (say Q4_K, listed today): a DType value (gkq/dtype.h, before Other), its row moved up into DType
+// order in dtype.cpp (a static_assert checks the order) with the row functions written in convert.cpp; the GGUF
+// reader, tensor_to_f32 and the size checks then follow from the row (the writers list the types they write).
 #pragma once
 
 #include "gkq/dtype.h"
