@@ -295,14 +295,6 @@ private:
     bool m_drawn = false;
 };
 
-int exit_code_for(const Status& s) {
-    switch (s.code()) {
-        case StatusCode::Cancelled: return kExitCancelled;
-        case StatusCode::Internal: return kExitFailure;
-        default: return kExitBadInput;
-    }
-}
-
 }  // namespace
 
 int cmd_analyze(int argc, char** argv) {
@@ -349,7 +341,7 @@ int cmd_analyze(int argc, char** argv) {
     auto model = ModelFile::open(path);
     if (!model) {
         std::fprintf(stderr, "gkq analyze: %s\n", model.message().c_str());
-        return exit_code_for(model.status());
+        return exit_code(model.status());
     }
     const auto t0 = std::chrono::steady_clock::now();
     Result<std::vector<TensorSpectrum>> result = error(StatusCode::Internal, "not run");
@@ -362,7 +354,7 @@ int cmd_analyze(int argc, char** argv) {
     }
     if (!result) {
         std::fprintf(stderr, "gkq analyze: %s\n", result.message().c_str());
-        return exit_code_for(result.status());
+        return exit_code(result.status());
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string text = json  ? json_text(*model, opt, *result, seconds)
@@ -374,7 +366,7 @@ int cmd_analyze(int argc, char** argv) {
     }
     if (Status s = write_file_atomic(output, text); !s) {
         std::fprintf(stderr, "gkq analyze: %s\n", s.message().c_str());
-        return kExitBadInput;
+        return exit_code(s);
     }
     return kExitOk;
 }

@@ -23,14 +23,9 @@ namespace gkq::cli {
 
 namespace {
 
-int exit_code_for(const Status& s) {
-    if (s.code() == StatusCode::Cancelled) return kExitCancelled;
-    return s.code() == StatusCode::Internal || s.code() == StatusCode::IoError ? kExitFailure : kExitBadInput;
-}
-
 int fail(const Status& s) {
     std::fprintf(stderr, "gkq eval: %s\n", s.message().c_str());
-    return exit_code_for(s);
+    return exit_code(s);
 }
 
 // The tokenizer: --tokenizer, else the model's own vocabulary, else the one tokenizer.bin / tok*.bin beside it.

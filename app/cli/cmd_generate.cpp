@@ -22,10 +22,6 @@ namespace gkq::cli {
 
 namespace {
 
-int exit_code_for(const Status& s) {
-    return s.code() == StatusCode::Internal || s.code() == StatusCode::IoError ? kExitFailure : kExitBadInput;
-}
-
 // The tokenizer of `model` (see gkq::tokenizer_for_model), with what to pass when there is none or several.
 Result<Tokenizer> pick_tokenizer(const LoadedModel& model, const std::string& given) {
     auto t = tokenizer_for_model(model.path, model.vocab, model.config.vocab_size, given);
@@ -103,12 +99,12 @@ int cmd_generate(int argc, char** argv) {
     auto model = load_model(model_path, options);
     if (!model) {
         std::fprintf(stderr, "gkq generate: %s\n", model.message().c_str());
-        return exit_code_for(model.status());
+        return exit_code(model.status());
     }
     auto tokenizer = pick_tokenizer(*model, tokenizer_path);
     if (!tokenizer) {
         std::fprintf(stderr, "gkq generate: %s\n", tokenizer.message().c_str());
-        return exit_code_for(tokenizer.status());
+        return exit_code(tokenizer.status());
     }
     if (tokenizer->vocab_size() != model->config.vocab_size)
         std::fprintf(stderr, "gkq generate: warning: the tokenizer has %d tokens, the model %lld\n",
@@ -133,7 +129,7 @@ int cmd_generate(int argc, char** argv) {
     std::fflush(stdout);
     if (!stats) {
         std::fprintf(stderr, "gkq generate: %s\n", stats.message().c_str());
-        return exit_code_for(stats.status());
+        return exit_code(stats.status());
     }
     std::fprintf(stderr, "prompt:     %s\n", rate(stats->n_prompt_tokens, stats->prompt_seconds).c_str());
     std::fprintf(stderr, "generation: %s\n", rate(stats->n_generate_forwards, stats->generate_seconds).c_str());

@@ -125,7 +125,7 @@ int cmd_inspect(int argc, char** argv) {
     auto model = ModelFile::open(path);
     if (!model) {
         std::fprintf(stderr, "gkq inspect: %s\n", model.message().c_str());
-        return model.status().code() == StatusCode::Internal ? kExitFailure : kExitBadInput;
+        return exit_code(model.status());
     }
     if (json)
         print_json(*model);

@@ -40,9 +40,7 @@ int cmd_merge(int argc, char** argv) {
             std::fprintf(stderr, "gkq merge: cancelled; %s was not written\n", out.c_str());
         else
             std::fprintf(stderr, "gkq merge: %s\n", r.message().c_str());
-        return c == StatusCode::Cancelled                              ? kExitCancelled
-               : c == StatusCode::Internal || c == StatusCode::IoError ? kExitFailure
-                                                                       : kExitBadInput;
+        return exit_code(c);
     }
     std::printf("wrote %s: %zu records from %zu shards, %s bytes\n", r->path.c_str(), r->n_records, r->n_shards,
                 with_commas(r->file_bytes).c_str());

@@ -20,15 +20,6 @@ namespace gkq::cli {
 
 namespace {
 
-int exit_code_for(const Status& s) {
-    switch (s.code()) {
-        case StatusCode::Cancelled: return kExitCancelled;
-        case StatusCode::Internal:
-        case StatusCode::IoError: return kExitFailure;
-        default: return kExitBadInput;
-    }
-}
-
 // --tokenizer, else the model's own vocabulary, else the one tokenizer.bin / tok*.bin beside it (as generate).
 Result<Tokenizer> pick_tokenizer(const ModelFile& model, const std::string& given) {
     auto t = tokenizer_for_model(model.path(), model.vocabulary(), model.config().vocab_size, given);
@@ -70,12 +61,12 @@ int cmd_profile(int argc, char** argv) {
     auto model = ModelFile::open(model_path);
     if (!model) {
         std::fprintf(stderr, "gkq profile: %s\n", model.message().c_str());
-        return exit_code_for(model.status());
+        return exit_code(model.status());
     }
     auto tokenizer = pick_tokenizer(*model, tokenizer_path);
     if (!tokenizer) {
         std::fprintf(stderr, "gkq profile: %s\n", tokenizer.message().c_str());
-        return exit_code_for(tokenizer.status());
+        return exit_code(tokenizer.status());
     }
     std::ifstream in(text_path, std::ios::binary);
     if (!in) {
@@ -92,7 +83,7 @@ int cmd_profile(int argc, char** argv) {
     auto transformer = Transformer::load(*model, topt);
     if (!transformer) {
         std::fprintf(stderr, "gkq profile: %s\n", transformer.message().c_str());
-        return exit_code_for(transformer.status());
+        return exit_code(transformer.status());
     }
     SaturationOptions sopt;
     sopt.thresholds = {threshold};
@@ -104,7 +95,7 @@ int cmd_profile(int argc, char** argv) {
     }
     if (!profiles) {
         std::fprintf(stderr, "gkq profile: %s\n", profiles.message().c_str());
-        return exit_code_for(profiles.status());
+        return exit_code(profiles.status());
     }
     SaturationProfile& prof = profiles->front();
     prof.model = model_path;
@@ -116,7 +107,7 @@ int cmd_profile(int argc, char** argv) {
     prof.command = cmd.str();
     if (Status s = write_saturation_profile(out_path, prof); !s) {
         std::fprintf(stderr, "gkq profile: %s\n", s.message().c_str());
-        return exit_code_for(s);
+        return exit_code(s);
     }
     std::printf(
         "model     %s\ntext      %s (%lld tokens)\nthreshold |a| > %g x block RMS; hot when frequency > %g\n"

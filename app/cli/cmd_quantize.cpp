@@ -24,15 +24,6 @@ namespace gkq::cli {
 
 namespace {
 
-int exit_code_for(const Status& s) {
-    switch (s.code()) {
-        case StatusCode::Cancelled: return kExitCancelled;
-        case StatusCode::Internal:
-        case StatusCode::IoError: return kExitFailure;
-        default: return kExitBadInput;
-    }
-}
-
 // "i/N" with 0 <= i < N.
 bool parse_shard(const std::string& s, uint32_t& index, uint32_t& count) {
     const size_t slash = s.find('/');
@@ -57,7 +48,8 @@ std::string fmt(const char* f, double v) {
     return buf;
 }
 
-// "2", "8+q4" (factor bits + residual blocks), "8" for q8_0, "16" for f16, "32" for f32.
+// Bits per stored weight as a label: the factor bits, plus the residual's ("2", "8+q4"); the code or
+// value width of the other methods ("8", "4", "16" for f16, "32" for f32).
 std::string bits_text(const TensorReport& r) {
     switch (r.method) {
         case Method::F32: return "32";
@@ -249,7 +241,7 @@ int cmd_quantize(int argc, char** argv) {
         auto overrides = rk ? rknot_layer_overrides(*rk, tuning) : Result<std::vector<LayerOverride>>(rk.status());
         if (!overrides) {
             std::fprintf(stderr, "gkq quantize: %s\n", overrides.message().c_str());
-            return exit_code_for(overrides.status());
+            return exit_code(overrides.status());
         }
         options.per_layer = std::move(overrides).value();
     }
@@ -263,13 +255,13 @@ int cmd_quantize(int argc, char** argv) {
     auto model = ModelFile::open(model_path);
     if (!model) {
         std::fprintf(stderr, "gkq quantize: %s\n", model.message().c_str());
-        return exit_code_for(model.status());
+        return exit_code(model.status());
     }
     if (!tokenizer.empty()) {
         auto vocab = read_llama2c_tokenizer(tokenizer, model->config().vocab_size);
         if (!vocab) {
             std::fprintf(stderr, "gkq quantize: %s\n", vocab.message().c_str());
-            return exit_code_for(vocab.status());
+            return exit_code(vocab.status());
         }
         options.vocab = std::move(vocab).value();
     }
@@ -283,7 +275,7 @@ int cmd_quantize(int argc, char** argv) {
             std::fprintf(stderr, "gkq quantize: cancelled; %s was not written\n", out_path.c_str());
         else
             std::fprintf(stderr, "gkq quantize: %s\n", report.message().c_str());
-        return exit_code_for(report.status());
+        return exit_code(report.status());
     }
     if (json)
         print_json(*model, *report);

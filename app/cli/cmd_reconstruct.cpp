@@ -40,9 +40,7 @@ int cmd_reconstruct(int argc, char** argv) {
             std::fprintf(stderr, "gkq reconstruct: cancelled; %s was not written\n", out.c_str());
         else
             std::fprintf(stderr, "gkq reconstruct: %s\n", r.message().c_str());
-        return c == StatusCode::Cancelled                              ? kExitCancelled
-               : c == StatusCode::Internal || c == StatusCode::IoError ? kExitFailure
-                                                                       : kExitBadInput;
+        return exit_code(c);
     }
     std::printf("wrote %s (%s): %zu tensors, %s parameters, %s bytes\n", r->path.c_str(), r->format.c_str(),
                 r->n_tensors, with_commas(static_cast<uint64_t>(r->n_params)).c_str(),

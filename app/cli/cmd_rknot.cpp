@@ -18,18 +18,9 @@ namespace gkq::cli {
 
 namespace {
 
-int exit_code_for(const Status& s) {
-    switch (s.code()) {
-        case StatusCode::Cancelled: return kExitCancelled;
-        case StatusCode::Internal:
-        case StatusCode::IoError: return kExitFailure;
-        default: return kExitBadInput;
-    }
-}
-
 int fail(const char* sub, const Status& s) {
     std::fprintf(stderr, "gkq rknot %s: %s\n", sub, s.message().c_str());
-    return exit_code_for(s);
+    return exit_code(s);
 }
 
 std::string opt_text(const std::optional<double>& v, const char* f = "%.4g") {

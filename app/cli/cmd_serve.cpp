@@ -84,7 +84,7 @@ int cmd_serve(int argc, char** argv) {
     auto env = apply_server_env(ServerConfig{}, [](const char* name) { return std::getenv(name); });
     if (!env) {
         std::fprintf(stderr, "gkq serve: %s\n", env.message().c_str());
-        return kExitBadInput;
+        return exit_code(env.status());
     }
     ServerConfig c = *env;
     if (p.given("--weights")) c.weights_path = weights;
@@ -99,7 +99,7 @@ int cmd_serve(int argc, char** argv) {
         auto b = parse_io_backend(backend);
         if (!b) {
             std::fprintf(stderr, "gkq serve: --io-backend: %s\n", b.message().c_str());
-            return kExitBadInput;
+            return exit_code(b.status());
         }
         c.io_backend = *b;
     }
@@ -126,7 +126,7 @@ int cmd_serve(int argc, char** argv) {
     auto server = Server::start(c, log_line);
     if (!server) {
         std::fprintf(stderr, "gkq serve: %s\n", server.message().c_str());
-        return server.status().code() == StatusCode::IoError ? kExitFailure : kExitBadInput;
+        return exit_code(server.status());
     }
     g_server = server->get();
     // A signal that came while the server was starting found no server to tell.

@@ -37,8 +37,7 @@ int cmd_verify(int argc, char** argv) {
     }
     if (!report) {
         std::fprintf(stderr, "gkq verify: %s\n", report.message().c_str());
-        const StatusCode c = report.status().code();
-        return c == StatusCode::Cancelled ? kExitCancelled : c == StatusCode::Internal ? kExitFailure : kExitBadInput;
+        return exit_code(report.status());
     }
     const VerifyReport& r = *report;
     for (const std::string& f : r.failures) std::fprintf(stderr, "gkq verify: %s\n", f.c_str());

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <optional>
 
 namespace gkq {
 
@@ -244,10 +245,13 @@ Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& para
                    ": stored f32 instead of " + requested;
         p.method = Method::F32;
     }
-    const bool blocks = p.method == Method::Q8_0 || p.method == Method::Q4_0 || p.method == Method::LowRankResidual;
-    if (blocks && ms.cols % 32 != 0) {
-        fallback =
-            "row length " + std::to_string(ms.cols) + " is not a multiple of 32: stored f16 instead of " + requested;
+    std::optional<DType> blocks;  // the block type the payload stores: the method's own, or the residual's
+    if (p.method == Method::Q8_0) blocks = DType::Q8_0;
+    if (p.method == Method::Q4_0) blocks = DType::Q4_0;
+    if (p.method == Method::LowRankResidual) blocks = residual_dtype(p.residual);
+    if (blocks && ms.cols % dtype_block_elements(*blocks) != 0) {
+        fallback = "row length " + std::to_string(ms.cols) + " is not a multiple of " +
+                   std::to_string(dtype_block_elements(*blocks)) + ": stored f16 instead of " + requested;
         p.method = Method::F16;
     }
 
@@ -266,11 +270,11 @@ Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& para
             break;
         }
         case Method::Q8_0:
-            e.payload.resize(n / 32 * 34);
+            e.payload.resize(*dtype_storage_bytes(DType::Q8_0, n));
             quantize_q8_0(in.data, n, e.payload.data());
             break;
         case Method::Q4_0:
-            e.payload.resize(n / 32 * 18);
+            e.payload.resize(*dtype_storage_bytes(DType::Q4_0, n));
             quantize_q4_0(in.data, n, e.payload.data());
             break;
         case Method::LowRank:
