@@ -68,8 +68,7 @@ int cmd_profile(int argc, char** argv) {
                      text_path.empty() ? "--text FILE" : "-o MASKS");
         return kExitBadInput;
     }
-    if (int rc =
-            refuse_output_over_input("profile", out_path, model_inputs(model_path, {text_path, tokenizer_path})))
+    if (int rc = refuse_output_over_input("profile", out_path, model_inputs(model_path, {text_path, tokenizer_path})))
         return rc;
     auto model = ModelFile::open(model_path);
     if (!model) {
@@ -108,8 +107,7 @@ int cmd_profile(int argc, char** argv) {
     }
     if (!profiles) {
         if (profiles.status().code() == StatusCode::Cancelled)
-            std::fprintf(stderr, "gkq profile: %s; %s was not written\n", interrupted_text().c_str(),
-                         out_path.c_str());
+            std::fprintf(stderr, "gkq profile: %s; %s was not written\n", interrupted_text().c_str(), out_path.c_str());
         else
             std::fprintf(stderr, "gkq profile: %s\n", profiles.message().c_str());
         return exit_code_for(profiles.status());

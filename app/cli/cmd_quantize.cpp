@@ -284,7 +284,8 @@ int cmd_quantize(int argc, char** argv) {
     }
     if (!report) {
         if (report.status().code() == StatusCode::Cancelled)
-            std::fprintf(stderr, "gkq quantize: %s; %s was not written\n", interrupted_text().c_str(), out_path.c_str());
+            std::fprintf(stderr, "gkq quantize: %s; %s was not written\n", interrupted_text().c_str(),
+                         out_path.c_str());
         else
             std::fprintf(stderr, "gkq quantize: %s\n", report.message().c_str());
         return exit_code_for(report.status());

@@ -71,7 +71,8 @@ std::vector<uint8_t> gzip_bomb(const std::string& prefix, char fill, size_t n_fi
     // the prefix, then one MiB of fill so that the window holds only fill bytes
     z_stream a{};
     deflateInit2(&a, 9, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY);
-    std::vector<uint8_t> head = raw_deflate(a, reinterpret_cast<const uint8_t*>(prefix.data()), prefix.size(), Z_NO_FLUSH);
+    std::vector<uint8_t> head =
+        raw_deflate(a, reinterpret_cast<const uint8_t*>(prefix.data()), prefix.size(), Z_NO_FLUSH);
     const std::vector<uint8_t> head2 = raw_deflate(a, mib.data(), mib.size(), Z_SYNC_FLUSH);
     head.insert(head.end(), head2.begin(), head2.end());
     const std::vector<uint8_t> tail = raw_deflate(a, nullptr, 0, Z_FINISH);
@@ -216,7 +217,8 @@ private slots:
         const test::TinyModel tm = test::make_tiny_model(test::tiny_config(true), 3);
         QVERIFY(write_safetensors(shard, tm.config, tm.tensors).is_ok());
         nlohmann::json index = {{"metadata", nlohmann::json::object()}, {"weight_map", nlohmann::json::object()}};
-        for (const WriteTensor& t : tm.tensors) index["weight_map"][hf_name(t.role, t.layer)] = fs::path(shard).filename();
+        for (const WriteTensor& t : tm.tensors)
+            index["weight_map"][hf_name(t.role, t.layer)] = fs::path(shard).filename();
         test::write_file(dir.file("sharded/model.safetensors.index.json"), std::string_view(index.dump()));
         const std::vector<uint8_t> shard_bytes = test::read_file(shard);
         Run over_shard = run_gkq({"quantize", q(dir.file("sharded")), "-o", q(shard)});
@@ -364,7 +366,10 @@ private slots:
             {"zeros as a knot", "", '\0', {"verify", zeros}, "not a knot file (the gzip data does not start with"},
             {"fill behind a real knot", knot_text, '\0', {"verify", behind}, "not a knot, or a gzip bomb"},
             {"zeros as an rknot", "", '\0', {"rknot", "verify", rk_zeros}, "not an rknot"},
-            {"spaces inside a JSON object", "{\"model_name\": \"", ' ', {"rknot", "verify", rk_spaces},
+            {"spaces inside a JSON object",
+             "{\"model_name\": \"",
+             ' ',
+             {"rknot", "verify", rk_spaces},
              "inflates to more than 64 MiB, the limit for an rknot"},
         };
         for (const Bomb& b : bombs) {

@@ -152,8 +152,8 @@ std::vector<std::string> model_input_files(const std::string& model_path) {
         if (ends_with(m.string(), ".json")) add_index_shards(m, out);
     }
     // What the readers take from beside the model: the HF config and tokenizers, llama2.c's tokenizer.bin / tok*.bin.
-    for (const char* name : {"config.json", "tokenizer.json", "tokenizer.model", "tokenizer_config.json",
-                             "tokenizer.bin"})
+    for (const char* name :
+         {"config.json", "tokenizer.json", "tokenizer.model", "tokenizer_config.json", "tokenizer.bin"})
         if (is_regular(dir / name)) out.push_back((dir / name).string());
     for (const auto& e : fs::directory_iterator(dir, ec)) {  // llama2.c's tok512.bin and the like
         const std::string name = e.path().filename().string();

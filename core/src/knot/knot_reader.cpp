@@ -109,8 +109,9 @@ Status gunzip(const uint8_t* src, uint64_t n, uint64_t limit, std::vector<uint8_
                     return fail(error(StatusCode::Corrupt, path + ": inflates to more than " + std::to_string(cap) +
                                                                " bytes, " + bound_why +
                                                                ": not a knot, or a gzip bomb"));
-                return fail(error(StatusCode::Unsupported, path + ": inflates to more than " + std::to_string(limit) +
-                                                               " bytes, the limit for a gzipped knot (gunzip it first)"));
+                return fail(
+                    error(StatusCode::Unsupported, path + ": inflates to more than " + std::to_string(limit) +
+                                                       " bytes, the limit for a gzipped knot (gunzip it first)"));
             }
             out.resize(used + std::min<uint64_t>(std::max<uint64_t>(used, 1u << 20), cap - used));
         }
@@ -124,19 +125,19 @@ Status gunzip(const uint8_t* src, uint64_t n, uint64_t limit, std::vector<uint8_
         used += out_chunk - z.avail_out;
         if (stage == Stage::Magic && used >= 8) {
             if (std::memcmp(out.data(), knot::kFileMagic, 8) != 0)
-                return fail(error(StatusCode::Unsupported,
-                                  path + ": not a knot file (the gzip data does not start with the \"GKQKNOT\" magic)"));
+                return fail(
+                    error(StatusCode::Unsupported,
+                          path + ": not a knot file (the gzip data does not start with the \"GKQKNOT\" magic)"));
             stage = Stage::HeaderSize;
         }
         if (stage == Stage::HeaderSize && used >= kKnotFileHeaderBytes) {
             uint64_t block_stored = 0;
             std::memcpy(&block_stored, out.data() + 16, 8);
             if (block_stored > kMaxGzippedHeaderBlock)
-                return fail(error(StatusCode::Unsupported,
-                                  path + ": the knot header declares a header block of " +
-                                      std::to_string(block_stored) + " bytes, more than the " +
-                                      std::to_string(kMaxGzippedHeaderBlock >> 20) +
-                                      " MiB a gzipped knot may have (gunzip it first)"));
+                return fail(error(StatusCode::Unsupported, path + ": the knot header declares a header block of " +
+                                                               std::to_string(block_stored) + " bytes, more than the " +
+                                                               std::to_string(kMaxGzippedHeaderBlock >> 20) +
+                                                               " MiB a gzipped knot may have (gunzip it first)"));
             header_end = kKnotFileHeaderBytes + block_stored;
             bound = header_end;
             bound_why = "more than the header block its knot header declares";

@@ -22,9 +22,9 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 
 // The fields of an HF config.json that say which model it describes: equal values in an existing config.json and
 // the one reconstruct would write mean the same architecture and shapes (dtype, rope theta, eps may differ).
-constexpr const char* kModelIdentityKeys[] = {"architectures",       "model_type",          "hidden_size",
-                                              "intermediate_size",   "num_hidden_layers",   "num_attention_heads",
-                                              "num_key_value_heads", "vocab_size",          "tie_word_embeddings"};
+constexpr const char* kModelIdentityKeys[] = {"architectures",       "model_type",        "hidden_size",
+                                              "intermediate_size",   "num_hidden_layers", "num_attention_heads",
+                                              "num_key_value_heads", "vocab_size",        "tie_word_embeddings"};
 constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json"};
 
 // Refuses (InvalidArgument) to replace the config.json beside a safetensors output when it describes another model,
@@ -54,8 +54,8 @@ Status check_files_beside(const std::string& out_path, const ModelConfig& config
         differs = "it is not a JSON object";
     } else {
         for (const char* key : kModelIdentityKeys) {
-            if (!old.contains(key) && (std::string_view(key) == "num_key_value_heads" ||
-                                       std::string_view(key) == "tie_word_embeddings"))
+            if (!old.contains(key) &&
+                (std::string_view(key) == "num_key_value_heads" || std::string_view(key) == "tie_word_embeddings"))
                 continue;  // HF defaults these when absent
             if (!old.contains(key) || old[key] != now[key]) {
                 differs = std::string("\"") + key + "\" is " + (old.contains(key) ? old[key].dump() : "absent") +
@@ -153,7 +153,8 @@ Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::s
     if (report.format == "safetensors") {
         // config.json is written too: never over the knot itself, nor over another model's unless asked to.
         const std::filesystem::path parent = std::filesystem::path(out_path).parent_path();
-        const std::string config_path = ((parent.empty() ? std::filesystem::path(".") : parent) / "config.json").string();
+        const std::string config_path =
+            ((parent.empty() ? std::filesystem::path(".") : parent) / "config.json").string();
         if (Status s = check_output_not_input(config_path, {knot_path}); !s) return s;
         if (!replace_other_model)
             if (Status s = check_files_beside(out_path, h.config); !s) return s;

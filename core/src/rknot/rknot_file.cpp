@@ -93,9 +93,10 @@ Result<std::string> gunzip(const std::string& bytes, const std::string& path) {
                 seen_start = true;
                 if (out[first] != '{') {
                     inflateEnd(&zs);
-                    return error(StatusCode::Corrupt, path + ": not an rknot (the gzip data inflates to something "
-                                                             "other than a JSON object at byte " +
-                                                             std::to_string(first) + ")");
+                    return error(StatusCode::Corrupt, path +
+                                                          ": not an rknot (the gzip data inflates to something "
+                                                          "other than a JSON object at byte " +
+                                                          std::to_string(first) + ")");
                 }
             }
         }
