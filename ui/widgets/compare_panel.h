@@ -8,6 +8,8 @@
 #include "models/compare_result_model.h"
 
 #include <QTemporaryDir>
+
+#include "jobs/scratch_dir.h"
 #include <QWidget>
 #include <memory>
 
@@ -52,7 +54,7 @@ private:
 
     JobRunner* m_runner = nullptr;
     std::shared_ptr<const ModelFile> m_model;
-    QTemporaryDir m_tempDir;
+    QTemporaryDir m_tempDir{scratchTemplate()};
     quint64 m_job = 0;
 
     QListWidget* m_presetList = nullptr;

@@ -12,6 +12,8 @@
 #include <QMainWindow>
 #include <QStringList>
 #include <QTemporaryDir>
+
+#include "jobs/scratch_dir.h"
 #include <memory>
 
 class QLabel;
@@ -102,7 +104,7 @@ private:
     ServerPanel* m_serve = nullptr;
     RknotEditor* m_tuning = nullptr;
     std::optional<KnotSummary> m_knot;
-    QTemporaryDir m_scratch;  // decoded knots, one folder per open
+    QTemporaryDir m_scratch{scratchTemplate()};  // decoded knots, one folder per open
     QString m_knotDir;        // the open knot's folder in m_scratch
     int m_nKnotOpens = 0;
     QTabWidget* m_tabs = nullptr;

@@ -10,6 +10,8 @@
 #include <QPointer>
 #include <QStringList>
 #include <QTemporaryDir>
+
+#include "jobs/scratch_dir.h"
 #include <QWidget>
 
 class QLabel;
@@ -73,7 +75,7 @@ private:
     void updateButtons();
 
     QPointer<JobRunner> m_runner;  // the main window may delete it first
-    QTemporaryDir m_scratch;       // node's .f32 outputs
+    QTemporaryDir m_scratch{scratchTemplate()};       // node's .f32 outputs
     QString m_knotPath;
     quint64 m_job = 0;
 

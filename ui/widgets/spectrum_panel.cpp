@@ -1,6 +1,7 @@
 #include "widgets/spectrum_panel.h"
 
 #include "charts/chart_export.h"
+#include "widgets/output_guard.h"
 #include "charts/rank_stats.h"
 #include "charts/spectrum_chart.h"
 #include "charts/spectrum_heat_map.h"
@@ -321,9 +322,15 @@ void SpectrumPanel::refreshHeatMap() {
 }
 
 bool SpectrumPanel::exportPng(const QString& path, QString* error) const {
+    if (m_model && refuseOutputOverInput(const_cast<SpectrumPanel*>(this), path, model_input_files(m_model->path()),
+                                         error))
+        return false;
     return exportChartPng(m_chart, path, error);
 }
 bool SpectrumPanel::exportSvg(const QString& path, QString* error) const {
+    if (m_model && refuseOutputOverInput(const_cast<SpectrumPanel*>(this), path, model_input_files(m_model->path()),
+                                         error))
+        return false;
     return exportChartSvg(m_chart, path, error);
 }
 
