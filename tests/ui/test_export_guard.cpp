@@ -51,13 +51,14 @@ private slots:
         const QString knot = panel.lastKnotPath();
         QVERIFY(QFileInfo(knot).fileName().startsWith(QStringLiteral("run-")));
 
-        for (const QString& target : {QString::fromStdString(model_path), QString::fromStdString(dir.file("link.knot"))}) {
+        for (const QString& target :
+             {QString::fromStdString(model_path), QString::fromStdString(dir.file("link.knot"))}) {
             QCOMPARE(panel.exportKnot(target), quint64(0));
             QMessageBox* box = refusal(&panel);
             QVERIFY(box != nullptr);
-            QVERIFY2(box->text().contains(QStringLiteral("this output is the input ") +
-                                          QString::fromStdString(model_path)),
-                     qPrintable(box->text()));
+            QVERIFY2(
+                box->text().contains(QStringLiteral("this output is the input ") + QString::fromStdString(model_path)),
+                qPrintable(box->text()));
             box->close();
             QCoreApplication::processEvents();
             QCOMPARE(panel.exportReconstructed(target), quint64(0));

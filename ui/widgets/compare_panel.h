@@ -5,11 +5,11 @@
 
 #include "gkq/model_file.h"
 #include "jobs/job_watch.h"
+#include "jobs/scratch_dir.h"
 #include "models/compare_result_model.h"
 
 #include <QTemporaryDir>
 
-#include "jobs/scratch_dir.h"
 #include <QWidget>
 #include <memory>
 

@@ -8,12 +8,12 @@
 
 #include "gkq/model_file.h"
 #include "jobs/open_model_job.h"
+#include "jobs/scratch_dir.h"
 
 #include <QMainWindow>
 #include <QStringList>
 #include <QTemporaryDir>
 
-#include "jobs/scratch_dir.h"
 #include <memory>
 
 class QLabel;
@@ -105,7 +105,7 @@ private:
     RknotEditor* m_tuning = nullptr;
     std::optional<KnotSummary> m_knot;
     QTemporaryDir m_scratch{scratchTemplate()};  // decoded knots, one folder per open
-    QString m_knotDir;        // the open knot's folder in m_scratch
+    QString m_knotDir;                           // the open knot's folder in m_scratch
     int m_nKnotOpens = 0;
     QTabWidget* m_tabs = nullptr;
     QMenu* m_recentMenu = nullptr;

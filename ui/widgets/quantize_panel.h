@@ -9,10 +9,10 @@
 #include "gkq/model_file.h"
 #include "gkq/quantize.h"
 #include "jobs/job_watch.h"
+#include "jobs/scratch_dir.h"
 
 #include <QTemporaryDir>
 
-#include "jobs/scratch_dir.h"
 #include <QWidget>
 #include <memory>
 #include <optional>
