@@ -3,6 +3,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/demo_model.h"
+#include "cli/output_check.h"
 #include "cli/progress_bar.h"
 
 #include "gkq/evaluate.h"
@@ -162,6 +163,11 @@ int cmd_eval(int argc, char** argv) {
     if (!single && base_path.empty()) return usage("missing --base MODEL (no bundled demo model was found)");
     if (!base_logits.empty() && !save_base.empty()) return usage("--save-base and --base-logits exclude each other");
 
+    if (!save_base.empty()) {
+        std::vector<std::string> inputs = model_inputs(base_path, {text_path, tokenizer_path});
+        for (const std::string& f : model_inputs(cand_path)) inputs.push_back(f);
+        if (int rc = refuse_output_over_input("eval", save_base, inputs)) return rc;
+    }
     auto text = read_text(text_path);
     if (!text) return fail(text.status());
     TransformerOptions topt;
@@ -206,6 +212,9 @@ int cmd_eval(int argc, char** argv) {
         }
     }
     bar.clear();
+    if (!report && report.status().code() == StatusCode::Cancelled)
+        return fail(Status(StatusCode::Cancelled,
+                           interrupted_text() + (save_base.empty() ? "" : "; " + save_base + " was not written")));
     if (!report) return fail(report.status());
     report->text_label = text_path;
     print_report(*report, single ? model_path : base_path, cand_path, json);

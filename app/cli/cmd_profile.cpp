@@ -4,6 +4,7 @@
 // sha256). Definitions: docs/rknot-format.md.
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/output_check.h"
 #include "cli/progress_bar.h"
 
 #include "gkq/model_file.h"
@@ -58,6 +59,8 @@ int cmd_profile(int argc, char** argv) {
                      text_path.empty() ? "--text FILE" : "-o MASKS");
         return kExitBadInput;
     }
+    if (int rc = refuse_output_over_input("profile", out_path, model_inputs(model_path, {text_path, tokenizer_path})))
+        return rc;
     auto model = ModelFile::open(model_path);
     if (!model) {
         std::fprintf(stderr, "gkq profile: %s\n", model.message().c_str());
@@ -94,7 +97,10 @@ int cmd_profile(int argc, char** argv) {
         profiles = profile_saturation(*transformer, tokens, sopt, bar.callback());
     }
     if (!profiles) {
-        std::fprintf(stderr, "gkq profile: %s\n", profiles.message().c_str());
+        if (profiles.status().code() == StatusCode::Cancelled)
+            std::fprintf(stderr, "gkq profile: %s; %s was not written\n", interrupted_text().c_str(), out_path.c_str());
+        else
+            std::fprintf(stderr, "gkq profile: %s\n", profiles.message().c_str());
         return exit_code(profiles.status());
     }
     SaturationProfile& prof = profiles->front();

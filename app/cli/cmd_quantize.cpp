@@ -3,6 +3,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/demo_model.h"
+#include "cli/output_check.h"
 #include "cli/progress_bar.h"
 
 #include "gkq/model_file.h"
@@ -188,7 +189,8 @@ int cmd_quantize(int argc, char** argv) {
         "model's config and tokenizer, then prints per tensor: method, rank, bits, bytes on disk (record and\n"
         "index entry), bits per weight, relative Frobenius error and max abs error of the decoded tensor,\n"
         "energy kept by the truncated SVD; and the whole-model size, bits per weight and ratio against bf16\n"
-        "and fp32. A progress bar goes to stderr when it is a terminal; Ctrl-C cancels and writes nothing." +
+        "and fp32. A progress bar goes to stderr when it is a terminal; SIGINT (Ctrl-C) or SIGTERM cancels and writes\n"
+        "nothing (exit 130 or 143)." +
             presets_help());
     p.positional("MODEL", "model file or folder " + demo_model_help(), &model_path, false);
     p.option("-o,--output", "OUT.knot", "knot file to write (replaced only when complete)", &out_path);
@@ -252,6 +254,8 @@ int cmd_quantize(int argc, char** argv) {
         // The demo model keeps its vocabulary in tokenizer.bin beside it; the knot should carry it.
         if (tokenizer.empty()) tokenizer = model_path + "/tokenizer.bin";
     }
+    if (int rc = refuse_output_over_input("quantize", out_path, model_inputs(model_path, {tokenizer, tuning})))
+        return rc;
     auto model = ModelFile::open(model_path);
     if (!model) {
         std::fprintf(stderr, "gkq quantize: %s\n", model.message().c_str());
@@ -272,7 +276,8 @@ int cmd_quantize(int argc, char** argv) {
     }
     if (!report) {
         if (report.status().code() == StatusCode::Cancelled)
-            std::fprintf(stderr, "gkq quantize: cancelled; %s was not written\n", out_path.c_str());
+            std::fprintf(stderr, "gkq quantize: %s; %s was not written\n", interrupted_text().c_str(),
+                         out_path.c_str());
         else
             std::fprintf(stderr, "gkq quantize: %s\n", report.message().c_str());
         return exit_code(report.status());

@@ -133,7 +133,10 @@ struct ReconstructReport {
 
 // Decodes every record of the (whole, unsharded) knot `knot_path` to float32 and writes a model in the format
 // its extension names: .safetensors (+ config.json beside it), .gguf (with the vocabulary), .bin (llama2.c v0).
+// The model file is written first, then config.json, each atomically. Before any work, a .safetensors output is
+// refused (InvalidArgument) when the config.json beside it describes another model (architecture, shapes, vocab)
+// or tokenizer files of an unknown model lie there, unless `replace_other_model`.
 Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::string& out_path, int n_threads = 0,
-                                      const ProgressFn& progress = {});
+                                      const ProgressFn& progress = {}, bool replace_other_model = false);
 
 }  // namespace gkq

@@ -1,11 +1,17 @@
 // verify_knot and reconstruct: read every record of a knot (CRC, descriptor, codec payload checks) and decode it to
 // float32 — to count and report, or to write a dense model that the readers (and other runtimes) load.
+#include "formats/hf_config.h"
+#include "gkq/arch.h"
+#include "gkq/atomic_file.h"
 #include "gkq/model_writer.h"
 #include "gkq/quantize.h"
 #include "knot/knot_format.h"
 #include "knot/parallel.h"
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
+#include <fstream>
 
 namespace gkq {
 
@@ -13,6 +19,67 @@ namespace {
 
 bool ends_with(const std::string& s, std::string_view suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The fields of an HF config.json that say which model it describes: equal values in an existing config.json and
+// the one reconstruct would write mean the same architecture and shapes (dtype, rope theta, eps may differ). The
+// keys come from the architecture table: the name keys, then the writer's keys of the shape hyperparameters.
+std::vector<std::string> model_identity_keys(const ModelConfig& config) {
+    const ArchNameKeys& names = arch_name_keys();
+    std::vector<std::string> keys = {std::string(names.hf_architectures), std::string(names.hf_model_type)};
+    for (const HParamKey& k : arch_for_writing(config.architecture).hf_keys)
+        if (k.param != HParam::Context && k.param != HParam::RopeTheta && k.param != HParam::NormEps)
+            keys.emplace_back(k.key);
+    return keys;
+}
+// HF defaults these when a config.json leaves them out.
+bool hf_may_omit(const ModelConfig& config, const std::string& key) {
+    for (const HParamKey& k : arch_for_writing(config.architecture).hf_keys)
+        if (k.key == key) return k.param == HParam::KvHeads || k.param == HParam::Tied;
+    return false;
+}
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json"};
+
+// Refuses (InvalidArgument) to replace the config.json beside a safetensors output when it describes another model,
+// or to leave another model's tokenizer files beside the new one. Returns the first differing field in the message.
+Status check_files_beside(const std::string& out_path, const ModelConfig& config) {
+    namespace fs = std::filesystem;
+    fs::path dir = fs::path(out_path).parent_path();
+    if (dir.empty()) dir = ".";
+    const fs::path config_path = dir / "config.json";
+    std::error_code ec;
+    std::string tokenizers;
+    for (const char* name : kTokenizerFiles)
+        if (fs::exists(dir / name, ec)) tokenizers += std::string(tokenizers.empty() ? "" : ", ") + name;
+    const std::string force = " (pass --force to replace it anyway, or write into another folder)";
+    if (!fs::exists(config_path, ec)) {
+        if (tokenizers.empty()) return Status::ok();
+        return error(StatusCode::InvalidArgument, dir.string() + " holds " + tokenizers +
+                                                      " but no config.json: they may belong to another model, and "
+                                                      "would be left beside this one" +
+                                                      force);
+    }
+    std::ifstream in(config_path, std::ios::binary);
+    const nlohmann::json old = nlohmann::json::parse(in, nullptr, false);
+    const nlohmann::json now = nlohmann::json::parse(hf_config_json(config, DType::F32));
+    std::string differs;
+    if (old.is_discarded() || !old.is_object()) {
+        differs = "it is not a JSON object";
+    } else {
+        for (const std::string& key : model_identity_keys(config)) {
+            if (!old.contains(key) && hf_may_omit(config, key)) continue;
+            if (!old.contains(key) || old[key] != now[key]) {
+                differs = "\"" + key + "\" is " + (old.contains(key) ? old[key].dump() : "absent") +
+                          ", this model's is " + now[key].dump();
+                break;
+            }
+        }
+    }
+    if (differs.empty()) return Status::ok();
+    return error(StatusCode::InvalidArgument,
+                 config_path.string() + " describes a different model (" + differs + ")" +
+                     (tokenizers.empty() ? "" : "; its tokenizer files (" + tokenizers + ") are beside it") +
+                     ": reconstruct would replace it" + force);
 }
 
 struct Checked {
@@ -74,7 +141,7 @@ Result<VerifyReport> verify_knot(const std::string& path, int n_threads, const P
 }
 
 Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::string& out_path, int n_threads,
-                                      const ProgressFn& progress) {
+                                      const ProgressFn& progress, bool replace_other_model) {
     ReconstructReport report;
     report.path = out_path;
     if (ends_with(out_path, ".safetensors"))
@@ -94,6 +161,15 @@ Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::s
         return error(StatusCode::InvalidArgument, knot_path + ": shard " + std::to_string(h.shard_index) + "/" +
                                                       std::to_string(h.shard_count) +
                                                       " of a model; merge the shards first (gkq merge)");
+    if (report.format == "safetensors") {
+        // config.json is written too: never over the knot itself, nor over another model's unless asked to.
+        const std::filesystem::path parent = std::filesystem::path(out_path).parent_path();
+        const std::string config_path =
+            ((parent.empty() ? std::filesystem::path(".") : parent) / "config.json").string();
+        if (Status s = check_output_not_input(config_path, {knot_path}); !s) return s;
+        if (!replace_other_model)
+            if (Status s = check_files_beside(out_path, h.config); !s) return s;
+    }
 
     const size_t n = knot->n_records();
     std::vector<std::vector<float>> data(n);
