@@ -8,6 +8,7 @@
 #include "gkq/model_file.h"
 #include "gkq/quantize.h"
 #include "gkq/rknot.h"
+#include "gkq/tokenizer.h"
 
 #include <nlohmann/json.hpp>
 
@@ -187,7 +188,7 @@ int cmd_quantize(int argc, char** argv) {
     std::string model_path, out_path, preset, shard, tokenizer, tuning;
     int64_t rank = 0, bits = 0, threads = 0;
     double energy = 0.0;
-    bool json = false;
+    bool json = false, no_tokenizer = false;
     std::string names;
     for (const std::string& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
     ArgParser p(
@@ -212,8 +213,12 @@ int cmd_quantize(int argc, char** argv) {
     p.option_int("--bits", "B", "bits of the low-rank factors: 2, 4 or 8", &bits, 2, 8);
     p.option("--shard", "i/N", "encode only shard i of N (tensor groups g with g mod N = i; see docs/knot-format.md)",
              &shard);
-    p.option("--tokenizer", "FILE", "llama2.c tokenizer.bin stored in the knot when the model carries none",
+    p.option("--tokenizer", "FILE",
+             "llama2.c tokenizer.bin stored in the knot when the model carries none (default: the one "
+             "tokenizer.bin or tok*.bin beside the model, as generate and eval find it)",
              &tokenizer);
+    p.flag("--no-tokenizer", "write a knot without a vocabulary when the model has none (it cannot then generate)",
+           &no_tokenizer);
     p.option("--tuning", "X.rknot",
              "per-matrix method, rank and bit width from an rknot (over the preset and "
              "the options above)",
@@ -230,6 +235,7 @@ int cmd_quantize(int argc, char** argv) {
         return kExitBadInput;
     };
     if (out_path.empty()) return usage_error("missing -o OUT.knot");
+    if (no_tokenizer && p.given("--tokenizer")) return usage_error("--tokenizer and --no-tokenizer exclude each other");
     if (preset.empty()) preset = kDefaultPreset;
     if (p.given("--bits") && bits != 2 && bits != 4 && bits != 8)
         return usage_error("option '--bits': " + std::to_string(bits) + " is not 2, 4 or 8");
@@ -265,13 +271,19 @@ int cmd_quantize(int argc, char** argv) {
         std::fprintf(stderr, "gkq quantize: %s\n", model.message().c_str());
         return exit_code_for(model.status());
     }
-    if (!tokenizer.empty()) {
-        auto vocab = read_llama2c_tokenizer(tokenizer, model->config().vocab_size);
-        if (!vocab) {
-            std::fprintf(stderr, "gkq quantize: %s\n", vocab.message().c_str());
-            return exit_code_for(vocab.status());
+    if (!no_tokenizer) {
+        // The lookup generate and eval use, so that a knot carries the tokenizer they would run the model with.
+        auto found = vocabulary_for_model(model->path(), model->vocabulary(), model->config().vocab_size, tokenizer);
+        if (!found) {
+            std::string why = found.message();
+            if (found.status().code() == StatusCode::NotFound)
+                why += ": pass --tokenizer FILE, or --no-tokenizer to write a knot that cannot generate text";
+            else if (tokenizer.empty())
+                why += ": pass --tokenizer FILE";
+            std::fprintf(stderr, "gkq quantize: %s\n", why.c_str());
+            return exit_code_for(found.status());
         }
-        options.vocab = std::move(vocab).value();
+        if (!found->source.empty()) options.vocab = std::move(found->vocab);
     }
     Result<QuantizeReport> report = error(StatusCode::Internal, "not run");
     {

@@ -2,6 +2,7 @@
 // convert, encode and compress tensors; the calling thread writes the records in source order, so the file is the
 // same whatever the thread count, and a merge of shards equals an unsharded run byte for byte.
 #include "gkq/convert.h"
+#include "gkq/model_check.h"
 #include "gkq/model_file.h"
 #include "gkq/quantize.h"
 #include "knot/knot_format.h"
@@ -100,7 +101,9 @@ Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOpti
                                                       std::to_string(options.shard_count) +
                                                       ": the index must be below the count");
 
-    // Everything checkable is checked before the file is created: parameters and convertibility of each tensor.
+    // Everything checkable is checked before the file is created: that the model can run at all, parameters and
+    // convertibility of each tensor.
+    if (Status s = check_model(model.path(), model.config(), model.tensors()); !s) return s;
     const std::vector<Tensor>& tensors = model.tensors();
     std::vector<size_t> selected;
     std::vector<CodecParams> params;

@@ -1,5 +1,6 @@
 // verify_knot and reconstruct: read every record of a knot (CRC, descriptor, codec payload checks) and decode it to
 // float32 — to count and report, or to write a dense model that the readers (and other runtimes) load.
+#include "gkq/model_check.h"
 #include "gkq/model_writer.h"
 #include "gkq/quantize.h"
 #include "knot/knot_format.h"
@@ -39,6 +40,12 @@ Result<VerifyReport> verify_knot(const std::string& path, int n_threads, const P
         report.raw_bytes += e.raw_bytes;
         ++report.count_by_method[static_cast<size_t>(e.method)];
     }
+    // A knot whose records are fine but that cannot run is not ok: the model-consistency check, on the whole
+    // model (a shard holds only part of the tensors, so only its config is checked).
+    const std::vector<std::string> problems = report.shard_count == 1
+                                                  ? model_problems(knot->header().config, knot->entries())
+                                                  : config_problems(knot->header().config);
+    for (const std::string& p : problems) report.failures.push_back(path + ": model: " + p);
     const int threads = knot::worker_count(n_threads, knot->n_records());
     std::optional<SingleThreadedBlas> one_blas_thread;
     if (threads > 1) one_blas_thread.emplace();
