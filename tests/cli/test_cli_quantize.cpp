@@ -215,8 +215,54 @@ private slots:
         std::string size = std::to_string(fs::file_size(knot));
         for (int i = static_cast<int>(size.size()) - 3; i > 0; i -= 3) size.insert(static_cast<size_t>(i), ",");
         VERIFY_CONTAINS(r.out, "; knot " + size + " bytes (");
-        QCOMPARE(count_lines(r.out), size_t(3 + 2 + 21 + 3));
-        QVERIFY(r.err.empty());  // no progress bar when stderr is not a terminal
+        QCOMPARE(count_lines(r.out), size_t(3 + 2 + 21 + 1 + 4));  // + the f32 vectors line, + the overhead line
+        QVERIFY(r.err.empty());                                    // no progress bar when stderr is not a terminal
+    }
+
+    // ffn_down of a model with hidden_dim 80 has rows of 80: not whole q4_0 blocks, so it is stored f16. The
+    // report flags each such tensor with its cost, and says how much of the total bits per weight is overhead.
+    void fallbacksAreFlaggedWithTheirCost() {
+        test::TempDir dir;
+        ModelConfig c = test::tiny_config(true);
+        c.hidden_dim = 80;
+        auto m = test::make_tiny_model(c, 3);
+        const std::string model = dir.file("odd.gguf"), knot = dir.file("o.knot");
+        QVERIFY(write_gguf(model, m.config, m.tensors, test::tiny_vocabulary()));
+        Run t = run_gkq({"quantize", q(model), "-o", q(knot), "--preset", "q4_0"});
+        QCOMPARE(t.code, 0);
+        VERIFY_CONTAINS(t.out,
+                        "fallback: blk.0.ffn_down.weight: row length 80 is not a multiple of 32: stored f16 "
+                        "instead of q4_0 (");
+        VERIFY_CONTAINS(t.out, "fallback: blk.1.ffn_down.weight: ");
+        VERIFY_CONTAINS(t.out, "f32:      5 tensors of fewer than 2 dimensions (norms) are stored f32: ");
+        VERIFY_CONTAINS(t.out, " bits per weight: ");
+        VERIFY_CONTAINS(t.out, " fallbacks (2 tensors), ");
+        Run r = run_gkq({"quantize", q(model), "-o", q(knot), "--preset", "q4_0", "--json"});
+        QCOMPARE(r.code, 0);
+        auto j = nlohmann::json::parse(r.out);
+        uint64_t fallback_bytes = 0, vector_bytes = 0;
+        int64_t fallback_params = 0;
+        for (const auto& x : j["tensors"]) {
+            const bool flagged = x["stored_as_fallback"].get<bool>();
+            QCOMPARE(flagged, x["role"] == "ffn_down");
+            if (flagged) {
+                QCOMPARE(x["method"].get<std::string>(), std::string("f16"));
+                fallback_bytes += x["bytes_on_disk"].get<uint64_t>();
+                fallback_params += x["n_elements"].get<int64_t>();
+            }
+            if (x["shape"].size() == 1) vector_bytes += x["bytes_on_disk"].get<uint64_t>();
+        }
+        const auto& o = j["totals"]["overhead"];
+        const double n = j["totals"]["n_params"].get<double>();
+        QCOMPARE(o["fallback"]["n_tensors"].get<int>(), 2);
+        QCOMPARE(o["fallback"]["bytes"].get<uint64_t>(), fallback_bytes);
+        QCOMPARE(o["fallback"]["bits_per_weight"].get<double>(),
+                 8.0 * static_cast<double>(fallback_bytes) / static_cast<double>(fallback_params));
+        QCOMPARE(o["fallback"]["share_of_total_bits_per_weight"].get<double>(),
+                 8.0 * static_cast<double>(fallback_bytes) / n);
+        QCOMPARE(o["vectors_f32"]["n_tensors"].get<int>(), 5);
+        QCOMPARE(o["vectors_f32"]["bytes"].get<uint64_t>(), vector_bytes);
+        QCOMPARE(o["container"]["bytes"].get<uint64_t>(), j["totals"]["container_bytes"].get<uint64_t>());
     }
 
     void corruptKnotIsNamed() {
@@ -460,6 +506,55 @@ private slots:
         VERIFY_CONTAINS(g.err, path + ": " + message.toStdString());
     }
 
+    void requantizingNeedsToBeAsked() {
+        test::TempDir dir;
+        auto m = test::make_tiny_model(test::tiny_config(true), 8);
+        WriteOptions o;
+        o.dtype = DType::Q8_0;
+        const std::string model = dir.file("q8.gguf"), knot = dir.file("x.knot");
+        QVERIFY(write_gguf(model, m.config, m.tensors, test::tiny_vocabulary(), o));
+        Run r = run_gkq({"quantize", q(model), "-o", q(knot), "--preset", "q4_0"});
+        QCOMPARE(r.code, 2);
+        VERIFY_CONTAINS(r.err, "gkq quantize: " + model +
+                                   ": tensor 'token_embd.weight' is already quantized (Q8_0): encoding it again adds "
+                                   "a second rounding error to the first; pass --allow-requantize to do it anyway");
+        QVERIFY(!fs::exists(knot));
+        QCOMPARE(run_gkq({"quantize", q(model), "-o", q(knot), "--preset", "q4_0", "--allow-requantize"}).code, 0);
+    }
+
+    void tuningIsCheckedAgainstTheModel() {
+        test::TempDir dir;
+        const std::string model = tiny_gguf(dir), knot = dir.file("t.knot");
+        Run big = run_gkq({"quantize", q(model), "-o", q(knot), "--preset", "paper", "--rank", "999"});
+        QCOMPARE(big.code, 2);
+        VERIFY_CONTAINS(big.err, "gkq quantize: " + model +
+                                     ": tensor 'blk.0.attn_q.weight' (64 x 64): rank 999 exceeds its smallest "
+                                     "dimension 64; pass --force to cap it there");
+        QVERIFY(!fs::exists(knot));
+        Run forced = run_gkq({"quantize", q(model), "-o", q(knot), "--preset", "paper", "--rank", "999", "--force"});
+        QVERIFY2(forced.code == 0, forced.err.c_str());
+
+        // An rknot of this model tunes it; applied to another model it is refused, unless --force.
+        QCOMPARE(run_gkq({"quantize", q(model), "-o", q(knot), "--preset", "paper"}).code, 0);
+        const std::string rk = dir.file("t.rknot");
+        Run enc = run_gkq({"rknot", "encode", "--knot", q(knot), "-o", q(rk)});
+        QVERIFY2(enc.code == 0, enc.err.c_str());
+        QCOMPARE(run_gkq({"quantize", q(model), "-o", q(dir.file("same.knot")), "--tuning", q(rk)}).code, 0);
+        ModelConfig wider = test::tiny_config(false);
+        wider.hidden_dim = 128;
+        auto other = test::make_tiny_model(wider, 9);
+        const std::string other_path = dir.file("other.gguf");
+        QVERIFY(write_gguf(other_path, other.config, other.tensors, test::tiny_vocabulary()));
+        Run wrong = run_gkq({"quantize", q(other_path), "-o", q(dir.file("o.knot")), "--tuning", q(rk)});
+        QCOMPARE(wrong.code, 2);
+        VERIFY_CONTAINS(wrong.err, "gkq quantize: " + rk + ": measured.n_params ");
+        VERIFY_CONTAINS(wrong.err, " but " + other_path + " has ");
+        VERIFY_CONTAINS(wrong.err, "(the rknot was made for 't'; --force applies it anyway)");
+        QVERIFY(!fs::exists(dir.file("o.knot")));
+        Run applied = run_gkq({"quantize", q(other_path), "-o", q(dir.file("o.knot")), "--tuning", q(rk), "--force"});
+        QVERIFY2(applied.code == 0, applied.err.c_str());
+    }
+
     void verifyRefusesAKnotThatCannotRun() {
         test::TempDir dir;
         const std::string model = tiny_gguf(dir), good = dir.file("good.knot"), bad = dir.file("bad.knot");
@@ -481,6 +576,10 @@ private slots:
         Run g = run_gkq({"generate", q(bad), "-n", "2"});
         QCOMPARE(g.code, 2);
         VERIFY_CONTAINS(g.err, bad + ": no tensor blk.2.attn_norm.weight (role attn_norm)");
+        Run rc = run_gkq({"reconstruct", q(bad), "-o", q(dir.file("re.gguf"))});
+        QCOMPARE(rc.code, 2);
+        VERIFY_CONTAINS(rc.err, bad + ": no tensor blk.2.attn_norm.weight (role attn_norm)");
+        QVERIFY(!fs::exists(dir.file("re.gguf")));
         QCOMPARE(run_gkq({"verify", q(good)}).code, 0);
     }
 };

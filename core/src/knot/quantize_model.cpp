@@ -114,8 +114,23 @@ Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOpti
         if (!dtype_is_float_convertible(t.dtype))
             return error(StatusCode::Unsupported, model.path() + ": tensor '" + t.name + "' of type " + t.type_name +
                                                       " cannot be converted to float32 for encoding");
+        if (!options.allow_requantize && (t.dtype == DType::Q8_0 || t.dtype == DType::Q4_0 || t.dtype == DType::Q8_G))
+            return error(StatusCode::InvalidArgument,
+                         model.path() + ": tensor '" + t.name + "' is already quantized (" + t.type_name +
+                             "): encoding it again adds a second rounding error to the first; pass "
+                             "--allow-requantize to do it anyway");
         CodecParams p = resolve_params(*preset, t.role, t.layer, t.n_dims(), options.global, options.per_layer);
         if (Status s = validate_params(p); !s) return s.with_context(model.path() + ": tensor '" + t.name + "'");
+        // An explicit rank is checked against the matrix it applies to (rank rules cap themselves).
+        if (p.rank > 0 && (p.method == Method::LowRank || p.method == Method::LowRankResidual) && t.n_dims() >= 2 &&
+            !options.force) {
+            const int64_t smallest = std::min(t.rows(), t.cols());
+            if (p.rank > smallest)
+                return error(StatusCode::InvalidArgument,
+                             model.path() + ": tensor '" + t.name + "' (" + shape_to_string(t.shape) + "): rank " +
+                                 std::to_string(p.rank) + " exceeds its smallest dimension " +
+                                 std::to_string(smallest) + "; pass --force to cap it there");
+        }
         selected.push_back(i);
         params.push_back(p);
         total_elements += t.n_elements();

@@ -101,6 +101,8 @@ Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::s
         return error(StatusCode::InvalidArgument, knot_path + ": shard " + std::to_string(h.shard_index) + "/" +
                                                       std::to_string(h.shard_count) +
                                                       " of a model; merge the shards first (gkq merge)");
+    // A model that cannot run is not written out for other runtimes to fail on.
+    if (Status s = check_model(knot_path, h.config, knot->entries()); !s) return s;
 
     const size_t n = knot->n_records();
     std::vector<std::vector<float>> data(n);
