@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <limits>
 
 using namespace gkq;
 namespace fs = std::filesystem;
@@ -504,6 +505,22 @@ private slots:
         Run g = run_gkq({"generate", q(path), "-n", "2", "--tokenizer", "none.bin"});
         QCOMPARE(g.code, 2);
         VERIFY_CONTAINS(g.err, path + ": " + message.toStdString());
+    }
+
+    // A record that decodes to inf or nan is bad even with intact bytes: verify no longer says ok.
+    void verifyFindsNonFiniteValues() {
+        test::TempDir dir;
+        auto m = test::make_tiny_model(test::tiny_config(true), 8);
+        for (size_t i = 0; i < m.tensors.size(); ++i)
+            if (m.tensors[i].role == TensorRole::AttnNorm && m.tensors[i].layer == 0)
+                m.storage[i][3] = std::numeric_limits<float>::infinity();
+        const std::string model = dir.file("inf.gguf"), knot = dir.file("inf.knot");
+        QVERIFY(write_gguf(model, m.config, m.tensors, test::tiny_vocabulary()));
+        QCOMPARE(run_gkq({"quantize", q(model), "-o", q(knot), "--preset", "q8_0"}).code, 0);
+        Run v = run_gkq({"verify", q(knot)});
+        QCOMPARE(v.code, 2);
+        VERIFY_CONTAINS(v.err, "'blk.0.attn_norm.weight': decodes to inf at element 3");
+        VERIFY_CONTAINS(v.out, "result   1 bad records");
     }
 
     void requantizingNeedsToBeAsked() {

@@ -6,6 +6,7 @@
 #include "knot/knot_format.h"
 #include "knot/parallel.h"
 
+#include <cmath>
 #include <filesystem>
 
 namespace gkq {
@@ -59,8 +60,18 @@ Result<VerifyReport> verify_knot(const std::string& path, int n_threads, const P
             return c;
         }
         auto decoded = decode_tensor(*t);
-        if (!decoded)
+        if (!decoded) {
             c.failure = knot::record_label(path, i, t->name) + ": payload does not decode: " + decoded.message();
+            return c;
+        }
+        // A value that is not finite (an f16 overflow written by an older gkq, a source weight that was) makes every
+        // logit of the model nan: the record is bad even though its bytes are intact.
+        for (size_t k = 0; k < decoded->size(); ++k)
+            if (!std::isfinite((*decoded)[k])) {
+                c.failure = knot::record_label(path, i, t->name) + ": decodes to " +
+                            ((*decoded)[k] != (*decoded)[k] ? "nan" : "inf") + " at element " + std::to_string(k);
+                break;
+            }
         return c;
     };
     auto consume = [&](size_t i, Checked&& c) -> Status {
