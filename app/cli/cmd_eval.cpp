@@ -62,7 +62,21 @@ struct Protocol {
     std::string name() const { return per_document ? "per-document" : "llama.cpp --kl-divergence"; }
     std::string describe() const {
         std::string seps;
-        for (const std::string& x : separators) seps += (seps.empty() ? "'" : ", '") + x + "'";
+        for (const std::string& x : separators) {
+            std::string shown;  // control characters as \n, \t, \xNN so the line stays one line
+            for (unsigned char ch : x) {
+                char buf[8];
+                if (ch == '\n')
+                    shown += "\\n";
+                else if (ch == '\t')
+                    shown += "\\t";
+                else if (ch < 0x20 || ch == 0x7f)
+                    std::snprintf(buf, sizeof buf, "\\x%02x", ch), shown += buf;
+                else
+                    shown += static_cast<char>(ch);
+            }
+            seps += (seps.empty() ? "'" : ", '") + shown + "'";
+        }
         if (per_document)
             return "per-document: " + std::to_string(n_documents) + " documents split at " + seps +
                    " (separators and the whitespace around them not scored), BOS at each document's start, windows "
@@ -298,7 +312,8 @@ int cmd_eval(int argc, char** argv) {
         protocol.separators = {separator};
     } else {
         protocol.separators = {"<|endoftext|>"};
-        const std::string& eos = tokenizer->piece(tokenizer->eos_id());
+        // llama2.c's tokenizer.bin spells EOS "\n</s>\n": the text between documents is the tag itself.
+        const std::string eos(trim(tokenizer->piece(tokenizer->eos_id())));
         if (!eos.empty() && eos != protocol.separators[0]) protocol.separators.push_back(eos);
     }
     EvalText et = make_eval_text(*text, *tokenizer, protocol);
