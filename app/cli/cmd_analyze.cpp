@@ -6,6 +6,7 @@
 #include "cli/progress_bar.h"
 
 #include "gkq/atomic_file.h"
+#include "gkq/model_check.h"
 #include "gkq/model_file.h"
 #include "gkq/spectrum.h"
 
@@ -324,6 +325,9 @@ int cmd_analyze(int argc, char** argv) {
         std::fprintf(stderr, "gkq analyze: %s\n", model.message().c_str());
         return exit_code(model.status());
     }
+    // Spectra are measured whatever the config says; what keeps the model from running is said, not refused.
+    for (const std::string& w : model_problems(model->config(), model->tensors()))
+        std::fprintf(stderr, "gkq analyze: warning: %s: %s\n", model->path().c_str(), w.c_str());
     const auto t0 = std::chrono::steady_clock::now();
     Result<std::vector<TensorSpectrum>> result = error(StatusCode::Internal, "not run");
     {

@@ -15,9 +15,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace gkq::cli {
@@ -45,16 +48,114 @@ Result<std::string> read_text(const std::string& path) {
     return ss.str();
 }
 
+// How the text was cut into what is scored (printed in every report).
+struct Protocol {
+    bool per_document = false;
+    std::vector<std::string> separators;  // the document separators recognised
+    int64_t n_separators = 0;             // occurrences in the text
+    int64_t n_documents = 1;
+
+    std::string name() const { return per_document ? "per-document" : "llama.cpp --kl-divergence"; }
+    std::string describe() const {
+        std::string seps;
+        for (const std::string& x : separators) {
+            std::string shown;  // control characters as \n, \t, \xNN so the line stays one line
+            for (unsigned char ch : x) {
+                char buf[8];
+                if (ch == '\n')
+                    shown += "\\n";
+                else if (ch == '\t')
+                    shown += "\\t";
+                else if (ch < 0x20 || ch == 0x7f)
+                    std::snprintf(buf, sizeof buf, "\\x%02x", ch), shown += buf;
+                else
+                    shown += static_cast<char>(ch);
+            }
+            seps += (seps.empty() ? "'" : ", '") + shown + "'";
+        }
+        if (per_document)
+            return "per-document: " + std::to_string(n_documents) + " documents split at " + seps +
+                   " (separators and the whitespace around them not scored), BOS at each document's start, windows "
+                   "never cross documents";
+        std::string s = "llama.cpp --kl-divergence: the text as one token stream, BOS at each window's start";
+        if (n_separators > 0)
+            s += "; its " + std::to_string(n_separators) + " document separators (" + seps +
+                 ") are scored as text and documents get no BOS: --per-document scores each document on its own";
+        return s;
+    }
+};
+
+// The earliest occurrence at or after `from` of any separator: (position, length), or npos.
+std::pair<size_t, size_t> find_separator(const std::string& text, const std::vector<std::string>& seps, size_t from) {
+    std::pair<size_t, size_t> best{std::string::npos, 0};
+    for (const std::string& s : seps) {
+        const size_t at = text.find(s, from);
+        if (at != std::string::npos && (at < best.first || (at == best.first && s.size() > best.second)))
+            best = {at, s.size()};
+    }
+    return best;
+}
+
+std::string_view trim(std::string_view s) {
+    const char* ws = " \t\r\n";
+    const size_t a = s.find_first_not_of(ws);
+    if (a == std::string_view::npos) return {};
+    return s.substr(a, s.find_last_not_of(ws) - a + 1);
+}
+
+// The scored tokens under `protocol` (its counts filled in).
+EvalText make_eval_text(const std::string& text, const Tokenizer& tokenizer, Protocol& protocol) {
+    EvalText et;
+    et.bos_id = tokenizer.bos_id();
+    std::vector<std::string_view> docs;
+    size_t from = 0;
+    for (;;) {
+        const auto [at, len] = find_separator(text, protocol.separators, from);
+        docs.push_back(std::string_view(text).substr(from, at == std::string::npos ? std::string::npos : at - from));
+        if (at == std::string::npos) break;
+        ++protocol.n_separators;
+        from = at + len;
+    }
+    if (!protocol.per_document) {
+        et.tokens = tokenizer.encode(text, false, false);
+        et.n_bytes = text.size();
+        et.text_hash = fnv1a64(text.data(), text.size());
+        return et;
+    }
+    // The hash covers each document and where it ends, so saved base logits of another cut do not match.
+    et.text_hash = fnv1a64("per-document", 12);
+    protocol.n_documents = 0;
+    for (std::string_view d : docs) {
+        d = trim(d);
+        if (d.empty()) continue;
+        ++protocol.n_documents;
+        et.doc_starts.push_back(static_cast<int64_t>(et.tokens.size()));
+        const std::vector<int32_t> t = tokenizer.encode(d, false, false);
+        et.tokens.insert(et.tokens.end(), t.begin(), t.end());
+        et.n_bytes += d.size();
+        et.text_hash = fnv1a64(d.data(), d.size(), et.text_hash);
+        const uint64_t size = d.size();
+        et.text_hash = fnv1a64(&size, sizeof size, et.text_hash);
+    }
+    return et;
+}
+
 nlohmann::json ppl_json(const PerplexityStats& s) {
     return {{"tokens", s.n_tokens},         {"bytes", s.n_bytes},         {"mean_nll", s.mean_nll},
             {"mean_nll_se", s.mean_nll_se}, {"perplexity", s.perplexity}, {"bits_per_byte", s.bits_per_byte}};
 }
 
-void print_report(const EvalReport& r, const std::string& base, const std::string& cand, bool json) {
+void print_report(const EvalReport& r, const Protocol& protocol, const std::string& base, const std::string& cand,
+                  bool json) {
     if (json) {
         nlohmann::json j = {{"text", r.text_label},   {"ctx", r.n_ctx},       {"stride", r.stride},
                             {"windows", r.n_windows}, {"tokens", r.n_tokens}, {"bytes", r.n_bytes},
                             {"seconds", r.seconds}};
+        j["protocol"] = {{"name", protocol.name()},
+                         {"description", protocol.describe()},
+                         {"separators", protocol.separators},
+                         {"n_separators", protocol.n_separators},
+                         {"n_documents", protocol.n_documents}};
         if (!r.compared) {
             j["model"] = base;
             j["perplexity"] = ppl_json(r.single);
@@ -78,6 +179,7 @@ void print_report(const EvalReport& r, const std::string& base, const std::strin
                 r.text_label.c_str(), static_cast<unsigned long long>(r.n_bytes), static_cast<long long>(r.n_tokens),
                 static_cast<long long>(r.n_ctx), static_cast<long long>(r.stride), static_cast<long long>(r.n_windows),
                 r.seconds);
+    std::printf("protocol: %s\n", protocol.describe().c_str());
     if (!r.compared) {
         std::printf("model: %s\n", base.c_str());
         std::printf("PPL            : %12.6f   (mean NLL %.6f ± %.6f nats)\n", r.single.perplexity, r.single.mean_nll,
@@ -109,7 +211,8 @@ void print_report(const EvalReport& r, const std::string& base, const std::strin
 int cmd_eval(int argc, char** argv) {
     std::string base_path, cand_path, model_path, text_path, tokenizer_path, save_base, base_logits;
     int64_t ctx = 0, stride = 0, threads = 0;
-    bool json = false;
+    bool json = false, per_document = false;
+    std::string separator;
     ArgParser p(
         "gkq eval --base MODEL --candidate MODEL|KNOT --text FILE [--ctx N] [--stride N] [--json]\n"
         "       gkq eval --model MODEL|KNOT --text FILE [--ctx N] [--stride N] [--json]",
@@ -119,7 +222,9 @@ int cmd_eval(int argc, char** argv) {
         "probability change, perplexity of both and their ratio, and bits per byte of both. With --model alone:\n"
         "perplexity and bits per byte. Each window is BOS + N-1 text tokens; windows start every --stride tokens\n"
         "and score only tokens no earlier window scored, so every token is scored once. The tokenizer is the\n"
-        "base model's own vocabulary (GGUF, knot), else the one tokenizer.bin / tok*.bin beside it, else --tokenizer.");
+        "base model's own vocabulary (GGUF, knot), else the one tokenizer.bin / tok*.bin beside it, else --tokenizer.\n"
+        "The report names its protocol: llama.cpp's --kl-divergence one (the default: the text as one token stream,\n"
+        "document separators scored as text, and counted) or --per-document (each document from BOS).");
     p.option("--base", "MODEL", "the reference model (llama2.c .bin, GGUF, safetensors, knot) " + demo_model_help(),
              &base_path);
     p.option("--candidate", "MODEL", "the model to compare with it (any model file or a knot)", &cand_path);
@@ -137,7 +242,17 @@ int cmd_eval(int argc, char** argv) {
     p.option_int("--threads", "N", "threads per matrix product (default 0: all cores); results do not depend on it",
                  &threads, 0, 1024);
     p.option("--save-base", "FILE", "also write the base logits to FILE for later runs", &save_base);
-    p.option("--base-logits", "FILE", "reuse base logits saved by --save-base instead of running --base", &base_logits);
+    p.option("--base-logits", "FILE",
+             "reuse base logits saved by --save-base instead of running --base (the file names its base model, "
+             "which is the default --base)",
+             &base_logits);
+    p.option("--doc-separator", "S",
+             "the text between documents (default: '<|endoftext|>' and the tokenizer's EOS piece, e.g. '</s>')",
+             &separator);
+    p.flag("--per-document",
+           "score each document on its own: split at the separators (not scored), BOS at each document's start, "
+           "windows never crossing documents (default: llama.cpp's --kl-divergence protocol, the text as one stream)",
+           &per_document);
     p.flag("--json", "print the report as JSON", &json);
     switch (p.parse(argc, argv)) {
         case ParseOutcome::Help: return kExitOk;
@@ -149,6 +264,19 @@ int cmd_eval(int argc, char** argv) {
         return kExitBadInput;
     };
     if (text_path.empty()) return usage("missing --text FILE");
+    // Saved base logits name the base model they came from: that one is the base, never the demo model.
+    if (!base_logits.empty() && base_path.empty() && model_path.empty()) {
+        auto named = base_logits_model(base_logits);
+        if (!named) return fail(named.status());
+        if (named->empty())
+            return usage(base_logits + " does not name its base model (saved by an older gkq): pass --base MODEL, " +
+                         "the model it was saved with");
+        std::error_code ec;
+        if (!std::filesystem::exists(*named, ec))
+            return usage(base_logits + " was saved with base model " + *named +
+                         ", which is not there: pass --base MODEL with that model");
+        base_path = *named;
+    }
     // The bundled demo model stands in for a missing --model (nothing else given) or --base (a candidate given).
     if (model_path.empty() && base_path.empty()) {
         if (cand_path.empty() && save_base.empty() && base_logits.empty())
@@ -178,11 +306,18 @@ int cmd_eval(int argc, char** argv) {
     if (!first) return fail(first.status());
     auto tokenizer = pick_tokenizer(*first, tokenizer_path);
     if (!tokenizer) return fail(tokenizer.status());
-    EvalText et;
-    et.tokens = tokenizer->encode(*text, false, false);
-    et.bos_id = tokenizer->bos_id();
-    et.n_bytes = text->size();
-    et.text_hash = fnv1a64(text->data(), text->size());
+    if (p.given("--doc-separator") && separator.empty()) return usage("--doc-separator: an empty separator");
+    Protocol protocol;
+    protocol.per_document = per_document;
+    if (!separator.empty()) {
+        protocol.separators = {separator};
+    } else {
+        protocol.separators = {"<|endoftext|>"};
+        // llama2.c's tokenizer.bin spells EOS "\n</s>\n": the text between documents is the tag itself.
+        const std::string eos(trim(tokenizer->piece(tokenizer->eos_id())));
+        if (!eos.empty() && eos != protocol.separators[0]) protocol.separators.push_back(eos);
+    }
+    EvalText et = make_eval_text(*text, *tokenizer, protocol);
     EvalOptions eo;
     eo.n_ctx = ctx;
     eo.stride = stride;
@@ -200,6 +335,7 @@ int cmd_eval(int argc, char** argv) {
             if (!resolved) return fail(resolved.status());
             auto saved = load_base_logits(base_logits, et, cand->config.vocab_size, *resolved);
             if (!saved) return fail(saved.status());
+            saved->text.doc_starts = et.doc_starts;  // the tokens and the cut (in the text hash) are the saved ones
             report = evaluate_compare_saved(*saved, *cand->transformer, bar.callback());
         } else {
             BaseLogits keep;
@@ -207,6 +343,9 @@ int cmd_eval(int argc, char** argv) {
                                       save_base.empty() ? nullptr : &keep);
             if (report && !save_base.empty()) {
                 keep.path = save_base;
+                std::error_code ec;
+                const std::filesystem::path abs = std::filesystem::absolute(base_path, ec);
+                keep.model = ec ? base_path : abs.lexically_normal().string();
                 if (Status s = save_base_logits(save_base, keep); !s) return fail(s);
             }
         }
@@ -217,7 +356,7 @@ int cmd_eval(int argc, char** argv) {
                            interrupted_text() + (save_base.empty() ? "" : "; " + save_base + " was not written")));
     if (!report) return fail(report.status());
     report->text_label = text_path;
-    print_report(*report, single ? model_path : base_path, cand_path, json);
+    print_report(*report, protocol, single ? model_path : base_path, cand_path, json);
     return kExitOk;
 }
 

@@ -41,6 +41,11 @@ struct QuantizeOptions {
     int n_threads = 0;             // 0: one per hardware thread
     Vocabulary vocab;              // stored when the model carries none (llama2.c checkpoints)
     std::string producer = "gkq";  // the knot header's producer string
+    // A tensor already stored block-quantized (q8_0, q4_0, llama2.c q8_g) is refused unless this is set: encoding it
+    // again adds a second rounding error to the first (llama-quantize's --allow-requantize rule).
+    bool allow_requantize = false;
+    // An explicit rank above a matrix's smallest dimension is refused unless this is set (then it is capped there).
+    bool force = false;
 };
 
 struct QuantizedTensor {

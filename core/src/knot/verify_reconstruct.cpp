@@ -3,11 +3,13 @@
 #include "formats/hf_config.h"
 #include "gkq/arch.h"
 #include "gkq/atomic_file.h"
+#include "gkq/model_check.h"
 #include "gkq/model_writer.h"
 #include "gkq/quantize.h"
 #include "knot/knot_format.h"
 #include "knot/parallel.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -106,6 +108,12 @@ Result<VerifyReport> verify_knot(const std::string& path, int n_threads, const P
         report.raw_bytes += e.raw_bytes;
         ++report.count_by_method[static_cast<size_t>(e.method)];
     }
+    // A knot whose records are fine but that cannot run is not ok: the model-consistency check, on the whole
+    // model (a shard holds only part of the tensors, so only its config is checked).
+    const std::vector<std::string> problems = report.shard_count == 1
+                                                  ? model_problems(knot->header().config, knot->entries())
+                                                  : config_problems(knot->header().config);
+    for (const std::string& p : problems) report.failures.push_back(path + ": model: " + p);
     const int threads = knot::worker_count(n_threads, knot->n_records());
     std::optional<SingleThreadedBlas> one_blas_thread;
     if (threads > 1) one_blas_thread.emplace();
@@ -119,8 +127,18 @@ Result<VerifyReport> verify_knot(const std::string& path, int n_threads, const P
             return c;
         }
         auto decoded = decode_tensor(*t);
-        if (!decoded)
+        if (!decoded) {
             c.failure = knot::record_label(path, i, t->name) + ": payload does not decode: " + decoded.message();
+            return c;
+        }
+        // A value that is not finite (an f16 overflow written by an older gkq, a source weight that was) makes every
+        // logit of the model nan: the record is bad even though its bytes are intact.
+        for (size_t k = 0; k < decoded->size(); ++k)
+            if (!std::isfinite((*decoded)[k])) {
+                c.failure = knot::record_label(path, i, t->name) + ": decodes to " +
+                            ((*decoded)[k] != (*decoded)[k] ? "nan" : "inf") + " at element " + std::to_string(k);
+                break;
+            }
         return c;
     };
     auto consume = [&](size_t i, Checked&& c) -> Status {
@@ -170,6 +188,8 @@ Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::s
         if (!replace_other_model)
             if (Status s = check_files_beside(out_path, h.config); !s) return s;
     }
+    // A model that cannot run is not written out for other runtimes to fail on.
+    if (Status s = check_model(knot_path, h.config, knot->entries()); !s) return s;
 
     const size_t n = knot->n_records();
     std::vector<std::vector<float>> data(n);
