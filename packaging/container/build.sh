@@ -12,7 +12,8 @@
 #   --base-only            make (or find) the base image, print its name, build nothing else
 # environment:
 #   GKQ_CONTAINER_CACHE  where the base's root file system (a tar) and debootstrap's downloaded packages are kept
-#                        between runs (default ${XDG_CACHE_HOME:-$HOME/.cache}/gkq-container, outside the clone)
+#                        between runs (default $XDG_CACHE_HOME/gkq-container, else ~/.cache/gkq-container, else
+#                        /var/cache/gkq-container: outside the clone, so a fresh clone reuses it)
 #   GKQ_DEBIAN_MIRROR    Debian mirror (default http://deb.debian.org/debian; security updates from
 #                        GKQ_DEBIAN_SECURITY, default http://deb.debian.org/debian-security)
 #   CONTAINERS_CONF      podman's configuration (default packaging/container/containers.conf: runc, no default
@@ -22,6 +23,8 @@
 set -euo pipefail
 # A timeout's SIGTERM runs the EXIT trap (removing a half-made root file system or build context).
 trap 'exit 143' TERM INT
+# debootstrap, runc and chroot live in /usr/sbin, which a non-login PATH may lack.
+export PATH="$PATH:/usr/sbin:/sbin"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 src="$(cd "$here/../.." && pwd)"
 dockerfile="$here/Dockerfile"
@@ -83,7 +86,10 @@ packages="$(sed -nE 's/^ARG RUNTIME_PACKAGES="([^"]*)"$/\1/p' "$dockerfile")"
 recipe="recipe 1; $suite minbase; $mirror; $security; $packages"
 key="$(printf '%s' "$recipe" | sha256sum | cut -c1-12)"
 base="localhost/gkq-base:$suite-$key"
-cache="${GKQ_CONTAINER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gkq-container}"
+cache=/var/cache/gkq-container
+[[ -z "${HOME:-}" ]] || cache="$HOME/.cache/gkq-container"
+[[ -z "${XDG_CACHE_HOME:-}" ]] || cache="$XDG_CACHE_HOME/gkq-container"
+cache="${GKQ_CONTAINER_CACHE:-$cache}"
 mkdir -p "$cache/debs"
 cache="$(cd "$cache" && pwd)"
 base_tar="$cache/base-$suite-$key.tar"

@@ -27,6 +27,8 @@ fail() {
     echo "FAIL: $*"
     exit 1
 }
+# debootstrap and runc live in /usr/sbin, which a non-login PATH may lack.
+export PATH="$PATH:/usr/sbin:/sbin"
 [[ "$(id -u)" -eq 0 ]] || skip "needs root (debootstrap and podman's image storage; CI runs as root)"
 for tool in podman runc debootstrap curl jq node; do
     command -v "$tool" >/dev/null || skip "$tool not found (packaging/setup-deps.sh installs it)"
