@@ -30,7 +30,9 @@ mutate() {
 mutate latest 's/^ARG RUNTIME_BASE=debian:12\.8-slim/ARG RUNTIME_BASE=debian:latest/' "tag 'latest' is not pinned"
 mutate bare-major 's/^ARG BUILD_BASE=debian:12\.8$/ARG BUILD_BASE=debian:12/' "tag '12' is not pinned"
 mutate untagged 's/^FROM \$\{RUNTIME_BASE\}/FROM debian/' "FROM debian: not pinned"
+# shellcheck disable=SC2016 # the ${...} are the Dockerfile's, literally
 mutate no-arg 's/^FROM \$\{GKQ_BINARIES\} AS/FROM ${GKQ_BINARY} AS/' "no ARG GKQ_BINARY with a default"
+# shellcheck disable=SC2016
 mutate no-stage 's/^ARG GKQ_BINARIES=build/ARG GKQ_BINARIES=built/' 'FROM ${GKQ_BINARIES} (built): not pinned'
 mutate root 's/^USER .*/USER root/' "USER root is root"
 mutate no-user '/^USER /d' "no USER"

@@ -47,9 +47,10 @@ cleanup() {
     local n
     for n in "${names[@]}"; do timeout 60 podman rm -f -t 0 "$n" >/dev/null 2>&1 || true; done
     timeout 60 podman rmi -f "$tag" >/dev/null 2>&1 || true
-    local made
-    made="$(comm -13 <(echo "$before") <(podman images -aq --no-trunc --filter dangling=true 2>/dev/null | sort -u))"
-    [[ -z "$made" ]] || timeout 60 podman rmi $made >/dev/null 2>&1 || true
+    local made=()
+    mapfile -t made < <(comm -13 <(echo "$before") \
+        <(podman images -aq --no-trunc --filter dangling=true 2>/dev/null | sort -u))
+    ((${#made[@]} == 0)) || timeout 60 podman rmi "${made[@]}" >/dev/null 2>&1 || true
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -73,7 +74,8 @@ version="$(sed -nE 's/^project\(gkq_workbench VERSION ([0-9.]+).*/\1/p' "$src/CM
 started="$(now)"
 if ! base="$(timeout 600 "$src/packaging/container/build.sh" --base-only 2>"$tmp/base.log")"; then
     cat "$tmp/base.log"
-    if ! curl -fsS -o /dev/null --max-time 20 "${GKQ_DEBIAN_MIRROR:-http://deb.debian.org/debian}/dists/bookworm/Release"
+    mirror="${GKQ_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+    if ! curl -fsS -o /dev/null --max-time 20 "$mirror/dists/bookworm/Release"
     then
         skip "no base image cached and Debian's mirror is unreachable (debootstrap needs it once)"
     fi
@@ -173,8 +175,10 @@ grep -q "io_uring is refused by this kernel or sandbox.*; using epoll" <<<"$(ctr
 echo "  /health $(jq -c . <<<"$health"); /ready model gkq-ctest, backend epoll; /infer \"$(jq -r .text <<<"$infer")\";"
 echo "  /metrics gkq_server_info{backend=\"epoll\"}; the fallback logged"
 status="$(timeout 30 podman exec "$ctr" cat /proc/1/status)"
-[[ "$(timeout 30 podman exec "$ctr" cat /proc/1/comm)" == gkq ]] || fail "PID 1 is not gkq (the entrypoint must exec it)"
-grep -qE "^Uid:\s+$uid\s+$uid\s+$uid\s+$uid$" <<<"$status" || fail "PID 1 does not run as uid $uid: $(grep Uid <<<"$status")"
+[[ "$(timeout 30 podman exec "$ctr" cat /proc/1/comm)" == gkq ]] ||
+    fail "PID 1 is not gkq (the entrypoint must exec it)"
+grep -qE "^Uid:\s+$uid\s+$uid\s+$uid\s+$uid$" <<<"$status" ||
+    fail "PID 1 does not run as uid $uid: $(grep Uid <<<"$status")"
 grep -qE "^Gid:\s+$gid\s+$gid\s+$gid\s+$gid$" <<<"$status" || fail "PID 1 does not run as gid $gid"
 grep -qE '^CapEff:\s+0+$' <<<"$status" || fail "PID 1 has effective capabilities: $(grep CapEff <<<"$status")"
 [[ "$(timeout 30 podman exec "$ctr" stat -c '%u:%g' /var/lib/gkq)" == "$uid:$gid" ]] ||
@@ -204,7 +208,7 @@ else
         fail "seccomp-io_uring.json: /metrics does not report io_uring"
     curl -fsS --max-time 30 -X POST "http://127.0.0.1:$port/infer" -d '{"prompt":"A","max_tokens":2}' >/dev/null ||
         fail "seccomp-io_uring.json: /infer"
-    echo "seccomp-io_uring.json: backend io_uring ($(jq -r .backend <<<"$ready") in /ready and gkq_server_info), /infer ok"
+    echo "seccomp-io_uring.json: backend $(jq -r .backend <<<"$ready") in /ready and gkq_server_info, /infer ok"
     stop_ok "$ctr" 10
 fi
 
@@ -218,18 +222,19 @@ read_pod() {
     [[ "$(jq '.init | length' "$out") $(jq '.main | length' "$out")" == "1 1" ]] ||
         fail "deployment.yaml: expected one init container and one container"
     for c in init main; do
-        image="$(jq -r ".$c[0].image" "$out")"
-        [[ "$image" == "gkq:$version" ]] || fail "deployment.yaml: $c container image '$image', build.sh tags gkq:$version"
+        image="$(jq -r ".${c}[0].image" "$out")"
+        [[ "$image" == "gkq:$version" ]] ||
+            fail "deployment.yaml: $c container image '$image', build.sh tags gkq:$version"
     done
     [[ "$(jq ".init[0].args, .main[0].args | length" "$out" | sort -u)" == 1 ]] ||
         fail "deployment.yaml: each container's args are expected to be one script (for its bash -c command)"
     jq -e '[.init[0].env, .main[0].env | .[] | test("\n")] | any | not' "$out" >/dev/null ||
         fail "deployment.yaml: an environment value with a newline (not handled here)"
     for c in init main; do
-        run_as="$(jq -r ".$c[0].securityContext.runAsUser // empty" "$out")"
+        run_as="$(jq -r ".${c}[0].securityContext.runAsUser // empty" "$out")"
         [[ -z "$run_as" || "$run_as" == "$uid" ]] ||
             fail "deployment.yaml: $c container runAsUser $run_as, the image's USER is $uid (owner of its files)"
-        [[ "$(jq -r ".$c[0].securityContext.runAsNonRoot" "$out")" != true || "${run_as:-$uid}" != 0 ]] ||
+        [[ "$(jq -r ".${c}[0].securityContext.runAsNonRoot" "$out")" != true || "${run_as:-$uid}" != 0 ]] ||
             fail "deployment.yaml: runAsNonRoot with uid 0"
     done
 }
@@ -327,7 +332,9 @@ pod() {
         fail "pod: backend $(jq -r .backend <<<"$ready") under seccompProfile $seccomp_type, expected $expect_backend"
     mport="$(jq -r '.annotations["prometheus.io/port"]' "$pj")"
     mpath="$(jq -r '.annotations["prometheus.io/path"]' "$pj")"
-    grep -q "^gkq_server_info{" <<<"$(timeout 30 podman exec "$name" curl -fsS --max-time 5 "http://127.0.0.1:$mport$mpath")" ||
+    local scraped
+    scraped="$(timeout 30 podman exec "$name" curl -fsS --max-time 5 "http://127.0.0.1:$mport$mpath" || true)"
+    grep -q "^gkq_server_info{" <<<"$scraped" ||
         fail "pod: prometheus.io/port,path (:$mport$mpath) is not gkq's /metrics"
     infer="$(timeout 60 podman exec "$name" curl -fsS --max-time 30 -X POST "http://127.0.0.1:$port/infer" \
         -d '{"prompt":"A fortune","max_tokens":4,"temperature":0}')" || fail "pod: /infer"
@@ -356,7 +363,8 @@ pod "$tmp/pod.json" weights-url "file:///knot/demo.knot" "$knot_sum"
 
 # ---- manifests that do not match the image are refused ----
 n_refused=0
-# refused NAME FILE SED-EXPRESSION EXPECTED: the pod of a copy of packaging/k8s with FILE edited must fail with EXPECTED.
+# refused NAME FILE SED-EXPRESSION EXPECTED: the pod of a copy of packaging/k8s with FILE edited must fail, saying
+# EXPECTED.
 refused() {
     local name="$1" file="$2" expr="$3" expected="$4" dir="$tmp/k8s-$1"
     cp -r "$src/packaging/k8s" "$dir"
