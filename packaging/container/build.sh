@@ -179,7 +179,10 @@ if [[ -n "$prebuilt" ]]; then
     podman build "${build_args[@]}" --build-arg GKQ_BINARIES=prebuilt --network=none "$ctx" >&2
 else
     log "building $tag, gkq compiled in the image (GKQ_BINARIES=build; Debian's mirror for setup-deps.sh)"
-    podman build "${build_args[@]}" --build-arg "BUILD_BASE=$base" --network=host "$src" >&2
+    # GKQ_BINARIES=build said explicitly: podman 4.3 (buildah 1.28) decides which stages to skip from --build-arg values
+    # only, not ARG defaults, and would skip the build stage that FROM ${GKQ_BINARIES} then names.
+    podman build "${build_args[@]}" --build-arg GKQ_BINARIES=build --build-arg "BUILD_BASE=$base" --network=host \
+        "$src" >&2
 fi
 log "built in $((SECONDS - started)) s"
 size="$(podman image inspect --format '{{.Size}}' "$tag")"
