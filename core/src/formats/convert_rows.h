@@ -25,4 +25,27 @@ float bf16_dot_f32(const void* row, const float* x, int64_t n);
 float q8_0_dot_f32(const void* row, const float* x, int64_t n);
 float q4_0_dot_f32(const void* row, const float* x, int64_t n);
 
+// llama.cpp's other legacy blocks (quants_legacy.cpp) and the k-quants (kquants.cpp): exact dequantization and
+// ggml's reference quantizers, byte for byte.
+void q4_1_to_f32(const void* src, float* dst, int64_t n);
+void q4_1_from_f32(const float* src, void* dst, int64_t n);
+void q5_0_to_f32(const void* src, float* dst, int64_t n);
+void q5_0_from_f32(const float* src, void* dst, int64_t n);
+void q5_1_to_f32(const void* src, float* dst, int64_t n);
+void q5_1_from_f32(const float* src, void* dst, int64_t n);
+void q2_k_to_f32(const void* src, float* dst, int64_t n);
+void q2_k_from_f32(const float* src, void* dst, int64_t n);
+void q3_k_to_f32(const void* src, float* dst, int64_t n);
+void q3_k_from_f32(const float* src, void* dst, int64_t n);
+void q4_k_to_f32(const void* src, float* dst, int64_t n);
+void q4_k_from_f32(const float* src, void* dst, int64_t n);
+void q5_k_to_f32(const void* src, float* dst, int64_t n);
+void q5_k_from_f32(const float* src, void* dst, int64_t n);
+void q6_k_to_f32(const void* src, float* dst, int64_t n);
+void q6_k_from_f32(const float* src, void* dst, int64_t n);
+void q8_k_to_f32(const void* src, float* dst, int64_t n);
+void q8_k_from_f32(const float* src, void* dst, int64_t n);
+void iq4_nl_to_f32(const void* src, float* dst, int64_t n);
+void iq4_nl_from_f32(const float* src, void* dst, int64_t n);
+
 }  // namespace gkq::rows

@@ -1,0 +1,322 @@
+// llama.cpp's Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, Q8_K and IQ4_NL as rows of the type table: the quantizers give ggml's
+// reference blocks byte for byte and the dequantizers ggml's floats bit for bit (fixtures made by ggml itself,
+// tests/data/quants/README.md); round trips stay within error bounds; GGUF files holding these types read and
+// convert to f32 through the table.
+#include "gkq/convert.h"
+#include "gkq/model_file.h"
+#include "gkq/type_traits.h"
+#include "test_support.h"
+
+#include <QtTest>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace gkq;
+using gkq::test::Bytes;
+using gkq::test::TempDir;
+
+Q_DECLARE_METATYPE(gkq::DType)
+
+namespace {
+
+const DType kTypes[] = {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K, DType::IQ4_NL};
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string fixture_dir() {
+    return std::string(GKQ_TEST_DATA_DIR) + "/quants";
+}
+
+// One <type>.bin fixture (format: tests/fixtures-tools/gen_quant_fixtures.c).
+struct Fixture {
+    uint32_t ggml_id = 0, rows = 0, row_len = 0, block_bytes = 0;
+    std::vector<uint8_t> blocks;
+    std::vector<float> dequantized;
+};
+
+bool load_fixture(DType t, Fixture& f, std::string& why) {
+    const std::string path = fixture_dir() + "/" + std::string(dtype_name(t)) + ".bin";
+    const std::vector<uint8_t> b = read_bytes(path);
+    uint32_t h[6];
+    if (b.size() < sizeof h) {
+        why = path + ": missing or short";
+        return false;
+    }
+    std::memcpy(h, b.data(), sizeof h);
+    if (h[0] != 0x51514B47u || h[1] != 1) {
+        why = path + ": not a version-1 GKQQ fixture";
+        return false;
+    }
+    f.ggml_id = h[2];
+    f.rows = h[3];
+    f.row_len = h[4];
+    f.block_bytes = h[5];
+    const TypeTraits& tr = type_traits(t);
+    const uint64_t n = uint64_t{f.rows} * f.row_len;
+    const uint64_t n_block_bytes = n / static_cast<uint64_t>(tr.block_elements) * f.block_bytes;
+    if (b.size() != sizeof h + n_block_bytes + n * 4) {
+        why = path + ": size " + std::to_string(b.size()) + " does not match its header";
+        return false;
+    }
+    f.blocks.assign(b.begin() + sizeof h, b.begin() + static_cast<std::ptrdiff_t>(sizeof h + n_block_bytes));
+    f.dequantized.resize(n);
+    std::memcpy(f.dequantized.data(), b.data() + sizeof h + n_block_bytes, n * 4);
+    return true;
+}
+
+std::vector<float> fixture_inputs() {
+    const std::vector<uint8_t> b = read_bytes(fixture_dir() + "/inputs.f32");
+    std::vector<float> x(b.size() / 4);
+    std::memcpy(x.data(), b.data(), x.size() * 4);
+    return x;
+}
+
+std::vector<uint8_t> quantize(DType t, const std::vector<float>& x) {
+    const TypeTraits& tr = type_traits(t);
+    std::vector<uint8_t> out(*dtype_storage_bytes(t, x.size()), 0xA5);  // poison: every byte must be written
+    tr.from_f32(x.data(), out.data(), static_cast<int64_t>(x.size()));
+    return out;
+}
+
+std::vector<float> dequantize(DType t, const std::vector<uint8_t>& blocks, size_t n) {
+    std::vector<float> y(n);
+    type_traits(t).to_f32(blocks.data(), y.data(), static_cast<int64_t>(n));
+    return y;
+}
+
+// Rows like a weight matrix's: Gaussian, with a few rows scaled up and a few outliers.
+std::vector<float> weight_like(size_t rows, size_t cols, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    std::vector<float> x(rows * cols);
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t c = 0; c < cols; ++c) x[r * cols + c] = normal(rng) * (r % 4 == 3 ? 5.0f : 1.0f);
+    for (size_t i = 0; i < x.size(); i += 997) x[i] *= 8.0f;
+    return x;
+}
+
+double rel_rms_error(const std::vector<float>& x, const std::vector<float>& y) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        num += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+        den += double(x[i]) * x[i];
+    }
+    return std::sqrt(num / den);
+}
+
+void put_str(Bytes& b, std::string_view s) {
+    b.u64(s.size());
+    b.raw(s);
+}
+
+}  // namespace
+
+class TestKQuants : public QObject {
+    Q_OBJECT
+private slots:
+    void typeRows_data() {
+        QTest::addColumn<DType>("type");
+        QTest::addColumn<int>("ggmlId");
+        QTest::addColumn<int>("elements");
+        QTest::addColumn<int>("bytes");
+        // ggml-common.h's block structs, written out here on purpose: the table must agree with them
+        QTest::newRow("q4_1") << DType::Q4_1 << 3 << 32 << 20;
+        QTest::newRow("q5_0") << DType::Q5_0 << 6 << 32 << 22;
+        QTest::newRow("q5_1") << DType::Q5_1 << 7 << 32 << 24;
+        QTest::newRow("q2_k") << DType::Q2_K << 10 << 256 << 84;
+        QTest::newRow("q3_k") << DType::Q3_K << 11 << 256 << 110;
+        QTest::newRow("q4_k") << DType::Q4_K << 12 << 256 << 144;
+        QTest::newRow("q5_k") << DType::Q5_K << 13 << 256 << 176;
+        QTest::newRow("q6_k") << DType::Q6_K << 14 << 256 << 210;
+        QTest::newRow("q8_k") << DType::Q8_K << 15 << 256 << 292;
+        QTest::newRow("iq4_nl") << DType::IQ4_NL << 20 << 32 << 18;
+    }
+    void typeRows() {
+        QFETCH(DType, type);
+        QFETCH(int, ggmlId);
+        QFETCH(int, elements);
+        QFETCH(int, bytes);
+        const TypeTraits& tr = type_traits(type);
+        QCOMPARE(tr.dtype, type);
+        QCOMPARE(tr.ggml_id, ggmlId);
+        QCOMPARE(tr.block_elements, int64_t{elements});
+        QCOMPARE(tr.block_bytes, uint64_t(bytes));
+        QCOMPARE(type_traits_for_ggml_id(uint32_t(ggmlId)), &tr);
+        QVERIFY(tr.to_f32 != nullptr && tr.from_f32 != nullptr);
+        QVERIFY(dtype_is_float_convertible(type));
+        QVERIFY(!dtype_storage_bytes(type, uint64_t(elements) + 1));
+    }
+
+    // ggml's reference quantizer on the fixture rows (all rows in one call, as the generator made them).
+    void blocksMatchGgml_data() {
+        QTest::addColumn<DType>("type");
+        for (DType t : kTypes) QTest::newRow(std::string(dtype_name(t)).c_str()) << t;
+    }
+    void blocksMatchGgml() {
+        QFETCH(DType, type);
+        Fixture f;
+        std::string why;
+        QVERIFY2(load_fixture(type, f, why), why.c_str());
+        const TypeTraits& tr = type_traits(type);
+        QCOMPARE(f.ggml_id, uint32_t(tr.ggml_id));
+        QCOMPARE(uint64_t{f.block_bytes}, tr.block_bytes);
+        const std::vector<float> x = fixture_inputs();
+        QCOMPARE(x.size(), size_t{f.rows} * f.row_len);
+        const std::vector<uint8_t> ours = quantize(type, x);
+        QCOMPARE(ours.size(), f.blocks.size());
+        for (size_t i = 0; i < ours.size(); ++i) {
+            if (ours[i] == f.blocks[i]) continue;
+            const size_t block = i / f.block_bytes;
+            const size_t per_row = f.row_len / size_t(tr.block_elements);
+            QFAIL(qPrintable(QStringLiteral("row %1 block %2 byte %3: ours 0x%4, ggml 0x%5")
+                                 .arg(block / per_row)
+                                 .arg(block % per_row)
+                                 .arg(i % f.block_bytes)
+                                 .arg(ours[i], 2, 16, QChar('0'))
+                                 .arg(f.blocks[i], 2, 16, QChar('0'))));
+        }
+    }
+
+    void dequantizeMatchesGgml_data() { blocksMatchGgml_data(); }
+    void dequantizeMatchesGgml() {
+        QFETCH(DType, type);
+        Fixture f;
+        std::string why;
+        QVERIFY2(load_fixture(type, f, why), why.c_str());
+        const std::vector<float> y = dequantize(type, f.blocks, f.dequantized.size());
+        for (size_t i = 0; i < y.size(); ++i) {
+            if (std::bit_cast<uint32_t>(y[i]) == std::bit_cast<uint32_t>(f.dequantized[i])) continue;
+            QFAIL(qPrintable(QStringLiteral("value %1 (row %2): ours %3, ggml %4")
+                                 .arg(i)
+                                 .arg(i / f.row_len)
+                                 .arg(double(y[i]), 0, 'g', 9)
+                                 .arg(double(f.dequantized[i]), 0, 'g', 9)));
+        }
+    }
+
+    // Relative RMS error of a round trip on weight-like rows: each type within its bound, and more bits never
+    // worse along each family.
+    void roundTripError_data() {
+        QTest::addColumn<DType>("type");
+        QTest::addColumn<double>("bound");
+        QTest::newRow("q2_k") << DType::Q2_K << 0.40;
+        QTest::newRow("q3_k") << DType::Q3_K << 0.20;
+        QTest::newRow("q4_1") << DType::Q4_1 << 0.12;
+        QTest::newRow("iq4_nl") << DType::IQ4_NL << 0.10;
+        QTest::newRow("q4_k") << DType::Q4_K << 0.10;
+        QTest::newRow("q5_0") << DType::Q5_0 << 0.06;
+        QTest::newRow("q5_1") << DType::Q5_1 << 0.06;
+        QTest::newRow("q5_k") << DType::Q5_K << 0.05;
+        QTest::newRow("q6_k") << DType::Q6_K << 0.025;
+        QTest::newRow("q8_k") << DType::Q8_K << 0.006;
+    }
+    void roundTripError() {
+        QFETCH(DType, type);
+        QFETCH(double, bound);
+        const std::vector<float> x = weight_like(16, 512, 7);
+        const std::vector<float> y = dequantize(type, quantize(type, x), x.size());
+        const double err = rel_rms_error(x, y);
+        qInfo("%s: relative RMS error %.5f (bound %.3f)", dtype_name(type).data(), err, bound);
+        QVERIFY2(err < bound, qPrintable(QString::number(err)));
+        QVERIFY(err > 0);
+    }
+    void moreBitsLessError() {
+        const std::vector<float> x = weight_like(16, 512, 11);
+        auto err = [&](DType t) { return rel_rms_error(x, dequantize(t, quantize(t, x), x.size())); };
+        const DType k_family[] = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
+        for (size_t i = 1; i < std::size(k_family); ++i)
+            QVERIFY2(err(k_family[i]) < err(k_family[i - 1]), dtype_name(k_family[i]).data());
+        QVERIFY(err(DType::Q5_1) < err(DType::Q4_1));
+        QVERIFY(err(DType::Q5_0) < err(DType::Q4_0));
+        QVERIFY(err(DType::IQ4_NL) < err(DType::Q4_0));  // the non-linear code book fits Gaussian weights better
+    }
+
+    // A zero row stays exactly zero and a requantized dequantization reproduces itself closely.
+    void zerosStayZero_data() { blocksMatchGgml_data(); }
+    void zerosStayZero() {
+        QFETCH(DType, type);
+        const std::vector<float> x(512, 0.0f);
+        for (float v : dequantize(type, quantize(type, x), x.size())) QCOMPARE(std::bit_cast<uint32_t>(v), 0u);
+    }
+
+    // A GGUF file whose tensors hold these types (the fixture blocks) opens as data, and tensor_to_f32 converts each
+    // through its table row to ggml's floats.
+    void ggufTensorsConvertThroughTheTable() {
+        TempDir dir;
+        const std::string path = dir.file("kquants.gguf");
+        Bytes b;
+        std::vector<uint8_t> data;
+        std::vector<Fixture> fixtures;
+        std::vector<uint64_t> offsets;
+        for (DType t : kTypes) {
+            Fixture f;
+            std::string why;
+            QVERIFY2(load_fixture(t, f, why), why.c_str());
+            while (data.size() % 32) data.push_back(0);
+            offsets.push_back(data.size());
+            data.insert(data.end(), f.blocks.begin(), f.blocks.end());
+            fixtures.push_back(std::move(f));
+        }
+        b.raw("GGUF", 4).u32(3).u64(std::size(kTypes)).u64(1);
+        put_str(b, "general.architecture");
+        b.u32(8);
+        put_str(b, "llama");
+        for (size_t i = 0; i < std::size(kTypes); ++i) {
+            put_str(b, "t." + std::string(dtype_name(kTypes[i])));
+            b.u32(2).u64(fixtures[i].row_len).u64(fixtures[i].rows);
+            b.u32(uint32_t(type_traits(kTypes[i]).ggml_id)).u64(offsets[i]);
+        }
+        b.pad_to(32);
+        b.raw(data.data(), data.size());
+        gkq::test::write_file(path, b.vec());
+
+        auto m = ModelFile::open(path);
+        QVERIFY2(m.is_ok(), m.message().c_str());
+        for (size_t i = 0; i < std::size(kTypes); ++i) {
+            const std::string name = "t." + std::string(dtype_name(kTypes[i]));
+            const Tensor* t = m->find(name);
+            QVERIFY2(t != nullptr, name.c_str());
+            QCOMPARE(t->dtype, kTypes[i]);
+            QCOMPARE(t->type_name, std::string(type_traits(kTypes[i]).ggml_name));
+            QCOMPARE(t->shape, (std::vector<int64_t>{int64_t(fixtures[i].rows), int64_t(fixtures[i].row_len)}));
+            QCOMPARE(t->n_bytes, uint64_t(fixtures[i].blocks.size()));
+            auto v = tensor_to_f32(*t);
+            QVERIFY2(v.is_ok(), v.message().c_str());
+            QCOMPARE(v->size(), fixtures[i].dequantized.size());
+            QVERIFY2(std::memcmp(v->data(), fixtures[i].dequantized.data(), v->size() * 4) == 0, name.c_str());
+        }
+    }
+
+    // A GGUF row that is not whole blocks is refused, naming the tensor and the block size.
+    void ggufPartialBlockRefused() {
+        TempDir dir;
+        const std::string path = dir.file("bad.gguf");
+        Bytes b;
+        b.raw("GGUF", 4).u32(3).u64(1).u64(1);
+        put_str(b, "general.architecture");
+        b.u32(8);
+        put_str(b, "llama");
+        put_str(b, "t.q6_k");
+        b.u32(2).u64(128).u64(2).u32(14).u64(0);  // Q6_K rows of 128 values: half a super-block
+        b.pad_to(32);
+        const std::vector<uint8_t> data(210, 0);
+        b.raw(data.data(), data.size());
+        gkq::test::write_file(path, b.vec());
+        auto m = ModelFile::open(path);
+        QVERIFY(!m.is_ok());
+        QVERIFY2(m.message().find("t.q6_k") != std::string::npos, m.message().c_str());
+        QVERIFY2(m.message().find("Q6_K block size 256") != std::string::npos, m.message().c_str());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestKQuants)
+#include "test_kquants.moc"
