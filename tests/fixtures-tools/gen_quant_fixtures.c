@@ -12,6 +12,10 @@
  *   inputs.f32      kRows rows of kRowLen f32 values, row after row (the same for every type)
  *   <type>.bin      "GKQQ", u32 version 1, u32 ggml type id, u32 rows, u32 row length, u32 block bytes, then the
  *                   blocks of all rows, then the f32 values those blocks dequantize to
+ *   importance.f32  kRowLen f32 per-column weights, as an importance matrix holds them
+ *   <type>.weighted the raw blocks of ggml_quantize_chunk(type, inputs, kRows rows, importance): what
+ *                   llama-quantize writes with an imatrix (every type but Q8_K, which has no such quantizer)
+ *   iq4_nl.unweighted  the same without importance (IQ4_NL's only differs from its reference quantizer)
  * All rows are quantized in ONE call, row 0 first: ggml's IQ4_NL quantizer lets an all-zero block keep the
  * previous block's indices, so the blocks depend on what came before within a call. Output buffers start zeroed
  * (ggml's Q8_K quantizer leaves an all-zero block's sums untouched). */
@@ -67,6 +71,31 @@ static int write_all(const char* path, const void* p, size_t n, FILE* f) {
         return 0;
     }
     return 1;
+}
+
+static int write_raw(const char* dir, const char* name, const void* p, size_t n) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE* f = fopen(path, "wb");
+    if (!f) {
+        perror(path);
+        return 0;
+    }
+    int ok = write_all(path, p, n, f);
+    return (fclose(f) == 0) && ok;
+}
+
+static int write_weighted(const char* dir, const char* name, uint32_t type_id, const float* x, const float* imp,
+                          const char* suffix) {
+    const size_t row_bytes = ggml_row_size((enum ggml_type)type_id, kRowLen);
+    uint8_t* blocks = calloc(row_bytes * kRows, 1);
+    if (!blocks) return 0;
+    ggml_quantize_chunk((enum ggml_type)type_id, x, blocks, 0, kRows, kRowLen, imp);
+    char file[256];
+    snprintf(file, sizeof file, "%s.%s", name, suffix);
+    const int ok = write_raw(dir, file, blocks, row_bytes * kRows);
+    free(blocks);
+    return ok;
 }
 
 static int write_type(const char* dir, const char* name, uint32_t type_id, const float* x) {
@@ -125,8 +154,15 @@ int main(int argc, char** argv) {
         {"q3_k", GGML_TYPE_Q3_K}, {"q4_k", GGML_TYPE_Q4_K},     {"q5_k", GGML_TYPE_Q5_K}, {"q6_k", GGML_TYPE_Q6_K},
         {"q8_k", GGML_TYPE_Q8_K}, {"iq4_nl", GGML_TYPE_IQ4_NL},
     };
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; ++i)
+    static float importance[kRowLen];
+    for (int i = 0; i < kRowLen; ++i) importance[i] = (i % 37 == 5) ? 0.0f : 0.05f + 8.0f * uniform() * uniform();
+    ok = write_raw(argv[1], "importance.f32", importance, sizeof importance) && ok;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; ++i) {
         ok = write_type(argv[1], types[i].name, types[i].id, x) && ok;
+        if (types[i].id != GGML_TYPE_Q8_K)
+            ok = write_weighted(argv[1], types[i].name, types[i].id, x, importance, "weighted") && ok;
+    }
+    ok = write_weighted(argv[1], "iq4_nl", GGML_TYPE_IQ4_NL, x, NULL, "unweighted") && ok;
     printf("ggml %s (commit %s)\n", ggml_version(), ggml_commit());
     return ok ? 0 : 1;
 }

@@ -48,4 +48,16 @@ void q8_k_from_f32(const float* src, void* dst, int64_t n);
 void iq4_nl_to_f32(const void* src, float* dst, int64_t n);
 void iq4_nl_from_f32(const float* src, void* dst, int64_t n);
 
+// ggml's importance-weighted quantize_<type> (quants_weighted.cpp): n_rows rows of n_per_row floats, importance
+// n_per_row per-column weights or null (then what llama-quantize writes without an imatrix).
+void q4_1_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance);
+void q5_0_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance);
+void q5_1_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance);
+void q2_k_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance);
+void q3_k_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance);
+void q4_k_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance);
+void q5_k_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance);
+void q6_k_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance);
+void iq4_nl_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance);
+
 }  // namespace gkq::rows

@@ -115,4 +115,24 @@ inline int clamp_int(int v, int lo, int hi) {
 // A group's maximum |x| below this counts as all zeros (ggml's GROUP_MAX_EPS).
 constexpr float kGroupMaxEps = 1e-15f;
 
+// ---- the shared fits and packings (quant_fit.cpp) ----
+
+extern const int8_t kNonLinearCodes[16];  // the IQ4_NL code book, ascending
+int nearest_code(float v);                // index of the code nearest v (the lower one on a tie)
+
+float fit_symmetric(int n, int nmax, const float* x, int8_t* codes, const float* qw);
+float fit_symmetric_refined(int n, int nmax, const float* x, int8_t* codes);
+float fit_affine(int n, int nmax, const float* x, const float* weights, uint8_t* codes, float* the_min, uint8_t* trial,
+                 float rmin, float rdelta, int nstep, bool use_mad);
+float fit_positive(int n, int nmax, const float* x, uint8_t* codes, const float* qw);
+
+void unpack_scale_min(int j, const uint8_t* packed, uint8_t& sc, uint8_t& m);
+void pack_scale_min(int j, uint8_t sc, uint8_t m, uint8_t* packed);
+int unpack_q3_scale(int j, const uint8_t* packed);
+void pack_2bit(const uint8_t* codes, uint8_t* qs);
+int two_bit(const uint8_t* qs, int e);
+
+// One Q6_K super-block of x (kquants.cpp); the sub-block fits weigh value i by qw[i], x^2 without qw.
+BlockQ6_K quantize_q6_k_block(const float* x, const float* qw);
+
 }  // namespace gkq::quant

@@ -54,25 +54,6 @@ inline int trunc_i8(float v) {
     return static_cast<int8_t>(static_cast<int>(v));
 }
 
-// The IQ4_NL code book (ggml's kvalues_iq4nl), ascending.
-constexpr int8_t kNonLinearCodes[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
-// The index of the code nearest to v (the lower one on a tie), by bisection as ggml's best_index_int8.
-int nearest_code(float v) {
-    constexpr int n = 16;
-    if (v <= kNonLinearCodes[0]) return 0;
-    if (v >= kNonLinearCodes[n - 1]) return n - 1;
-    int lo = 0, hi = n - 1;
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (v < kNonLinearCodes[mid])
-            hi = mid;
-        else
-            lo = mid;
-    }
-    return v - kNonLinearCodes[hi - 1] < kNonLinearCodes[hi] - v ? hi - 1 : hi;
-}
-
 }  // namespace
 
 // ---- Q4_1: value = nibble * d + m ----
