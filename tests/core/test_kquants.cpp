@@ -304,6 +304,31 @@ private slots:
         QVERIFY(err(DType::IQ4_NL) < err(DType::Q4_0));  // the non-linear code book fits Gaussian weights better
     }
 
+    // dot_f32, the scalar reference: the dequantized values times the activations, summed in f32 in ascending
+    // order (this file builds with -ffp-contract=off, so the loop below is that order exactly).
+    void dotIsTheScalarReference_data() { blocksMatchGgml_data(); }
+    void dotIsTheScalarReference() {
+        QFETCH(DType, type);
+        const TypeTraits& tr = type_traits(type);
+        QVERIFY(tr.dot_f32 != nullptr);
+        const std::vector<float> w = weight_like(2, 512, 13);
+        const std::vector<float> act = weight_like(1, 1024, 17);
+        const std::vector<uint8_t> blocks = quantize(type, w);
+        const std::vector<float> v = dequantize(type, blocks, w.size());
+        float want = 0;
+        double exact = 0, magnitude = 0;
+        for (size_t i = 0; i < v.size(); ++i) {
+            want += v[i] * act[i];
+            exact += double(v[i]) * act[i];
+            magnitude += std::fabs(double(v[i]) * act[i]);
+        }
+        std::vector<uint8_t> odd(blocks.size() + 1);  // at an odd address: blocks need no alignment
+        std::memcpy(odd.data() + 1, blocks.data(), blocks.size());
+        const float got = tr.dot_f32(odd.data() + 1, act.data(), int64_t(w.size()));
+        QCOMPARE(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want));
+        QVERIFY(std::fabs(got - exact) <= 1e-5 * magnitude);
+    }
+
     // A zero row stays exactly zero and a requantized dequantization reproduces itself closely.
     void zerosStayZero_data() { blocksMatchGgml_data(); }
     void zerosStayZero() {

@@ -22,8 +22,9 @@ constexpr TypeTraits plain(DType t, std::string_view name, std::string_view ggml
 }
 
 constexpr TypeTraits block(DType t, std::string_view name, std::string_view ggml_name, int32_t ggml_id,
-                           int64_t elements, uint64_t bytes, ToF32Row to, FromF32Row from, QuantizeWeighted weighted) {
-    return {t, name, ggml_name, ggml_id, elements, bytes, to, from, nullptr, weighted};
+                           int64_t elements, uint64_t bytes, ToF32Row to, FromF32Row from, DotF32Row dot,
+                           QuantizeWeighted weighted) {
+    return {t, name, ggml_name, ggml_id, elements, bytes, to, from, dot, weighted};
 }
 
 constexpr TypeTraits listed(std::string_view name, std::string_view ggml_name, int32_t ggml_id, int64_t elements,
@@ -49,25 +50,25 @@ constexpr TypeTraits kTable[] = {
     plain(DType::Q8_G, "q8_g", "", -1, 1),  // int8 codes; the f32 group scales are stored apart (Tensor::scales)
     // llama.cpp's other legacy blocks and the k-quants (gkq/block_layout.h; quants_legacy.cpp, kquants.cpp)
     block(DType::Q4_1, "q4_1", "Q4_1", 3, GKQ_LEGACY_BLOCK_ELEMENTS, GKQ_Q4_1_BLOCK_BYTES, rows::q4_1_to_f32,
-          rows::q4_1_from_f32, rows::q4_1_quantize_weighted),
+          rows::q4_1_from_f32, rows::q4_1_dot_f32, rows::q4_1_quantize_weighted),
     block(DType::Q5_0, "q5_0", "Q5_0", 6, GKQ_LEGACY_BLOCK_ELEMENTS, GKQ_Q5_0_BLOCK_BYTES, rows::q5_0_to_f32,
-          rows::q5_0_from_f32, rows::q5_0_quantize_weighted),
+          rows::q5_0_from_f32, rows::q5_0_dot_f32, rows::q5_0_quantize_weighted),
     block(DType::Q5_1, "q5_1", "Q5_1", 7, GKQ_LEGACY_BLOCK_ELEMENTS, GKQ_Q5_1_BLOCK_BYTES, rows::q5_1_to_f32,
-          rows::q5_1_from_f32, rows::q5_1_quantize_weighted),
+          rows::q5_1_from_f32, rows::q5_1_dot_f32, rows::q5_1_quantize_weighted),
     block(DType::Q2_K, "q2_k", "Q2_K", 10, GKQ_QK_K, GKQ_Q2_K_BLOCK_BYTES, rows::q2_k_to_f32, rows::q2_k_from_f32,
-          rows::q2_k_quantize_weighted),
+          rows::q2_k_dot_f32, rows::q2_k_quantize_weighted),
     block(DType::Q3_K, "q3_k", "Q3_K", 11, GKQ_QK_K, GKQ_Q3_K_BLOCK_BYTES, rows::q3_k_to_f32, rows::q3_k_from_f32,
-          rows::q3_k_quantize_weighted),
+          rows::q3_k_dot_f32, rows::q3_k_quantize_weighted),
     block(DType::Q4_K, "q4_k", "Q4_K", 12, GKQ_QK_K, GKQ_Q4_K_BLOCK_BYTES, rows::q4_k_to_f32, rows::q4_k_from_f32,
-          rows::q4_k_quantize_weighted),
+          rows::q4_k_dot_f32, rows::q4_k_quantize_weighted),
     block(DType::Q5_K, "q5_k", "Q5_K", 13, GKQ_QK_K, GKQ_Q5_K_BLOCK_BYTES, rows::q5_k_to_f32, rows::q5_k_from_f32,
-          rows::q5_k_quantize_weighted),
+          rows::q5_k_dot_f32, rows::q5_k_quantize_weighted),
     block(DType::Q6_K, "q6_k", "Q6_K", 14, GKQ_QK_K, GKQ_Q6_K_BLOCK_BYTES, rows::q6_k_to_f32, rows::q6_k_from_f32,
-          rows::q6_k_quantize_weighted),
+          rows::q6_k_dot_f32, rows::q6_k_quantize_weighted),
     block(DType::Q8_K, "q8_k", "Q8_K", 15, GKQ_QK_K, GKQ_Q8_K_BLOCK_BYTES, rows::q8_k_to_f32, rows::q8_k_from_f32,
-          nullptr),
+          rows::q8_k_dot_f32, nullptr),
     block(DType::IQ4_NL, "iq4_nl", "IQ4_NL", 20, GKQ_LEGACY_BLOCK_ELEMENTS, GKQ_IQ4_NL_BLOCK_BYTES, rows::iq4_nl_to_f32,
-          rows::iq4_nl_from_f32, rows::iq4_nl_quantize_weighted),
+          rows::iq4_nl_from_f32, rows::iq4_nl_dot_f32, rows::iq4_nl_quantize_weighted),
     {DType::Other, "other", "", -1, 1, 0, nullptr, nullptr, nullptr, nullptr},
     // the other ggml types, by id (listed: sizes for checking files, no conversions yet)
     listed("q8_1", "Q8_1", 9, 32, 36),  // f16 d, s + 32 x i8
