@@ -164,7 +164,7 @@ private slots:
         QCOMPARE(QString::fromStdString(bad.message()),
                  QStringLiteral("tensor 'w': data size 12 does not fit its shape 2 x 2 and type F32"));
         t.dtype = DType::Other;
-        t.type_name = "Q4_K";
+        t.type_name = "IQ2_XXS";
         QCOMPARE(tensor_to_f32(t).status().code(), StatusCode::Unsupported);
         QCOMPARE(convert_to_f32(DType::Q8_0, v, 31, nullptr).code(), StatusCode::InvalidArgument);
     }
@@ -193,8 +193,10 @@ private slots:
     // ---- the type table ----
 
     void typeTableHasOneRowPerType() {
-        const DType all[] = {DType::F32, DType::F16, DType::BF16, DType::F64,  DType::I8,   DType::U8,   DType::I16,
-                             DType::I32, DType::I64, DType::Q8_0, DType::Q4_0, DType::Q8_G, DType::Other};
+        const DType all[] = {DType::F32,  DType::F16,  DType::BF16, DType::F64,    DType::I8,   DType::U8,
+                             DType::I16,  DType::I32,  DType::I64,  DType::Q8_0,   DType::Q4_0, DType::Q8_G,
+                             DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,   DType::Q3_K, DType::Q4_K,
+                             DType::Q5_K, DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::Other};
         for (DType t : all) {
             QCOMPARE(type_traits(t).dtype, t);
             QCOMPARE(type_traits(t).name, dtype_name(t));
@@ -230,8 +232,13 @@ private slots:
         QCOMPARE(q4_k->name, std::string_view("q4_k"));
         QCOMPARE(q4_k->block_elements, int64_t{256});
         QCOMPARE(q4_k->block_bytes, uint64_t{144});
-        QCOMPARE(q4_k->dtype, DType::Other);
-        QVERIFY(q4_k->to_f32 == nullptr && q4_k->from_f32 == nullptr && q4_k->dot_f32 == nullptr);
+        QCOMPARE(q4_k->dtype, DType::Q4_K);  // converted (test_kquants)
+        const TypeTraits* iq2_xxs = type_traits_for_ggml_id(16);
+        QVERIFY(iq2_xxs != nullptr);
+        QCOMPARE(iq2_xxs->ggml_name, std::string_view("IQ2_XXS"));
+        QCOMPARE(iq2_xxs->block_bytes, uint64_t{66});
+        QCOMPARE(iq2_xxs->dtype, DType::Other);
+        QVERIFY(iq2_xxs->to_f32 == nullptr && iq2_xxs->from_f32 == nullptr && iq2_xxs->dot_f32 == nullptr);
         QCOMPARE(type_traits_for_ggml_id(30)->dtype, DType::BF16);
         QCOMPARE(type_traits_for_ggml_id(39)->block_bytes, uint64_t{17});  // MXFP4
     }

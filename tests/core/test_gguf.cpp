@@ -7,11 +7,13 @@
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
 #include "gkq/naming.h"
+#include "gkq/type_traits.h"
 #include "test_support.h"
 
 #include <QtTest>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -748,7 +750,7 @@ void TestGguf::handBuiltQ4K() {
     QVERIFY2(r.is_ok(), r.message().c_str());
     const Tensor* t = r->find("blk.0.attn_q.weight");
     QVERIFY(t != nullptr);
-    QCOMPARE(t->dtype, DType::Other);
+    QCOMPARE(t->dtype, DType::Q4_K);
     QCOMPARE(t->type_name, std::string("Q4_K"));
     QCOMPARE(t->n_bytes, uint64_t{288});
     QCOMPARE(t->shape, (std::vector<int64_t>{2, 256}));
@@ -756,11 +758,11 @@ void TestGguf::handBuiltQ4K() {
     QCOMPARE(t->layer, 0);
     QCOMPARE(t->file_offset, data_start);
     QCOMPARE(t->data[5], uint8_t{35});
-    auto values = tensor_to_f32(*t);
-    QVERIFY(!values.is_ok());
-    QCOMPARE(values.status().code(), StatusCode::Unsupported);
-    QVERIFY2(values.message().find("'blk.0.attn_q.weight'") != std::string::npos, values.message().c_str());
-    QVERIFY2(values.message().find("Q4_K") != std::string::npos, values.message().c_str());
+    auto values = tensor_to_f32(*t);  // through the type table's Q4_K row (bit-exactness: test_kquants)
+    QVERIFY2(values.is_ok(), values.message().c_str());
+    std::vector<float> want(512);
+    type_traits(DType::Q4_K).to_f32(t->data, want.data(), 512);
+    QVERIFY(std::memcmp(values->data(), want.data(), 512 * 4) == 0);
 
     const Tensor* n = r->find(TensorRole::OutputNorm, -1);
     QVERIFY(n != nullptr);
@@ -844,17 +846,17 @@ void TestGguf::ggmlTypeSizes_data() {
         DType dtype;
     };
     const Row rows[] = {
-        {0, "F32", 1024, DType::F32},      {1, "F16", 512, DType::F16},       {2, "Q4_0", 144, DType::Q4_0},
-        {3, "Q4_1", 160, DType::Other},    {6, "Q5_0", 176, DType::Other},    {7, "Q5_1", 192, DType::Other},
-        {8, "Q8_0", 272, DType::Q8_0},     {9, "Q8_1", 288, DType::Other},    {10, "Q2_K", 84, DType::Other},
-        {11, "Q3_K", 110, DType::Other},   {12, "Q4_K", 144, DType::Other},   {13, "Q5_K", 176, DType::Other},
-        {14, "Q6_K", 210, DType::Other},   {15, "Q8_K", 292, DType::Other},   {16, "IQ2_XXS", 66, DType::Other},
-        {17, "IQ2_XS", 74, DType::Other},  {18, "IQ3_XXS", 98, DType::Other}, {19, "IQ1_S", 50, DType::Other},
-        {20, "IQ4_NL", 144, DType::Other}, {21, "IQ3_S", 110, DType::Other},  {22, "IQ2_S", 82, DType::Other},
-        {23, "IQ4_XS", 136, DType::Other}, {24, "I8", 256, DType::I8},        {25, "I16", 512, DType::I16},
-        {26, "I32", 1024, DType::I32},     {27, "I64", 2048, DType::I64},     {28, "F64", 2048, DType::F64},
-        {29, "IQ1_M", 56, DType::Other},   {30, "BF16", 512, DType::BF16},    {34, "TQ1_0", 54, DType::Other},
-        {35, "TQ2_0", 66, DType::Other},   {39, "MXFP4", 136, DType::Other},
+        {0, "F32", 1024, DType::F32},       {1, "F16", 512, DType::F16},       {2, "Q4_0", 144, DType::Q4_0},
+        {3, "Q4_1", 160, DType::Q4_1},      {6, "Q5_0", 176, DType::Q5_0},     {7, "Q5_1", 192, DType::Q5_1},
+        {8, "Q8_0", 272, DType::Q8_0},      {9, "Q8_1", 288, DType::Other},    {10, "Q2_K", 84, DType::Q2_K},
+        {11, "Q3_K", 110, DType::Q3_K},     {12, "Q4_K", 144, DType::Q4_K},    {13, "Q5_K", 176, DType::Q5_K},
+        {14, "Q6_K", 210, DType::Q6_K},     {15, "Q8_K", 292, DType::Q8_K},    {16, "IQ2_XXS", 66, DType::Other},
+        {17, "IQ2_XS", 74, DType::Other},   {18, "IQ3_XXS", 98, DType::Other}, {19, "IQ1_S", 50, DType::Other},
+        {20, "IQ4_NL", 144, DType::IQ4_NL}, {21, "IQ3_S", 110, DType::Other},  {22, "IQ2_S", 82, DType::Other},
+        {23, "IQ4_XS", 136, DType::Other},  {24, "I8", 256, DType::I8},        {25, "I16", 512, DType::I16},
+        {26, "I32", 1024, DType::I32},      {27, "I64", 2048, DType::I64},     {28, "F64", 2048, DType::F64},
+        {29, "IQ1_M", 56, DType::Other},    {30, "BF16", 512, DType::BF16},    {34, "TQ1_0", 54, DType::Other},
+        {35, "TQ2_0", 66, DType::Other},    {39, "MXFP4", 136, DType::Other},
     };
     for (const Row& row : rows) QTest::newRow(row.name) << row.id << row.name << row.bytes << row.dtype;
 }

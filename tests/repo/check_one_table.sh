@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Two things have one home each, and this test fails naming file:line where they appear anywhere else in the
 # tracked sources of core, kernels, wasm, app and ui:
-#   1. block sizes (the 32 elements and 34 / 18 bytes of llama.cpp's Q8_0 / Q4_0 blocks): only in the type table,
+#   1. block sizes (the 32 elements and 34 / 18 bytes of llama.cpp's Q8_0 / Q4_0 blocks; the 20 / 22 / 24 / 84 /
+#      110 / 144 / 176 / 210 / 292 bytes of Q4_1, Q5_0 / IQ4_NL... and the k-quants): only in the type table,
 #      core/src/formats/dtype.cpp, and its header-only part for kernels, core/include/gkq/block_layout.h. A hit is
-#      a 32, 34 or 18 on a line that also speaks of Q8/Q4, blocks or residuals (code or comment).
+#      a 32, 34 or 18 on a line that also speaks of Q8/Q4, blocks or residuals (code or comment), or one of the
+#      other sizes on a line that speaks of a quant type (q2..q8, iq4, qk) or of blocks.
 #   2. the mapping from a StatusCode to a process exit code: only app/cli/exit_code.h. A hit is a line that tests a
 #      StatusCode (a case label or a comparison) within three lines of an exit-code constant (kExit*) or of a
 #      return of 1, 2 or 130.
@@ -24,6 +26,9 @@ for f in "${files[@]}"; do
     # (transformer.h's max_batch counts tokens per block of a batch: not a type's block)
     hits=$(grep -nE '(^|[^A-Za-z0-9_.x])(32|34|18)([^A-Za-z0-9_.]|$)' "$f" |
         grep -iE 'q8|q4|qk|block|blk|residual' | grep -v 'tokens per block' || true)
+    more=$(grep -nE '(^|[^A-Za-z0-9_.x])(20|22|24|84|110|144|176|210|292)([^A-Za-z0-9_.]|$)' "$f" |
+        grep -iE 'q[2-8]_?[01k]|iq4|qk|block|blk' | grep -v 'tokens per block' || true)
+    hits=$(printf '%s\n%s' "$hits" "$more" | sed '/^$/d' | sort -t: -k1,1n -u)
     if [ -n "$hits" ]; then
         while IFS= read -r h; do echo "block size outside the type table: $f:$h"; done <<<"$hits"
         bad=1

@@ -22,14 +22,25 @@ enum class DType : uint8_t {
     I64,
     Q8_0,
     Q4_0,
-    Q8_G,   // llama2.c v2: int8 codes + separate f32 group scales (see Tensor::scales)
+    Q8_G,  // llama2.c v2: int8 codes + separate f32 group scales (see Tensor::scales)
+    Q4_1,  // llama.cpp's legacy and k-quant blocks (gkq/block_layout.h), as ggml's type ids name them
+    Q5_0,
+    Q5_1,
+    Q2_K,
+    Q3_K,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+    Q8_K,
+    IQ4_NL,
     Other,  // a type we can list but not convert (see Tensor::type_name)
 };
 
 // Lower-case canonical name: "f32", "f16", "bf16", "q8_0", "q4_0", "q8_g", ...
 std::string_view dtype_name(DType t);
 
-// True for the types that convert to float32 (F32, F16, BF16, F64, Q8_0, Q4_0, Q8_G).
+// True for the types that convert to float32 (F32, F16, BF16, F64, Q8_0, Q4_0, Q8_G and the llama.cpp blocks
+// Q4_1 ... IQ4_NL).
 bool dtype_is_float_convertible(DType t);
 
 // Elements per block (1 for plain types).

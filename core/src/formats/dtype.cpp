@@ -18,12 +18,18 @@ namespace {
 
 constexpr TypeTraits plain(DType t, std::string_view name, std::string_view ggml_name, int32_t ggml_id, uint64_t bytes,
                            ToF32Row to = nullptr, FromF32Row from = nullptr, DotF32Row dot = nullptr) {
-    return {t, name, ggml_name, ggml_id, 1, bytes, to, from, dot};
+    return {t, name, ggml_name, ggml_id, 1, bytes, to, from, dot, nullptr};
+}
+
+constexpr TypeTraits block(DType t, std::string_view name, std::string_view ggml_name, int32_t ggml_id,
+                           int64_t elements, uint64_t bytes, ToF32Row to, FromF32Row from, DotF32Row dot,
+                           QuantizeWeighted weighted) {
+    return {t, name, ggml_name, ggml_id, elements, bytes, to, from, dot, weighted};
 }
 
 constexpr TypeTraits listed(std::string_view name, std::string_view ggml_name, int32_t ggml_id, int64_t elements,
                             uint64_t bytes) {
-    return {DType::Other, name, ggml_name, ggml_id, elements, bytes, nullptr, nullptr, nullptr};
+    return {DType::Other, name, ggml_name, ggml_id, elements, bytes, nullptr, nullptr, nullptr, nullptr};
 }
 
 constexpr TypeTraits kTable[] = {
@@ -38,27 +44,38 @@ constexpr TypeTraits kTable[] = {
     plain(DType::I32, "i32", "I32", 26, 4),
     plain(DType::I64, "i64", "I64", 27, 8),
     {DType::Q8_0, "q8_0", "Q8_0", 8, kQ8_0Block.elements, kQ8_0Block.bytes, rows::q8_0_to_f32, rows::q8_0_from_f32,
-     rows::q8_0_dot_f32},
+     rows::q8_0_dot_f32, nullptr},
     {DType::Q4_0, "q4_0", "Q4_0", 2, kQ4_0Block.elements, kQ4_0Block.bytes, rows::q4_0_to_f32, rows::q4_0_from_f32,
-     rows::q4_0_dot_f32},
+     rows::q4_0_dot_f32, nullptr},
     plain(DType::Q8_G, "q8_g", "", -1, 1),  // int8 codes; the f32 group scales are stored apart (Tensor::scales)
-    {DType::Other, "other", "", -1, 1, 0, nullptr, nullptr, nullptr},
+    // llama.cpp's other legacy blocks and the k-quants (gkq/block_layout.h; quants_legacy.cpp, kquants.cpp)
+    block(DType::Q4_1, "q4_1", "Q4_1", 3, GKQ_LEGACY_BLOCK_ELEMENTS, GKQ_Q4_1_BLOCK_BYTES, rows::q4_1_to_f32,
+          rows::q4_1_from_f32, rows::q4_1_dot_f32, rows::q4_1_quantize_weighted),
+    block(DType::Q5_0, "q5_0", "Q5_0", 6, GKQ_LEGACY_BLOCK_ELEMENTS, GKQ_Q5_0_BLOCK_BYTES, rows::q5_0_to_f32,
+          rows::q5_0_from_f32, rows::q5_0_dot_f32, rows::q5_0_quantize_weighted),
+    block(DType::Q5_1, "q5_1", "Q5_1", 7, GKQ_LEGACY_BLOCK_ELEMENTS, GKQ_Q5_1_BLOCK_BYTES, rows::q5_1_to_f32,
+          rows::q5_1_from_f32, rows::q5_1_dot_f32, rows::q5_1_quantize_weighted),
+    block(DType::Q2_K, "q2_k", "Q2_K", 10, GKQ_QK_K, GKQ_Q2_K_BLOCK_BYTES, rows::q2_k_to_f32, rows::q2_k_from_f32,
+          rows::q2_k_dot_f32, rows::q2_k_quantize_weighted),
+    block(DType::Q3_K, "q3_k", "Q3_K", 11, GKQ_QK_K, GKQ_Q3_K_BLOCK_BYTES, rows::q3_k_to_f32, rows::q3_k_from_f32,
+          rows::q3_k_dot_f32, rows::q3_k_quantize_weighted),
+    block(DType::Q4_K, "q4_k", "Q4_K", 12, GKQ_QK_K, GKQ_Q4_K_BLOCK_BYTES, rows::q4_k_to_f32, rows::q4_k_from_f32,
+          rows::q4_k_dot_f32, rows::q4_k_quantize_weighted),
+    block(DType::Q5_K, "q5_k", "Q5_K", 13, GKQ_QK_K, GKQ_Q5_K_BLOCK_BYTES, rows::q5_k_to_f32, rows::q5_k_from_f32,
+          rows::q5_k_dot_f32, rows::q5_k_quantize_weighted),
+    block(DType::Q6_K, "q6_k", "Q6_K", 14, GKQ_QK_K, GKQ_Q6_K_BLOCK_BYTES, rows::q6_k_to_f32, rows::q6_k_from_f32,
+          rows::q6_k_dot_f32, rows::q6_k_quantize_weighted),
+    block(DType::Q8_K, "q8_k", "Q8_K", 15, GKQ_QK_K, GKQ_Q8_K_BLOCK_BYTES, rows::q8_k_to_f32, rows::q8_k_from_f32,
+          rows::q8_k_dot_f32, nullptr),
+    block(DType::IQ4_NL, "iq4_nl", "IQ4_NL", 20, GKQ_LEGACY_BLOCK_ELEMENTS, GKQ_IQ4_NL_BLOCK_BYTES, rows::iq4_nl_to_f32,
+          rows::iq4_nl_from_f32, rows::iq4_nl_dot_f32, rows::iq4_nl_quantize_weighted),
+    {DType::Other, "other", "", -1, 1, 0, nullptr, nullptr, nullptr, nullptr},
     // the other ggml types, by id (listed: sizes for checking files, no conversions yet)
-    listed("q4_1", "Q4_1", 3, 32, 20),     // f16 d, m + 16 B nibbles
-    listed("q5_0", "Q5_0", 6, 32, 22),     // f16 d + 4 B high bits + 16 B
-    listed("q5_1", "Q5_1", 7, 32, 24),     // f16 d, m + 4 B + 16 B
-    listed("q8_1", "Q8_1", 9, 32, 36),     // f16 d, s + 32 x i8
-    listed("q2_k", "Q2_K", 10, 256, 84),   // 16 B scales + 64 B quants + f16 d, dmin
-    listed("q3_k", "Q3_K", 11, 256, 110),  // 32 B hmask + 64 B + 12 B scales + f16 d
-    listed("q4_k", "Q4_K", 12, 256, 144),  // f16 d, dmin + 12 B scales + 128 B
-    listed("q5_k", "Q5_K", 13, 256, 176),  // f16 d, dmin + 12 B + 32 B high bits + 128 B
-    listed("q6_k", "Q6_K", 14, 256, 210),  // 128 B ql + 64 B qh + 16 B scales + f16 d
-    listed("q8_k", "Q8_K", 15, 256, 292),  // f32 d + 256 x i8 + 16 x i16 bsums
+    listed("q8_1", "Q8_1", 9, 32, 36),  // f16 d, s + 32 x i8
     listed("iq2_xxs", "IQ2_XXS", 16, 256, 66),
     listed("iq2_xs", "IQ2_XS", 17, 256, 74),
     listed("iq3_xxs", "IQ3_XXS", 18, 256, 98),
     listed("iq1_s", "IQ1_S", 19, 256, 50),
-    listed("iq4_nl", "IQ4_NL", 20, 32, 18),
     listed("iq3_s", "IQ3_S", 21, 256, 110),
     listed("iq2_s", "IQ2_S", 22, 256, 82),
     listed("iq4_xs", "IQ4_XS", 23, 256, 136),
