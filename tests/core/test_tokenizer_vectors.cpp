@@ -9,6 +9,9 @@
 #include "test_support.h"
 
 #include <QCryptographicHash>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QtTest>
 
 #include <fstream>
@@ -182,6 +185,34 @@ private slots:
         QVERIFY(llama3->add_bos());
         QCOMPARE(llama3->bos_id(), 128000);
         QCOMPARE(llama3->encode("Hi", true, false).front(), 128000);
+    }
+
+    // gkq tokenize: ids and pieces as JSON, --parse-special, BOS from add_bos_token, exit 2 on an unsupported
+    // pre-tokenizer.
+    void cli_tokenize() {
+        const QString gkq = qEnvironmentVariable("GKQ_CLI");
+        if (gkq.isEmpty()) QSKIP("the gkq binary is not built (GKQ_CLI unset)");
+        QProcess p;
+        p.start(gkq, {"tokenize", models() + "ggml-vocab-qwen2.gguf", "--text", "<|im_start|>Hello world", "--json",
+                      "--parse-special"});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        const QJsonObject j = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+        QCOMPARE(j["tokenizer"].toObject()["family"].toString(), QString("bpe"));
+        QCOMPARE(j["tokenizer"].toObject()["pre"].toString(), QString("qwen2"));
+        const QJsonArray ids = j["ids"].toArray();
+        QCOMPARE(ids.size(), 3);
+        QCOMPARE(ids[0].toInt(), 151644);
+        QCOMPARE(ids[1].toInt(), 9707);  // "Hello", as in llama.cpp's qwen2 vectors
+        QCOMPARE(j["pieces"].toArray()[2].toString(), QString(" world"));
+        p.start(gkq, {"tokenize", models() + "ggml-vocab-llama-bpe.gguf", "--text", "Hello"});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        QVERIFY2(p.readAllStandardOutput().startsWith("128000 -> "), "llama-bpe adds BOS (add_bos_token)");
+        p.start(gkq, {"tokenize", models() + "ggml-vocab-starcoder.gguf", "--text", "x"});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 2);
+        QVERIFY(p.readAllStandardError().contains("tokenizer.ggml.pre 'starcoder'"));
     }
 
     // A pre-tokenizer llama.cpp knows that this build does not implement is refused by name.
