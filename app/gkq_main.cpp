@@ -35,6 +35,8 @@ const Command kCommands[] = {
     {"rknot", "rknot tuning files: encode from a knot, show, verify, set fields (validated)", gkq::cli::cmd_rknot},
     {"bench", "reconstruction kernels: GB/s against memset, sgemm and memcpy measured in the same run",
      gkq::cli::cmd_bench},
+    {"tokenize", "token ids and pieces of a text (SPM and byte-level BPE vocabularies), like llama-tokenize",
+     gkq::cli::cmd_tokenize},
     {"serve", "HTTP inference endpoint (io_uring/epoll): /health /infer /metrics /v1/completions ...",
      gkq::cli::cmd_serve},
 };

@@ -7,7 +7,7 @@ packages=(
     # toolchain
     build-essential cmake ninja-build pkg-config git
     # engine
-    zlib1g-dev libeigen3-dev nlohmann-json3-dev liburing-dev libopenblas-dev liblapacke-dev
+    zlib1g-dev libeigen3-dev nlohmann-json3-dev libpcre2-dev liburing-dev libopenblas-dev liblapacke-dev
     # the HTTP server's parser: llhttp's C sources (/usr/share/llhttp), built by cmake/GkqServerDeps.cmake
     node-llhttp
     # workbench (libqt6opengl6-dev is needed by Qt6Charts' CMake config under --no-install-recommends)

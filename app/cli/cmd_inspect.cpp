@@ -7,6 +7,7 @@
 #include "gkq/knot_model.h"
 #include "gkq/model_check.h"
 #include "gkq/model_file.h"
+#include "gkq/tokenizer.h"
 
 #include <nlohmann/json.hpp>
 
@@ -44,6 +45,22 @@ nlohmann::json config_json(const ModelConfig& c) {
             {"shared_classifier", c.shared_classifier}};
 }
 
+// The tokenizer the model's commands use (its own vocabulary, else the tokenizer.bin beside it): family, size and
+// special ids (null when absent); {"error": ...} when there is none or it cannot be built.
+nlohmann::json tokenizer_json(const ModelFile& m) {
+    auto t = tokenizer_for_model(m.path(), m.vocabulary(), m.config().vocab_size);
+    if (!t) return {{"error", t.message()}};
+    auto id = [](int32_t v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(); };
+    return {{"family", std::string(tokenizer_family_name(t->family()))},
+            {"pre", t->pre()},
+            {"size", t->vocab_size()},
+            {"bos_id", id(t->bos_id())},
+            {"eos_id", id(t->eos_id())},
+            {"eot_id", id(t->eot_id())},
+            {"pad_id", id(t->pad_id())},
+            {"add_bos", t->add_bos()}};
+}
+
 void print_json(const ModelFile& m, const std::vector<std::string>& warnings) {
     nlohmann::json j;
     j["path"] = m.path();
@@ -70,6 +87,7 @@ void print_json(const ModelFile& m, const std::vector<std::string>& warnings) {
     for (const auto& [k, v] : m.metadata().entries) meta[k] = v.to_display();
     j["metadata"] = std::move(meta);
     j["vocabulary"] = {{"model", m.vocabulary().model}, {"n_tokens", m.vocabulary().tokens.size()}};
+    j["tokenizer"] = tokenizer_json(m);
     j["warnings"] = warnings;
     // Tensor names and metadata may hold arbitrary bytes: replace invalid UTF-8 rather than fail.
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

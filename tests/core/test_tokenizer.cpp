@@ -292,8 +292,21 @@ private slots:
         auto a = Tokenizer::from_vocabulary(gpt2, "llama3.gguf");
         QVERIFY(!a);
         QCOMPARE(a.status().code(), StatusCode::Unsupported);
-        QVERIFY2(a.message().rfind("llama3.gguf: tokenizer model 'gpt2' is not supported", 0) == 0,
+        // A bare vocabulary has no merges: byte-level BPE comes from the GGUF metadata (from_metadata).
+        QVERIFY2(a.message().rfind("llama3.gguf: a byte-level BPE (gpt2) vocabulary needs its merges", 0) == 0,
                  a.message().c_str());
+        Metadata meta;
+        auto no_merges = Tokenizer::from_metadata(meta, gpt2, "llama3.gguf");
+        QVERIFY(!no_merges);
+        QCOMPARE(no_merges.status().code(), StatusCode::Corrupt);
+        QVERIFY2(no_merges.message().find("tokenizer.ggml.merges") != std::string::npos, no_merges.message().c_str());
+        meta.set("tokenizer.ggml.pre", MetaValue::of_string("chameleon"));
+        auto unknown_pre = Tokenizer::from_metadata(meta, gpt2, "llama3.gguf");
+        QVERIFY(!unknown_pre);
+        QCOMPARE(unknown_pre.status().code(), StatusCode::Unsupported);
+        QVERIFY2(unknown_pre.message().find("tokenizer.ggml.pre 'chameleon' is a llama.cpp pre-tokenizer") !=
+                     std::string::npos,
+                 unknown_pre.message().c_str());
 
         Vocabulary no_scores;
         no_scores.model = "llama";

@@ -1,7 +1,15 @@
-// Tokenizer: sentencepiece-style BPE over a scored vocabulary, as llama2.c's run.c does it — from a llama2.c
-// tokenizer.bin or from the llama (SPM) vocabulary embedded in a GGUF file.
+// Tokenizer: one interface over the tokenizer families llama.cpp knows, one implementation (session) per family,
+// as llama.cpp's llama-vocab.cpp has them:
 //
-// encode() follows run.c's encode(): optional BOS, a dummy-prefix " " token when the text is not empty, one
+// - Spm: sentencepiece-style BPE over a scored vocabulary, as llama2.c's run.c does it — from a llama2.c
+//   tokenizer.bin or from the llama (SPM) vocabulary embedded in a GGUF file (llama-1/2, mistral, phi-3).
+// - Bpe: byte-level BPE (GPT-2 family) over ranked merges — from a GGUF vocabulary with tokenizer.ggml.model
+//   "gpt2" or a Hugging Face tokenizer.json ("BPE" model with a ByteLevel pre-tokenizer). The text is split by
+//   the pre-tokenizer regexes chosen by tokenizer.ggml.pre (gpt-2, llama-bpe/llama3, qwen2, deepseek-llm;
+//   PCRE2 in UTF mode with Unicode properties), each word's bytes mapped to GPT-2's printable characters, and
+//   the lowest-ranked adjacent pair merged until none is a merge (llama.cpp's llm_tokenizer_bpe_session).
+//
+// SPM encode() follows run.c's encode(): optional BOS, a dummy-prefix " " token when the text is not empty, one
 // token per UTF-8 character (up to 4 bytes) found in the vocabulary, byte-fallback tokens <0xXX> for the
 // bytes of a character that is not, then repeatedly the highest-scoring adjacent pair is merged (the
 // leftmost among equal scores) until no pair forms a vocabulary piece. It produces run.c's tokens exactly;
@@ -10,9 +18,14 @@
 // no byte tokens (a character-level vocabulary), which names an unrelated character or runs past the
 // vocabulary; here such a character becomes the unknown token (id 0, sentencepiece's <unk>).
 //
+// Special tokens: with `parse_special` the text of a control token (GGUF token type CONTROL, a tokenizer.json
+// added token marked special) becomes that token, as llama.cpp's tokenizer_st_partition does; a BPE
+// vocabulary's user-defined tokens are always matched first (llama.cpp and Hugging Face do the same).
+//
 // decode() follows run.c's decode(): the piece of a token, with the leading space dropped after BOS and a
 // byte token <0xXX> turned into its raw byte. GGUF pieces have their U+2581 '▁' turned into spaces and
-// control tokens decode to nothing.
+// control tokens decode to nothing. A BPE token decodes to the bytes its characters stand for, so decoding
+// an encoded text gives the text back.
 #pragma once
 
 #include "gkq/metadata.h"
@@ -20,6 +33,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -27,24 +41,49 @@
 
 namespace gkq {
 
+enum class TokenizerFamily { Spm, Bpe };
+
+// "spm" (sentencepiece-style BPE over scores), "bpe" (byte-level BPE over merges).
+std::string_view tokenizer_family_name(TokenizerFamily f);
+
+struct BpeModel;  // private (core/src/infer/tokenizer_bpe.h)
+
 class Tokenizer {
 public:
     // A llama2.c tokenizer.bin holding exactly `vocab_size` tokens (ids: <unk> 0, BOS 1, EOS 2).
     static Result<Tokenizer> load_llama2c(const std::string& path, int64_t vocab_size);
     // A vocabulary read with a model: model "llama2.c" (tokenizer.bin pieces) or "llama" (GGUF SPM pieces).
-    // `label` names it in errors (the file path).
+    // `label` names it in errors (the file path). A "gpt2" vocabulary needs its merges: from_metadata().
     static Result<Tokenizer> from_vocabulary(const Vocabulary& vocab, const std::string& label);
+    // A GGUF vocabulary with the rest of its tokenizer.ggml.* keys (merges, pre, eot/padding ids,
+    // add_bos_token): every family. Unsupported pre-tokenizers fail with Unsupported naming the key's value.
+    static Result<Tokenizer> from_metadata(const Metadata& meta, const Vocabulary& vocab, const std::string& label);
+    // A Hugging Face tokenizer.json (model "BPE" with a ByteLevel pre-tokenizer), with the BOS/EOS tokens and
+    // add_bos_token of the tokenizer_config.json beside it when there is one.
+    static Result<Tokenizer> load_hf_json(const std::string& path);
+    // `path` as `gkq tokenize` takes it: a tokenizer.json (or a folder holding one and no model), a llama2.c
+    // tokenizer .bin, or a model file whose vocabulary is used (GGUF: every family).
+    static Result<Tokenizer> load(const std::string& path);
 
+    TokenizerFamily family() const { return m_family; }
+    // The pre-tokenizer's name (tokenizer.ggml.pre, or what the tokenizer.json's regex is); empty for Spm.
+    const std::string& pre() const { return m_pre; }
     int32_t vocab_size() const { return static_cast<int32_t>(m_pieces.size()); }
     int32_t bos_id() const { return m_bos_id; }
     int32_t eos_id() const { return m_eos_id; }
+    int32_t eot_id() const { return m_eot_id; }  // -1 when none
+    int32_t pad_id() const { return m_pad_id; }  // -1 when none
     int32_t unk_id() const { return m_unk_id; }
+    bool add_bos() const { return m_add_bos; }  // whether the model's prompts start with BOS
     bool has_byte_fallback() const { return m_has_byte_tokens; }
-    // The piece of `id` as text (spaces as ' '), before decode's rules; empty for an id out of range.
+    // The piece of `id` as text (spaces as ' ', BPE: the bytes it stands for), before decode's rules; empty for
+    // an id out of range.
     const std::string& piece(int32_t id) const;
     float score(int32_t id) const;
+    bool is_control(int32_t id) const;  // a control token (decodes to nothing)
 
     std::vector<int32_t> encode(std::string_view text, bool bos, bool eos) const;
+    std::vector<int32_t> encode(std::string_view text, bool bos, bool eos, bool parse_special) const;
     // The bytes `token` adds to the text when it follows `prev_token`.
     std::string_view decode(int32_t prev_token, int32_t token) const;
     // The text of a whole token sequence (pieces decoded in turn; the first one as if after BOS when
@@ -54,7 +93,20 @@ public:
 private:
     int32_t lookup(std::string_view s) const;  // -1 when no mergeable piece is `s`
     Status build();
+    // The SPM session: run.c's encode of one text fragment.
+    std::vector<int32_t> encode_spm(std::string_view text, bool bos, bool eos, bool dummy_prefix) const;
+    // Text fragments and special tokens (a fragment is {-1, offset, length}; a token is {id, 0, 0}).
+    struct Fragment {
+        int32_t token;
+        size_t offset;
+        size_t length;
+    };
+    std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
+    // Shared by the BPE loaders: fills the BPE tables from encoded tokens and merges.
+    friend struct BpeBuilder;
 
+    TokenizerFamily m_family = TokenizerFamily::Spm;
+    std::string m_pre;
     std::vector<std::string> m_pieces;        // (vocab) text of each token
     std::vector<float> m_scores;              // (vocab) merge priority
     std::vector<uint8_t> m_mergeable;         // (vocab) 1 when encode may produce the piece from text
@@ -64,9 +116,15 @@ private:
     bool m_drop_control = false;                       // GGUF: control tokens decode to ""
     std::vector<uint8_t> m_control;                    // (vocab) GGUF token_type CONTROL
     std::unordered_map<std::string, int32_t> m_index;  // piece -> lowest id, mergeable pieces only
+    std::vector<int32_t> m_special;                    // control/unknown/user-defined ids, longest text first
+    std::vector<uint8_t> m_user_defined;               // (vocab) GGUF token_type USER_DEFINED
+    std::shared_ptr<const BpeModel> m_bpe;             // Bpe: ranks, pre-tokenizer regexes
     int32_t m_bos_id = 1;
     int32_t m_eos_id = 2;
+    int32_t m_eot_id = -1;
+    int32_t m_pad_id = -1;
     int32_t m_unk_id = 0;
+    bool m_add_bos = true;
     size_t m_max_piece_bytes = 0;
 };
 

@@ -1,7 +1,9 @@
-// Tokenizer: run.c's encode()/decode() over llama2.c and GGUF (SPM) vocabularies. See tokenizer.h.
+// Tokenizer: the shared interface (special tokens, decode) and the SPM session, run.c's encode()/decode() over
+// llama2.c and GGUF (SPM) vocabularies. The BPE session is tokenizer_bpe.cpp. See tokenizer.h.
 #include "gkq/tokenizer.h"
 
 #include "gkq/model_file.h"
+#include "infer/tokenizer_bpe.h"
 
 #include <algorithm>
 #include <array>
@@ -68,6 +70,14 @@ std::string spm_to_text(const std::string& piece) {
 // ----------------------------------------------------------------------------
 // construction
 
+std::string_view tokenizer_family_name(TokenizerFamily f) {
+    switch (f) {
+        case TokenizerFamily::Spm: return "spm";
+        case TokenizerFamily::Bpe: return "bpe";
+    }
+    return "?";
+}
+
 Result<Tokenizer> Tokenizer::load_llama2c(const std::string& path, int64_t vocab_size) {
     auto vocab = read_llama2c_tokenizer(path, vocab_size);
     if (!vocab) return vocab.status();
@@ -76,6 +86,10 @@ Result<Tokenizer> Tokenizer::load_llama2c(const std::string& path, int64_t vocab
 
 Result<Tokenizer> Tokenizer::from_vocabulary(const Vocabulary& v, const std::string& label) {
     const bool spm = v.model == "llama";
+    if (v.model == "gpt2")
+        return error(StatusCode::Unsupported, label +
+                                                  ": a byte-level BPE (gpt2) vocabulary needs its merges "
+                                                  "(tokenizer.ggml.merges), which a bare vocabulary does not carry");
     if (!spm && v.model != "llama2.c")
         return error(StatusCode::Unsupported, label + ": tokenizer model '" + v.model +
                                                   "' is not supported (llama2.c tokenizer.bin and GGUF 'llama' "
@@ -97,6 +111,7 @@ Result<Tokenizer> Tokenizer::from_vocabulary(const Vocabulary& v, const std::str
     t.m_mergeable.assign(n, 1);
     t.m_control.assign(n, 0);
     t.m_drop_control = spm;
+    t.m_user_defined.reserve(n);
     for (size_t i = 0; i < n; ++i) t.m_pieces.push_back(spm ? spm_to_text(v.tokens[i]) : v.tokens[i]);
     auto in_range = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < n; };
     if (spm) {
@@ -108,6 +123,9 @@ Result<Tokenizer> Tokenizer::from_vocabulary(const Vocabulary& v, const std::str
             // Only text pieces take part in merges; specials and bytes never come out of a merge in SPM.
             t.m_mergeable[i] = type == kTypeNormal || type == kTypeUserDefined;
             t.m_control[i] = type == kTypeControl;
+            t.m_user_defined.push_back(type == kTypeUserDefined);
+            if ((type == kTypeControl || type == kTypeUserDefined || type == kTypeUnknown) && !t.m_pieces[i].empty())
+                t.m_special.push_back(static_cast<int32_t>(i));
             if (type == kTypeUnknown && t.m_unk_id < 0) t.m_unk_id = static_cast<int32_t>(i);
             if (type == kTypeByte || (v.token_types.empty() && byte_piece_value(v.tokens[i]) >= 0))
                 t.m_mergeable[i] = 0;
@@ -115,11 +133,15 @@ Result<Tokenizer> Tokenizer::from_vocabulary(const Vocabulary& v, const std::str
         if (t.m_bos_id >= 0) t.m_mergeable[static_cast<size_t>(t.m_bos_id)] = 0;
         if (t.m_eos_id >= 0) t.m_mergeable[static_cast<size_t>(t.m_eos_id)] = 0;
         if (t.m_unk_id < 0) t.m_unk_id = 0;
+        std::stable_sort(t.m_special.begin(), t.m_special.end(), [&](int32_t a, int32_t b) {
+            return t.m_pieces[static_cast<size_t>(a)].size() > t.m_pieces[static_cast<size_t>(b)].size();
+        });
     } else {
         // llama2.c: sentencepiece's fixed ids, every piece searchable as in run.c's sorted_vocab.
         t.m_bos_id = in_range(1) ? 1 : -1;
         t.m_eos_id = in_range(2) ? 2 : -1;
         t.m_unk_id = 0;
+        t.m_user_defined.assign(n, 0);
     }
     if (Status s = t.build(); !s) return s.with_context(label);
     return t;
@@ -153,6 +175,10 @@ float Tokenizer::score(int32_t id) const {
     return id >= 0 && id < vocab_size() ? m_scores[static_cast<size_t>(id)] : 0.0f;
 }
 
+bool Tokenizer::is_control(int32_t id) const {
+    return id >= 0 && id < vocab_size() && m_control[static_cast<size_t>(id)] != 0;
+}
+
 int32_t Tokenizer::lookup(std::string_view s) const {
     if (s.size() > m_max_piece_bytes) return -1;
     auto it = m_index.find(std::string(s));
@@ -163,6 +189,65 @@ int32_t Tokenizer::lookup(std::string_view s) const {
 // encode
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool bos, bool eos) const {
+    return encode(text, bos, eos, false);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool bos, bool eos, bool parse_special) const {
+    // Without special-token parsing an SPM text is one fragment: run.c's encode, as it always was.
+    if (m_family == TokenizerFamily::Spm && !parse_special) return encode_spm(text, bos, eos, true);
+    std::vector<int32_t> out;
+    if (bos && m_bos_id >= 0) out.push_back(m_bos_id);
+    bool prev_special = true;  // llama.cpp: an SPM fragment at the start or after a special token gets the " "
+    for (const Fragment& f : partition(text, parse_special)) {
+        if (f.token >= 0) {
+            out.push_back(f.token);
+            prev_special = true;
+            continue;
+        }
+        const std::string_view sub = text.substr(f.offset, f.length);
+        if (m_family == TokenizerFamily::Spm) {
+            const std::vector<int32_t> ids = encode_spm(sub, false, false, prev_special);
+            out.insert(out.end(), ids.begin(), ids.end());
+        } else {
+            m_bpe->tokenize(sub, out);
+        }
+        prev_special = false;
+    }
+    if (eos && m_eos_id >= 0) out.push_back(m_eos_id);
+    return out;
+}
+
+std::vector<Tokenizer::Fragment> Tokenizer::partition(std::string_view text, bool parse_special) const {
+    // llama.cpp's tokenizer_st_partition: each special token, longest first, splits the text fragments left.
+    std::vector<Fragment> frags;
+    if (!text.empty()) frags.push_back({-1, 0, text.size()});
+    for (const int32_t id : m_special) {
+        if (!parse_special && !m_user_defined[static_cast<size_t>(id)]) continue;
+        const std::string& s = m_pieces[static_cast<size_t>(id)];
+        std::vector<Fragment> next;
+        next.reserve(frags.size());
+        for (const Fragment& f : frags) {
+            if (f.token >= 0) {
+                next.push_back(f);
+                continue;
+            }
+            size_t pos = f.offset;
+            const size_t end = f.offset + f.length;
+            for (;;) {
+                const size_t at = text.substr(0, end).find(s, pos);
+                if (at == std::string_view::npos) break;
+                if (at > pos) next.push_back({-1, pos, at - pos});
+                next.push_back({id, 0, 0});
+                pos = at + s.size();
+            }
+            if (pos < end) next.push_back({-1, pos, end - pos});
+        }
+        frags = std::move(next);
+    }
+    return frags;
+}
+
+std::vector<int32_t> Tokenizer::encode_spm(std::string_view text, bool bos, bool eos, bool dummy_prefix) const {
     std::vector<int32_t> tokens;
     tokens.reserve(text.size() + 3);
     if (bos && m_bos_id >= 0) tokens.push_back(m_bos_id);
@@ -184,7 +269,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool bos, bool eos
     };
 
     // run.c: "add_dummy_prefix is true by default ... but only if text != ''"
-    if (!text.empty()) emit(" ");
+    if (dummy_prefix && !text.empty()) emit(" ");
 
     // UTF-8 characters exactly as run.c groups them: a lead byte and up to three continuation bytes.
     size_t start = 0;
@@ -263,6 +348,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool bos, bool eos
 std::string_view Tokenizer::decode(int32_t prev_token, int32_t token) const {
     if (token < 0 || token >= vocab_size()) return {};
     const auto i = static_cast<size_t>(token);
+    if (m_family == TokenizerFamily::Bpe) return m_control[i] ? std::string_view{} : std::string_view{m_pieces[i]};
     if (m_byte_value[i] >= 0) return {&byte_chars()[static_cast<size_t>(m_byte_value[i])], 1};
     if (m_drop_control && m_control[i]) return {};
     std::string_view p = m_pieces[i];
