@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
     # toolchain
     build-essential cmake ninja-build pkg-config git
+    # repository hygiene tests: repo_clang_format (clang-format) and repo_core_symbols (nm, from binutils)
+    clang-format binutils
     # engine
     zlib1g-dev libeigen3-dev nlohmann-json3-dev libpcre2-dev liburing-dev libopenblas-dev liblapacke-dev
     # the HTTP server's parser: llhttp's C sources (/usr/share/llhttp), built by cmake/GkqServerDeps.cmake

@@ -1,8 +1,7 @@
 #include "src/tensor_job.h"
 
-#include "codec/factor_quant.h"
-#include "codec/lowrank_payload.h"
-#include "codec/shape.h"
+#include "gkq/lowrank_payload.h"
+#include "gkq/matrix_shape.h"
 
 #include <utility>
 

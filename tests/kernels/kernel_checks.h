@@ -5,9 +5,8 @@
 
 #include "gkq/codec.h"
 #include "gkq/kernels.h"
+#include "gkq/lowrank_payload.h"
 #include "test_support.h"
-
-#include "codec/lowrank_payload.h"
 
 #include <cfloat>
 #include <cmath>

@@ -50,7 +50,7 @@ foreach(_src core/src/server/http_parser.cpp core/src/server/api.cpp core/src/se
     set(_obj ${_fuzz_dir}/${_name}.o)
     add_custom_command(OUTPUT ${_obj}
         COMMAND ${CMAKE_COMMAND} -E make_directory ${_fuzz_dir}
-        COMMAND ${GKQ_FUZZ_CXX} -std=c++20 ${_fuzz_flags} -I${PROJECT_SOURCE_DIR}/core/include
+        COMMAND ${GKQ_FUZZ_CXX} -std=c++20 ${_fuzz_flags} ${GKQ_WARNING_FLAGS} -I${PROJECT_SOURCE_DIR}/core/include
                 -I${PROJECT_SOURCE_DIR}/core/src -isystem ${GKQ_LLHTTP_INCLUDE_DIR} -MD -MF ${_obj}.d
                 -c ${PROJECT_SOURCE_DIR}/${_src} -o ${_obj}
         DEPENDS ${PROJECT_SOURCE_DIR}/${_src}

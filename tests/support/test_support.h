@@ -40,13 +40,14 @@ public:
     Bytes& i32(int32_t v) { return put(v); }
     Bytes& u64(uint64_t v) { return put(v); }
     Bytes& f32(float v) { return put(v); }
-    Bytes& raw(std::string_view s) {
-        m_b.insert(m_b.end(), s.begin(), s.end());
-        return *this;
-    }
+    Bytes& raw(std::string_view s) { return raw(s.data(), s.size()); }
+    // resize + memcpy rather than vector::insert: gcc 12 reports a false -Wstringop-overflow for a range insert
+    // at the end of an empty vector (test_cli_inspect's "GGUF" magic), which fails builds with warnings as errors
     Bytes& raw(const void* p, size_t n) {
-        const auto* c = static_cast<const uint8_t*>(p);
-        m_b.insert(m_b.end(), c, c + n);
+        if (n == 0) return *this;
+        const size_t at = m_b.size();
+        m_b.resize(at + n);
+        std::memcpy(m_b.data() + at, p, n);
         return *this;
     }
     Bytes& zeros(size_t n) {

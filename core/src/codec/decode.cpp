@@ -1,9 +1,9 @@
 // decode_tensor: checks every header field and payload size first (before allocating the output), then decodes.
 #include "gkq/codec.h"
 
-#include "codec/lowrank_payload.h"
-#include "codec/shape.h"
 #include "gkq/convert.h"
+#include "gkq/lowrank_payload.h"
+#include "gkq/matrix_shape.h"
 
 #include <cstring>
 #include <new>

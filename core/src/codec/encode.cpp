@@ -5,9 +5,9 @@
 #include "codec/factor_quant.h"
 #include "codec/folding.h"
 #include "codec/lowrank.h"
-#include "codec/lowrank_payload.h"
-#include "codec/shape.h"
 #include "gkq/convert.h"
+#include "gkq/lowrank_payload.h"
+#include "gkq/matrix_shape.h"
 
 #include <cmath>
 #include <cstdint>

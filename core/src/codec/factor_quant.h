@@ -5,6 +5,8 @@
 // computed in f32; hence |x - x'| <= d, half a step. All L codes are used (2 bits: -m, -m/3, m/3, m).
 #pragma once
 
+#include "gkq/lowrank_payload.h"  // packed_bytes, dequantize_sigma: what the kernels need too
+
 #include <cstdint>
 #include <vector>
 
@@ -29,18 +31,13 @@ float quantize_vector(const double* x, int64_t n, int64_t stride, int bits, uint
 void delta_encode(uint8_t* codes, int64_t n, int bits);
 void delta_decode(uint8_t* codes, int64_t n, int bits);
 
-// ceil(n * bits / 8).
-uint64_t packed_bytes(uint64_t n, int bits);
 // Appends n codes (each < 2^bits) packed LSB-first; unused high bits of the last byte are zero.
 void pack_codes(const uint8_t* codes, uint64_t n, int bits, std::vector<uint8_t>& out);
 // Unpacks n codes from packed_bytes(n, bits) bytes; false when an unused padding bit is set.
 bool unpack_codes(const uint8_t* packed, uint64_t n, int bits, uint8_t* codes);
 
-// Sigma as 8-bit codes over [0, sigma_max]: s' = sigma_max * c / 255 (f32, in that order).
+// Sigma as 8-bit codes over [0, sigma_max]; dequantize_sigma (gkq/lowrank_payload.h) is its inverse.
 uint8_t quantize_sigma(double s, float sigma_max);
-inline float dequantize_sigma(uint8_t c, float sigma_max) {
-    return sigma_max * static_cast<float>(c) / 255.0f;
-}
 
 // f32 value >= x (x >= 0): the scale that never clips.
 float round_up_to_float(double x);

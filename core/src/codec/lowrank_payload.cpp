@@ -1,4 +1,4 @@
-#include "codec/lowrank_payload.h"
+#include "gkq/lowrank_payload.h"
 
 #include "codec/factor_quant.h"
 #include "codec/rle.h"

@@ -1,5 +1,5 @@
-// Shape checks shared by the encoder and the decoder: element counts without overflow, under a sanity cap, and
-// the (rows, cols) matrix view of a tensor (rows = n / last dimension, cols = last dimension).
+// Shape checks shared by the codec's encoder and decoder and the kernels: element counts without overflow, under a
+// sanity cap, and the (rows, cols) matrix view of a tensor (rows = n / last dimension, cols = last dimension).
 #pragma once
 
 #include <cstdint>

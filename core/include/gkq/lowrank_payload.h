@@ -1,6 +1,7 @@
 // The low-rank section of a LowRank / LowRankResidual payload (byte layout in docs/codec.md): sigma, the optional
 // head-fold block, per-vector scales and the factor codes (bit-packed or run-length encoded). Shared by the encoder
-// (which writes it) and the decoder (which checks and reads it), so the two cannot drift apart.
+// (which writes it), the decoder (which checks and reads it) and the kernels (which read it with the same checks),
+// so none of them can drift apart. Implemented by the codec (core/src/codec/lowrank_payload.cpp, factor_quant.cpp).
 #pragma once
 
 #include "gkq/encoded_tensor.h"
@@ -42,6 +43,14 @@ struct LowRankSection {
     int64_t n_symbols() const { return k * (u_len() + v_len()); }
     uint32_t flags() const;  // the EncodedFlags this section sets
 };
+
+// ceil(n * bits / 8): the bytes of n bit-packed codes.
+uint64_t packed_bytes(uint64_t n, int bits);
+
+// Sigma as 8-bit codes over [0, sigma_max]: s' = sigma_max * c / 255 (f32, in that order).
+inline float dequantize_sigma(uint8_t c, float sigma_max) {
+    return sigma_max * static_cast<float>(c) / 255.0f;
+}
 
 void write_lowrank_section(const LowRankSection& s, std::vector<uint8_t>& out);
 
