@@ -31,7 +31,8 @@ class TestCliExitCodes : public QObject {
 private slots:
     void initTestCase() {
         if (qgetenv("GKQ_CLI").isEmpty()) QSKIP("GKQ_CLI is not set (run through ctest)");
-        m_model = test::write_tiny_gguf(m_dir.file("tiny.gguf"));
+        m_model =
+            test::write_tiny_gguf(m_dir.file("tiny.gguf"), true, 1, test::tiny_vocabulary());  // quantize needs one
         m_corrupt = m_dir.file("corrupt.gguf");
         test::Bytes b;
         b.u32(0x46554747).u32(3).u64(1).u64(0x7fffffffffffull);  // "GGUF", version 3, absurd metadata count
