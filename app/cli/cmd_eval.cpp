@@ -5,19 +5,10 @@
 #include "cli/demo_model.h"
 #include "cli/progress_bar.h"
 
-#include "gkq/evaluate.h"
-#include "gkq/knot_model.h"
-#include "gkq/tokenizer.h"
-#include "gkq/transformer.h"
+#include "gkq/workflows.h"
 
-#include <nlohmann/json.hpp>
-
-#include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
-#include <vector>
 
 namespace gkq::cli {
 
@@ -33,51 +24,15 @@ int fail(const Status& s) {
     return exit_code_for(s);
 }
 
-// The tokenizer: --tokenizer, else the model's own vocabulary, else the one tokenizer.bin / tok*.bin beside it.
-Result<Tokenizer> pick_tokenizer(const LoadedModel& m, const std::string& given) {
-    auto t = tokenizer_for_model(m.path, m.vocab, m.config.vocab_size, given);
-    if (!t && given.empty()) return error(t.status().code(), t.status().message() + ": pass --tokenizer FILE");
-    return t;
-}
-
-Result<std::string> read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return error(StatusCode::NotFound, path + ": cannot open the text file");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) return error(StatusCode::IoError, path + ": read failed");
-    return ss.str();
-}
-
-nlohmann::json ppl_json(const PerplexityStats& s) {
-    return {{"tokens", s.n_tokens},         {"bytes", s.n_bytes},         {"mean_nll", s.mean_nll},
-            {"mean_nll_se", s.mean_nll_se}, {"perplexity", s.perplexity}, {"bits_per_byte", s.bits_per_byte}};
-}
-
-void print_report(const EvalReport& r, const std::string& base, const std::string& cand, bool json) {
+// The report as `gkq eval` prints it: the JSON document of the workflows layer, or llama.cpp's text layout.
+void print_report(const EvalRun& run, bool json) {
     if (json) {
-        nlohmann::json j = {{"text", r.text_label},   {"ctx", r.n_ctx},       {"stride", r.stride},
-                            {"windows", r.n_windows}, {"tokens", r.n_tokens}, {"bytes", r.n_bytes},
-                            {"seconds", r.seconds}};
-        if (!r.compared) {
-            j["model"] = base;
-            j["perplexity"] = ppl_json(r.single);
-        } else {
-            const CompareStats& c = r.compare;
-            j["base"] = base;
-            j["candidate"] = cand;
-            j["base_perplexity"] = ppl_json(c.base);
-            j["candidate_perplexity"] = ppl_json(c.candidate);
-            j["kld"] = {{"mean", c.mean_kld}, {"se", c.mean_kld_se}, {"median", c.median_kld},
-                        {"p99", c.kld_p99},   {"p99_9", c.kld_p999}, {"max", c.max_kld}};
-            j["same_top"] = {{"fraction", c.same_top}, {"se", c.same_top_se}};
-            j["rms_delta_p"] = {{"value", c.rms_delta_p}, {"se", c.rms_delta_p_se}};
-            j["ppl_ratio"] = {
-                {"value", c.ppl_ratio}, {"se", c.ppl_ratio_se}, {"ln", c.ln_ppl_ratio}, {"ln_se", c.ln_ppl_ratio_se}};
-        }
-        std::printf("%s\n", j.dump(2).c_str());
+        std::printf("%s\n", eval_run_json(run).c_str());
         return;
     }
+    const EvalReport& r = run.report;
+    const std::string& base = run.model;
+    const std::string& cand = run.candidate;
     std::printf("text: %s, %llu bytes, %lld tokens scored; context %lld, stride %lld, %lld windows (%.1f s)\n",
                 r.text_label.c_str(), static_cast<unsigned long long>(r.n_bytes), static_cast<long long>(r.n_tokens),
                 static_cast<long long>(r.n_ctx), static_cast<long long>(r.stride), static_cast<long long>(r.n_windows),
@@ -167,53 +122,24 @@ int cmd_eval(int argc, char** argv) {
     if (!single && base_path.empty()) return usage("missing --base MODEL (no bundled demo model was found)");
     if (!base_logits.empty() && !save_base.empty()) return usage("--save-base and --base-logits exclude each other");
 
-    auto text = read_text(text_path);
-    if (!text) return fail(text.status());
-    TransformerOptions topt;
-    topt.n_threads = static_cast<int>(threads);
-    topt.max_batch = 64;
-
-    auto first = load_model(single ? model_path : base_path, topt);
-    if (!first) return fail(first.status());
-    auto tokenizer = pick_tokenizer(*first, tokenizer_path);
-    if (!tokenizer) return fail(tokenizer.status());
-    EvalText et;
-    et.tokens = tokenizer->encode(*text, false, false);
-    et.bos_id = tokenizer->bos_id();
-    et.n_bytes = text->size();
-    et.text_hash = fnv1a64(text->data(), text->size());
-    EvalOptions eo;
-    eo.n_ctx = ctx;
-    eo.stride = stride;
+    EvalRequest request;
+    request.base = single ? model_path : base_path;
+    request.text_path = text_path;
+    request.tokenizer.given = tokenizer_path;
+    request.tokenizer.hint = "pass --tokenizer FILE";
+    request.windows.n_ctx = ctx;
+    request.windows.stride = stride;
+    request.n_threads = static_cast<int>(threads);
+    request.save_base = save_base;
+    request.base_logits = base_logits;
+    auto session = EvalSession::open(request);
+    if (!session) return fail(session.status());
 
     ProgressBar bar("eval");
-    Result<EvalReport> report = Status(StatusCode::Internal, "unset");
-    if (single) {
-        report = evaluate_perplexity(*first->transformer, et, eo, bar.callback());
-    } else {
-        auto cand = load_model(cand_path, topt);
-        if (!cand) return fail(cand.status());
-        if (!base_logits.empty()) {
-            auto resolved =
-                resolve_eval_options(eo, std::min(first->config.context_length, first->transformer->n_context()));
-            if (!resolved) return fail(resolved.status());
-            auto saved = load_base_logits(base_logits, et, cand->config.vocab_size, *resolved);
-            if (!saved) return fail(saved.status());
-            report = evaluate_compare_saved(*saved, *cand->transformer, bar.callback());
-        } else {
-            BaseLogits keep;
-            report = evaluate_compare(*first->transformer, *cand->transformer, et, eo, bar.callback(),
-                                      save_base.empty() ? nullptr : &keep);
-            if (report && !save_base.empty()) {
-                keep.path = save_base;
-                if (Status s = save_base_logits(save_base, keep); !s) return fail(s);
-            }
-        }
-    }
+    Result<EvalRun> run = single ? session->perplexity(bar.callback()) : session->compare(cand_path, bar.callback());
     bar.clear();
-    if (!report) return fail(report.status());
-    report->text_label = text_path;
-    print_report(*report, single ? model_path : base_path, cand_path, json);
+    if (!run) return fail(run.status());
+    print_report(*run, json);
     return kExitOk;
 }
 

@@ -8,13 +8,10 @@
 
 #include "gkq/model_file.h"
 #include "gkq/saturation.h"
-#include "gkq/tokenizer.h"
-#include "gkq/transformer.h"
+#include "gkq/workflows.h"
 
-#include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <string>
 
 namespace gkq::cli {
 
@@ -27,13 +24,6 @@ int exit_code_for(const Status& s) {
         case StatusCode::IoError: return kExitFailure;
         default: return kExitBadInput;
     }
-}
-
-// --tokenizer, else the model's own vocabulary, else the one tokenizer.bin / tok*.bin beside it (as generate).
-Result<Tokenizer> pick_tokenizer(const ModelFile& model, const std::string& given) {
-    auto t = tokenizer_for_model(model.path(), model.vocabulary(), model.config().vocab_size, given);
-    if (!t && given.empty()) return error(t.status().code(), t.status().message() + ": pass --tokenizer FILE");
-    return t;
 }
 
 }  // namespace
@@ -72,48 +62,25 @@ int cmd_profile(int argc, char** argv) {
         std::fprintf(stderr, "gkq profile: %s\n", model.message().c_str());
         return exit_code_for(model.status());
     }
-    auto tokenizer = pick_tokenizer(*model, tokenizer_path);
-    if (!tokenizer) {
-        std::fprintf(stderr, "gkq profile: %s\n", tokenizer.message().c_str());
-        return exit_code_for(tokenizer.status());
-    }
-    std::ifstream in(text_path, std::ios::binary);
-    if (!in) {
-        std::fprintf(stderr, "gkq profile: %s: cannot open the text\n", text_path.c_str());
-        return kExitBadInput;
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::vector<int32_t> tokens = tokenizer->encode(ss.str(), true, false);
-    if (max_tokens > 0 && static_cast<int64_t>(tokens.size()) > max_tokens)
-        tokens.resize(static_cast<size_t>(max_tokens));
-    TransformerOptions topt;
-    topt.n_threads = static_cast<int>(threads);
-    auto transformer = Transformer::load(*model, topt);
-    if (!transformer) {
-        std::fprintf(stderr, "gkq profile: %s\n", transformer.message().c_str());
-        return exit_code_for(transformer.status());
-    }
-    SaturationOptions sopt;
-    sopt.thresholds = {threshold};
-    sopt.min_frequency = min_frequency;
-    Result<std::vector<SaturationProfile>> profiles = error(StatusCode::Internal, "not run");
+    ProfileRequest request;
+    request.model_label = model_path;
+    request.text_path = text_path;
+    request.tokenizer.given = tokenizer_path;
+    request.tokenizer.hint = "pass --tokenizer FILE";
+    request.max_tokens = max_tokens;
+    request.threshold = threshold;
+    request.min_frequency = min_frequency;
+    request.n_threads = static_cast<int>(threads);
+    Result<SaturationProfile> profile = error(StatusCode::Internal, "not run");
     {
         ProgressBar bar("profile");
-        profiles = profile_saturation(*transformer, tokens, sopt, bar.callback());
+        profile = profile_model(*model, request, bar.callback());
     }
-    if (!profiles) {
-        std::fprintf(stderr, "gkq profile: %s\n", profiles.message().c_str());
-        return exit_code_for(profiles.status());
+    if (!profile) {
+        std::fprintf(stderr, "gkq profile: %s\n", profile.message().c_str());
+        return exit_code_for(profile.status());
     }
-    SaturationProfile& prof = profiles->front();
-    prof.model = model_path;
-    prof.text = text_path;
-    std::ostringstream cmd;
-    cmd << "gkq profile " << model_path << " --text " << text_path << " --threshold " << threshold
-        << " --min-frequency " << min_frequency;
-    if (max_tokens > 0) cmd << " --max-tokens " << max_tokens;
-    prof.command = cmd.str();
+    const SaturationProfile& prof = *profile;
     if (Status s = write_saturation_profile(out_path, prof); !s) {
         std::fprintf(stderr, "gkq profile: %s\n", s.message().c_str());
         return exit_code_for(s);

@@ -10,10 +10,12 @@
 #include "gkq/quantize.h"
 #include "jobs/job_watch.h"
 
+#include <QStringList>
 #include <QTemporaryDir>
 #include <QWidget>
 #include <memory>
 #include <optional>
+#include <vector>
 
 class QCheckBox;
 class QComboBox;
@@ -40,6 +42,11 @@ public:
     QString preset() const;
     // The options the controls describe (preset + overrides that are set).
     QuantizeOptions options() const;
+    // Sets the control of override `flag` (a row of gkq::override_fields(), "rank") to `value` as the command line
+    // writes it ("8", "q4_0", "on"); an empty value sets it back to the preset's. False when the row does not
+    // accept the value or the control cannot show it.
+    bool setOverride(const QString& flag, const QString& value);
+    QStringList overrideFlags() const;  // the rows' flags, in table order
 
     quint64 startQuantize();  // 0 without a model
     // One run with per-layer overrides (an rknot tuning, rknot_layer_overrides) above the controls' options;
@@ -92,10 +99,16 @@ private:
 
     QComboBox* m_presetCombo = nullptr;
     QLabel* m_presetDescription = nullptr;
-    QSpinBox* m_rank = nullptr;
-    QDoubleSpinBox* m_energy = nullptr;
-    QComboBox* m_factorBits = nullptr;
-    QComboBox* m_residual = nullptr;
+    // The override controls, one per row of override_fields() and in its order; exactly one pointer is set.
+    struct OverrideControl {
+        QString flag;
+        QString label;
+        QComboBox* choice = nullptr;
+        QSpinBox* integer = nullptr;
+        QDoubleSpinBox* real = nullptr;
+    };
+    static QString overrideValue(const OverrideControl& c);  // the control's text; empty: the preset's
+    std::vector<OverrideControl> m_overrides;
     QSpinBox* m_threads = nullptr;
     QPushButton* m_runButton = nullptr;
     QPushButton* m_cancelButton = nullptr;
