@@ -1,6 +1,7 @@
-// QuantizePanel: choose a preset, override its parameters, quantize the open model into a knot (a JobRunner job
-// with a progress bar and a working Cancel), see the core's per-tensor report and whole-model totals, and export
-// the knot or a reconstructed safetensors / GGUF / llama2.c model (written atomically by the core), and evaluate
+// QuantizePanel: choose a preset, override its parameters (one control per row of the core's override table,
+// gkq/quantize_fields.h: the fields and values `gkq quantize` accepts), quantize the open model into a knot (a
+// JobRunner job with a progress bar and a working Cancel), see the core's per-tensor report and whole-model totals, and
+// export the knot or a reconstructed safetensors / GGUF / llama2.c model (written atomically by the core), and evaluate
 // the knot against the open model on a chosen text (the core's KLD report).
 // The knot of the last run lives in a temporary directory until exported or replaced.
 #pragma once

@@ -85,9 +85,10 @@ public:
 
     // Perplexity and bits per byte of the base alone.
     Result<EvalRun> perplexity(const ProgressFn& progress = {});
-    // The candidate (model file, folder or knot) against the base. The base runs over the text at most once per
-    // session: with `keep_base` (or request.save_base / request.base_logits) its logits are kept and later
-    // candidates reuse them.
+    // The candidate (model file, folder or knot) against the base. With `keep_base` the base's logits of this pass
+    // are kept and every later candidate reuses them (the base then runs over the text once per session); with
+    // request.base_logits they are read from that file and the base never runs; request.save_base writes them
+    // after the first pass that computes them.
     Result<EvalRun> compare(const std::string& candidate, const ProgressFn& progress = {}, bool keep_base = false);
 
     int64_t base_passes() const;  // times the base ran over the text (perplexity runs included)
