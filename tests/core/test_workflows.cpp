@@ -223,6 +223,14 @@ private slots:
         auto from_origin = choose_tokenizer(model, {}, 40, c);
         QVERIFY2(from_origin, from_origin ? "" : from_origin.message().c_str());
         QCOMPARE(from_origin->vocab_size(), 40);
+        // An origin without a vocabulary and no tokenizer beside either: the error names the origin (what the user
+        // opened), not the stand-in model.
+        c.origin = bare.file("from.knot");
+        c.origin_vocab = {};
+        auto neither = choose_tokenizer(model, {}, 40, c);
+        QVERIFY(!neither);
+        QCOMPARE(neither.status().code(), StatusCode::NotFound);
+        QVERIFY2(neither.message().rfind(c.origin + ": no vocabulary", 0) == 0, neither.message().c_str());
         // A given file that is not there: its own error, no hint.
         TokenizerChoice given;
         given.given = bare.file("nope.bin");

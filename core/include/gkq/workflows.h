@@ -43,7 +43,8 @@ struct TokenizerChoice {
 };
 
 // `given`, else the model's own vocabulary, else the origin's vocabulary, else the one tokenizer.bin / tok*.bin
-// beside the model, else the one beside the origin. Without an origin this is tokenizer_for_model().
+// beside the model, else the one beside the origin (NotFound naming the origin when there is none). Without an
+// origin this is tokenizer_for_model().
 Result<Tokenizer> choose_tokenizer(const std::string& model_path, const Vocabulary& vocab, int64_t vocab_size,
                                    const TokenizerChoice& choice);
 

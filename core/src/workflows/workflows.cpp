@@ -33,7 +33,10 @@ Result<Tokenizer> choose_tokenizer(const std::string& model_path, const Vocabula
     if (beside_model || c.origin.empty()) return with_hint(std::move(beside_model), c);
     auto beside_origin = tokenizer_for_model(c.origin, {}, vocab_size, "");
     if (beside_origin) return beside_origin;
-    return with_hint(std::move(beside_model), c);
+    // The model is a stand-in (a knot decoded to a temporary file): the error names what the user opened.
+    return with_hint(error(StatusCode::NotFound, c.origin + ": no vocabulary and not exactly one tokenizer.bin / "
+                                                            "tok*.bin beside it"),
+                     c);
 }
 
 // ---- text ---------------------------------------------------------------------------------------------------------
