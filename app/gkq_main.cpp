@@ -1,6 +1,7 @@
 // gkq: the command-line face of GKQ Workbench. Every subcommand calls the same core functions as the GUI.
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/progress_bar.h"
 
 #include <cstdio>
 #include <cstring>
@@ -45,7 +46,7 @@ void print_help() {
     for (const auto& c : kCommands) std::printf("  %-12s%s\n", c.name, c.summary);
     std::printf(
         "\noptions:\n  -h, --help  show this help\n  --version   print the version\n\n"
-        "exit codes: 0 success, 1 failure, 2 bad options or bad input file, 130 cancelled\n");
+        "exit codes: 0 success, 1 failure, 2 bad options or bad input file, 130 cancelled by SIGINT, 143 by SIGTERM\n");
 }
 
 }  // namespace
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
         return gkq::cli::kExitOk;
     }
     for (const auto& c : kCommands)
-        if (!std::strcmp(cmd, c.name)) return c.run(argc - 1, argv + 1);
+        if (!std::strcmp(cmd, c.name)) return gkq::cli::exit_code_after_signals(c.run(argc - 1, argv + 1));
     std::fprintf(stderr, "gkq: unknown command '%s' (see 'gkq --help')\n", cmd);
     return gkq::cli::kExitBadInput;
 }

@@ -21,6 +21,10 @@ packages=(
     # packaging tests: the .deb (dpkg-dev for dpkg-shlibdeps, desktop-file-validate), the container entrypoint and
     # the k8s scripts (curl, jq), the monitoring config (promtool and a real Prometheus)
     dpkg-dev desktop-file-utils curl jq prometheus
+    # the container image built and run (packaging/container/build.sh, tests/packaging/test_container_engine.sh):
+    # podman with runc, as root (host and private networks only: no slirp4netns or uidmap), debootstrap for the
+    # base image (no registry), Debian's node yaml module to read the Kubernetes manifests
+    podman runc debootstrap node-yaml
 )
 
 missing=()

@@ -3,18 +3,14 @@
 // Accepts "--name value", "--name=value", short aliases ("-o FILE") and positionals in order.
 #pragma once
 
+#include "cli/exit_code.h"  // the exit codes parse() outcomes map to
+
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 namespace gkq::cli {
-
-// Exit codes shared by all subcommands.
-constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;   // the operation failed for a reason other than its input
-constexpr int kExitBadInput = 2;  // bad options, or an input file that is corrupt, missing or unsupported
-constexpr int kExitCancelled = 130;
 
 enum class ParseOutcome { Ok, Help, Error };
 

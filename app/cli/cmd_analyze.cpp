@@ -2,8 +2,11 @@
 // with what each rank would cost (exact Eckart-Young errors) and WeightWatcher-style heavy-tail metrics.
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/output_check.h"
+#include "cli/progress_bar.h"
 
 #include "gkq/atomic_file.h"
+#include "gkq/model_check.h"
 #include "gkq/model_file.h"
 #include "gkq/spectrum.h"
 
@@ -272,37 +275,6 @@ std::string csv_text(const std::vector<TensorSpectrum>& r) {
     return out;
 }
 
-// "[=========>          ]  45%  blk.3.ffn_up.weight" redrawn in place; only when stderr is a terminal.
-class ProgressBar {
-public:
-    ProgressBar() : m_enabled(isatty(2) != 0) {}
-    void update(double fraction, std::string_view what) {
-        if (!m_enabled) return;
-        const int width = 30, filled = int(std::lround(fraction * width));
-        std::string bar(size_t(filled), '=');
-        if (filled < width) bar += '>' + std::string(size_t(width - filled - 1), ' ');
-        std::fprintf(stderr, "\r[%s] %3d%%  %-40.40s", bar.c_str(), int(std::lround(fraction * 100)),
-                     std::string(what).c_str());
-        std::fflush(stderr);
-        m_drawn = true;
-    }
-    ~ProgressBar() {
-        if (m_drawn) std::fprintf(stderr, "\r%*s\r", 80, "");
-    }
-
-private:
-    bool m_enabled;
-    bool m_drawn = false;
-};
-
-int exit_code_for(const Status& s) {
-    switch (s.code()) {
-        case StatusCode::Cancelled: return kExitCancelled;
-        case StatusCode::Internal: return kExitFailure;
-        default: return kExitBadInput;
-    }
-}
-
 }  // namespace
 
 int cmd_analyze(int argc, char** argv) {
@@ -318,7 +290,7 @@ int cmd_analyze(int argc, char** argv) {
         "rank-1/3/8/32/128 approximation; a mean per role ends the table. The spectrum is exact (all singular\n"
         "values) unless --topk is given alone: then ranks beyond K, the effective rank and alpha are unknown; with\n"
         "--full as well, a column shows the top-K values' largest relative error against the exact ones.\n"
-        "A progress bar goes to stderr when it is a terminal.");
+        "A progress bar goes to stderr when it is a terminal; SIGINT or SIGTERM cancels (exit 130 or 143).");
     p.positional("MODEL", "model file or folder (safetensors, GGUF, llama2.c)", &path);
     p.option_int("--topk", "K",
                  "top K singular values by randomized SVD (alone: instead of the full spectrum; with --full: both)",
@@ -346,23 +318,30 @@ int cmd_analyze(int argc, char** argv) {
     opt.randomized.oversampling = oversampling;
     opt.randomized.n_power_iterations = int(power_iterations);
 
+    if (!output.empty())
+        if (int rc = refuse_output_over_input("analyze", output, model_inputs(path))) return rc;
     auto model = ModelFile::open(path);
     if (!model) {
         std::fprintf(stderr, "gkq analyze: %s\n", model.message().c_str());
-        return exit_code_for(model.status());
+        return exit_code(model.status());
     }
+    // Spectra are measured whatever the config says; what keeps the model from running is said, not refused.
+    for (const std::string& w : model_problems(model->config(), model->tensors()))
+        std::fprintf(stderr, "gkq analyze: warning: %s: %s\n", model->path().c_str(), w.c_str());
     const auto t0 = std::chrono::steady_clock::now();
     Result<std::vector<TensorSpectrum>> result = error(StatusCode::Internal, "not run");
     {
-        ProgressBar bar;
-        result = analyze_model(*model, opt, [&](double f, std::string_view what) {
-            bar.update(f, what);
-            return true;
-        });
+        ProgressBar bar("analyze");
+        result = analyze_model(*model, opt, bar.callback());
+    }
+    if (!result && result.status().code() == StatusCode::Cancelled) {
+        std::fprintf(stderr, "gkq analyze: %s; %s\n", interrupted_text().c_str(),
+                     output.empty() ? "nothing was printed" : (output + " was not written").c_str());
+        return exit_code(result.status());
     }
     if (!result) {
         std::fprintf(stderr, "gkq analyze: %s\n", result.message().c_str());
-        return exit_code_for(result.status());
+        return exit_code(result.status());
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string text = json  ? json_text(*model, opt, *result, seconds)
@@ -374,7 +353,7 @@ int cmd_analyze(int argc, char** argv) {
     }
     if (Status s = write_file_atomic(output, text); !s) {
         std::fprintf(stderr, "gkq analyze: %s\n", s.message().c_str());
-        return kExitBadInput;
+        return exit_code(s);
     }
     return kExitOk;
 }

@@ -53,7 +53,7 @@ int cmd_bench(int argc, char** argv) {
     Result<kernels::BenchReport> r = kernels::run_reconstruct_bench(o);
     if (!r) {
         std::fprintf(stderr, "gkq bench: %s\n", r.message().c_str());
-        return kExitFailure;
+        return exit_code(r.status());
     }
     std::cout << (json ? kernels::bench_report_json(*r) + "\n" : kernels::format_bench_report(*r));
     return kExitOk;

@@ -3,25 +3,22 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/demo_model.h"
+#include "cli/output_check.h"
 #include "cli/progress_bar.h"
 
 #include "gkq/workflows.h"
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace gkq::cli {
 
 namespace {
 
-int exit_code_for(const Status& s) {
-    if (s.code() == StatusCode::Cancelled) return kExitCancelled;
-    return s.code() == StatusCode::Internal || s.code() == StatusCode::IoError ? kExitFailure : kExitBadInput;
-}
-
 int fail(const Status& s) {
     std::fprintf(stderr, "gkq eval: %s\n", s.message().c_str());
-    return exit_code_for(s);
+    return exit_code(s);
 }
 
 // The report as `gkq eval` prints it: the JSON document of the workflows layer, or llama.cpp's text layout.
@@ -37,6 +34,7 @@ void print_report(const EvalRun& run, bool json) {
                 r.text_label.c_str(), static_cast<unsigned long long>(r.n_bytes), static_cast<long long>(r.n_tokens),
                 static_cast<long long>(r.n_ctx), static_cast<long long>(r.stride), static_cast<long long>(r.n_windows),
                 r.seconds);
+    std::printf("protocol: %s\n", run.protocol.describe().c_str());
     if (!r.compared) {
         std::printf("model: %s\n", base.c_str());
         std::printf("PPL            : %12.6f   (mean NLL %.6f ± %.6f nats)\n", r.single.perplexity, r.single.mean_nll,
@@ -68,7 +66,8 @@ void print_report(const EvalRun& run, bool json) {
 int cmd_eval(int argc, char** argv) {
     std::string base_path, cand_path, model_path, text_path, tokenizer_path, save_base, base_logits;
     int64_t ctx = 0, stride = 0, threads = 0;
-    bool json = false;
+    bool json = false, per_document = false;
+    std::string separator;
     ArgParser p(
         "gkq eval --base MODEL --candidate MODEL|KNOT --text FILE [--ctx N] [--stride N] [--json]\n"
         "       gkq eval --model MODEL|KNOT --text FILE [--ctx N] [--stride N] [--json]",
@@ -78,7 +77,9 @@ int cmd_eval(int argc, char** argv) {
         "probability change, perplexity of both and their ratio, and bits per byte of both. With --model alone:\n"
         "perplexity and bits per byte. Each window is BOS + N-1 text tokens; windows start every --stride tokens\n"
         "and score only tokens no earlier window scored, so every token is scored once. The tokenizer is the\n"
-        "base model's own vocabulary (GGUF, knot), else the one tokenizer.bin / tok*.bin beside it, else --tokenizer.");
+        "base model's own vocabulary (GGUF, knot), else the one tokenizer.bin / tok*.bin beside it, else --tokenizer.\n"
+        "The report names its protocol: llama.cpp's --kl-divergence one (the default: the text as one token stream,\n"
+        "document separators scored as text, and counted) or --per-document (each document from BOS).");
     p.option("--base", "MODEL", "the reference model (llama2.c .bin, GGUF, safetensors, knot) " + demo_model_help(),
              &base_path);
     p.option("--candidate", "MODEL", "the model to compare with it (any model file or a knot)", &cand_path);
@@ -96,7 +97,17 @@ int cmd_eval(int argc, char** argv) {
     p.option_int("--threads", "N", "threads per matrix product (default 0: all cores); results do not depend on it",
                  &threads, 0, 1024);
     p.option("--save-base", "FILE", "also write the base logits to FILE for later runs", &save_base);
-    p.option("--base-logits", "FILE", "reuse base logits saved by --save-base instead of running --base", &base_logits);
+    p.option("--base-logits", "FILE",
+             "reuse base logits saved by --save-base instead of running --base (the file names its base model, "
+             "which is the default --base)",
+             &base_logits);
+    p.option("--doc-separator", "S",
+             "the text between documents (default: '<|endoftext|>' and the tokenizer's EOS piece, e.g. '</s>')",
+             &separator);
+    p.flag("--per-document",
+           "score each document on its own: split at the separators (not scored), BOS at each document's start, "
+           "windows never crossing documents (default: llama.cpp's --kl-divergence protocol, the text as one stream)",
+           &per_document);
     p.flag("--json", "print the report as JSON", &json);
     switch (p.parse(argc, argv)) {
         case ParseOutcome::Help: return kExitOk;
@@ -108,9 +119,13 @@ int cmd_eval(int argc, char** argv) {
         return kExitBadInput;
     };
     if (text_path.empty()) return usage("missing --text FILE");
-    // The bundled demo model stands in for a missing --model (nothing else given) or --base (a candidate given).
-    if (model_path.empty() && base_path.empty()) {
-        if (cand_path.empty() && save_base.empty() && base_logits.empty())
+    if (p.given("--doc-separator") && separator.empty()) return usage("--doc-separator: an empty separator");
+    // Saved base logits name the base model they came from: without --base, the session takes that one (never the
+    // demo model). Otherwise the bundled demo model stands in for a missing --model (nothing else given) or --base
+    // (a candidate given).
+    const bool base_from_logits = !base_logits.empty() && base_path.empty() && model_path.empty();
+    if (model_path.empty() && base_path.empty() && !base_from_logits) {
+        if (cand_path.empty() && save_base.empty())
             model_path = demo_model_dir();
         else
             base_path = demo_model_dir();
@@ -119,8 +134,14 @@ int cmd_eval(int argc, char** argv) {
     if (single && (!base_path.empty() || !cand_path.empty() || !save_base.empty() || !base_logits.empty()))
         return usage("--model cannot be combined with --base, --candidate, --save-base or --base-logits");
     if (!single && cand_path.empty()) return usage("missing --candidate MODEL (or --model MODEL for perplexity alone)");
-    if (!single && base_path.empty()) return usage("missing --base MODEL (no bundled demo model was found)");
+    if (!single && base_path.empty() && !base_from_logits)
+        return usage("missing --base MODEL (no bundled demo model was found)");
     if (!base_logits.empty() && !save_base.empty()) return usage("--save-base and --base-logits exclude each other");
+    if (!save_base.empty()) {
+        std::vector<std::string> inputs = model_inputs(base_path, {text_path, tokenizer_path});
+        for (const std::string& f : model_inputs(cand_path)) inputs.push_back(f);
+        if (int rc = refuse_output_over_input("eval", save_base, inputs)) return rc;
+    }
 
     EvalRequest request;
     request.base = single ? model_path : base_path;
@@ -132,12 +153,17 @@ int cmd_eval(int argc, char** argv) {
     request.n_threads = static_cast<int>(threads);
     request.save_base = save_base;
     request.base_logits = base_logits;
+    request.per_document = per_document;
+    request.doc_separator = separator;
     auto session = EvalSession::open(request);
     if (!session) return fail(session.status());
 
     ProgressBar bar("eval");
     Result<EvalRun> run = single ? session->perplexity(bar.callback()) : session->compare(cand_path, bar.callback());
     bar.clear();
+    if (!run && run.status().code() == StatusCode::Cancelled)
+        return fail(Status(StatusCode::Cancelled,
+                           interrupted_text() + (save_base.empty() ? "" : "; " + save_base + " was not written")));
     if (!run) return fail(run.status());
     print_report(*run, json);
     return kExitOk;

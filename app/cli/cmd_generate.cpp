@@ -23,10 +23,6 @@ namespace gkq::cli {
 
 namespace {
 
-int exit_code_for(const Status& s) {
-    return s.code() == StatusCode::Internal || s.code() == StatusCode::IoError ? kExitFailure : kExitBadInput;
-}
-
 // run.c's safe_printf: a lone control byte (a raw byte token) is not printed. Bytes >= 0x80 are kept, unlike
 // run.c, so characters that came out of byte-fallback tokens reach the terminal as UTF-8.
 bool printable(std::string_view piece) {
@@ -97,7 +93,7 @@ int cmd_generate(int argc, char** argv) {
     auto model = open_model_to_run(model_path, options);
     if (!model) {
         std::fprintf(stderr, "gkq generate: %s\n", model.message().c_str());
-        return exit_code_for(model.status());
+        return exit_code(model.status());
     }
     TokenizerChoice choice;
     choice.given = tokenizer_path;
@@ -105,7 +101,7 @@ int cmd_generate(int argc, char** argv) {
     auto tokenizer = choose_tokenizer(model->path, model->vocab, model->config.vocab_size, choice);
     if (!tokenizer) {
         std::fprintf(stderr, "gkq generate: %s\n", tokenizer.message().c_str());
-        return exit_code_for(tokenizer.status());
+        return exit_code(tokenizer.status());
     }
     if (tokenizer->vocab_size() != model->config.vocab_size)
         std::fprintf(stderr, "gkq generate: warning: the tokenizer has %d tokens, the model %lld\n",
@@ -130,7 +126,7 @@ int cmd_generate(int argc, char** argv) {
     std::fflush(stdout);
     if (!stats) {
         std::fprintf(stderr, "gkq generate: %s\n", stats.message().c_str());
-        return exit_code_for(stats.status());
+        return exit_code(stats.status());
     }
     std::fprintf(stderr, "prompt:     %s\n", rate(stats->n_prompt_tokens, stats->prompt_seconds).c_str());
     std::fprintf(stderr, "generation: %s\n", rate(stats->n_generate_forwards, stats->generate_seconds).c_str());

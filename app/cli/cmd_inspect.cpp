@@ -1,8 +1,11 @@
-// gkq inspect [FILE] [--json]: what a model file holds, exactly as stored.
+// gkq inspect [FILE] [--json]: what a model file or a knot holds, exactly as stored, and whether it can run.
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/demo_model.h"
 
+#include "gkq/knot.h"
+#include "gkq/knot_model.h"
+#include "gkq/model_check.h"
 #include "gkq/model_file.h"
 
 #include <nlohmann/json.hpp>
@@ -41,7 +44,7 @@ nlohmann::json config_json(const ModelConfig& c) {
             {"shared_classifier", c.shared_classifier}};
 }
 
-void print_json(const ModelFile& m) {
+void print_json(const ModelFile& m, const std::vector<std::string>& warnings) {
     nlohmann::json j;
     j["path"] = m.path();
     j["format"] = std::string(model_format_name(m.format()));
@@ -67,6 +70,7 @@ void print_json(const ModelFile& m) {
     for (const auto& [k, v] : m.metadata().entries) meta[k] = v.to_display();
     j["metadata"] = std::move(meta);
     j["vocabulary"] = {{"model", m.vocabulary().model}, {"n_tokens", m.vocabulary().tokens.size()}};
+    j["warnings"] = warnings;
     // Tensor names and metadata may hold arbitrary bytes: replace invalid UTF-8 rather than fail.
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
@@ -101,6 +105,136 @@ void print_table(const ModelFile& m) {
         with_commas(m.n_tensor_bytes()).c_str(), bits_per_weight(m), with_commas(m.file_bytes()).c_str());
 }
 
+// The model-consistency problems (gkq/model_check.h), printed as warnings: the file is still listed.
+void print_warnings(const std::string& path, const std::vector<std::string>& warnings) {
+    for (const std::string& w : warnings)
+        std::fprintf(stderr, "gkq inspect: warning: %s: %s\n", path.c_str(), w.c_str());
+    if (!warnings.empty())
+        std::fprintf(stderr, "gkq inspect: warning: %s: the model cannot run (%zu problem%s)\n", path.c_str(),
+                     warnings.size(), warnings.size() == 1 ? "" : "s");
+}
+
+// ---- knots ----------------------------------------------------------------------------------------------------
+
+double record_bpw(const KnotEntry& e) {
+    const int64_t n = e.n_elements();
+    return n > 0 ? 8.0 * static_cast<double>(e.record_bytes) / static_cast<double>(n) : 0.0;
+}
+
+// Bits per stored weight as text: the factor bits ("2"), factor bits + the residual's type ("8+q4"), or the dense
+// type's.
+std::string bits_text(const KnotEntry& e) {
+    switch (e.method) {
+        case Method::F32: return "32";
+        case Method::F16: return "16";
+        case Method::Q8_0: return "8";
+        case Method::Q4_0: return "4";
+        case Method::LowRank: return std::to_string(e.factor_bits);
+        case Method::LowRankResidual: return std::to_string(e.factor_bits) + "+q" + std::to_string(e.residual_bits);
+    }
+    return "?";
+}
+
+struct KnotTotals {
+    int64_t n_params = 0;
+    uint64_t record_bytes = 0;
+};
+
+KnotTotals knot_totals(const KnotFile& k) {
+    KnotTotals t;
+    for (const KnotEntry& e : k.entries()) {
+        t.n_params += e.n_elements();
+        t.record_bytes += e.record_bytes;
+    }
+    return t;
+}
+
+double file_bpw(const KnotFile& k, const KnotTotals& t) {
+    return t.n_params > 0 ? 8.0 * static_cast<double>(k.file_bytes()) / static_cast<double>(t.n_params) : 0.0;
+}
+
+void print_knot_json(const KnotFile& k, const std::vector<std::string>& warnings) {
+    const KnotHeader& h = k.header();
+    const KnotTotals tot = knot_totals(k);
+    nlohmann::json j;
+    j["path"] = k.path();
+    j["format"] = "knot";
+    j["format_detail"] = "knot v" + std::to_string(kKnotVersion) + (k.gzipped() ? " (gzipped)" : "");
+    j["producer"] = h.producer;
+    j["command"] = h.command;
+    j["shard"] = {{"index", h.shard_index}, {"count", h.shard_count}};
+    j["n_source_tensors"] = h.n_source_tensors;
+    j["config"] = config_json(h.config);
+    j["vocabulary"] = {{"model", h.vocab.model}, {"n_tokens", h.vocab.tokens.size()}};
+    nlohmann::json records = nlohmann::json::array();
+    for (const KnotEntry& e : k.entries())
+        records.push_back({{"name", e.name},
+                           {"role", std::string(role_name(e.role))},
+                           {"layer", e.layer},
+                           {"shape", e.shape},
+                           {"method", std::string(method_name(e.method))},
+                           {"rank", e.rank},
+                           {"factor_bits", e.factor_bits},
+                           {"residual_bits", e.residual_bits},
+                           {"compression", e.compression == KnotCompression::Zlib ? "zlib" : "none"},
+                           {"stored_bytes", e.stored_bytes},
+                           {"raw_bytes", e.raw_bytes},
+                           {"record_bytes", e.record_bytes},
+                           {"bits_per_weight", record_bpw(e)}});
+    j["records"] = std::move(records);
+    j["n_records"] = k.n_records();
+    j["n_params"] = tot.n_params;
+    j["record_bytes"] = tot.record_bytes;
+    j["file_bytes"] = k.file_bytes();
+    j["bits_per_weight"] = file_bpw(k, tot);
+    nlohmann::json meta = nlohmann::json::object();
+    for (const auto& [key, v] : h.metadata.entries) meta[key] = v.to_display();
+    j["metadata"] = std::move(meta);
+    j["warnings"] = warnings;
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+void print_knot_table(const KnotFile& k) {
+    const KnotHeader& h = k.header();
+    const ModelConfig& c = h.config;
+    const KnotTotals tot = knot_totals(k);
+    std::printf("file     %s\n", k.path().c_str());
+    std::printf("format   knot v%u%s, written by %s\n", kKnotVersion, k.gzipped() ? " (gzipped)" : "",
+                h.producer.c_str());
+    std::printf("command  %s\n", h.command.c_str());
+    if (h.shard_count > 1) std::printf("shard    %u/%u\n", h.shard_index, h.shard_count);
+    std::printf(
+        "config   arch %s  dim %lld  hidden %lld  layers %lld  heads %lld  kv_heads %lld  vocab %lld  "
+        "context %lld  rope_theta %g  norm_eps %g\n",
+        c.architecture.c_str(), static_cast<long long>(c.dim), static_cast<long long>(c.hidden_dim),
+        static_cast<long long>(c.n_layers), static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads),
+        static_cast<long long>(c.vocab_size), static_cast<long long>(c.context_length), c.rope_theta, c.norm_eps);
+    if (h.vocab.empty())
+        std::printf("vocab    none (generate, eval and serve need --tokenizer)\n");
+    else
+        std::printf("vocab    %zu tokens (%s)\n", h.vocab.tokens.size(), h.vocab.model.c_str());
+
+    size_t name_w = 4;
+    for (const KnotEntry& e : k.entries()) name_w = std::max(name_w, e.name.size());
+    const int w = static_cast<int>(name_w);
+    std::printf("\n%-*s  %-11s  %5s  %-14s  %-16s  %4s  %5s  %12s  %7s\n", w, "name", "role", "layer", "shape",
+                "method", "rank", "bits", "bytes", "bpw");
+    for (const KnotEntry& e : k.entries()) {
+        const std::string layer = e.layer >= 0 ? std::to_string(e.layer) : "-";
+        const std::string rank = e.rank > 0 ? std::to_string(e.rank) : "-";
+        std::printf("%-*s  %-11s  %5s  %-14s  %-16s  %4s  %5s  %12s  %7.3f\n", w, e.name.c_str(),
+                    std::string(role_name(e.role)).c_str(), layer.c_str(), shape_to_string(e.shape).c_str(),
+                    std::string(method_name(e.method)).c_str(), rank.c_str(), bits_text(e).c_str(),
+                    with_commas(e.record_bytes).c_str(), record_bpw(e));
+    }
+    std::printf("\ntotal    %zu records, %s parameters, %s bytes of records; file %s bytes = %.3f bits per weight\n",
+                k.n_records(), with_commas(static_cast<uint64_t>(tot.n_params)).c_str(),
+                with_commas(tot.record_bytes).c_str(), with_commas(k.file_bytes()).c_str(), file_bpw(k, tot));
+    std::printf(
+        "         a record's bytes are its descriptor, stored payload and CRC; the file adds the header, "
+        "config/tokenizer block, index and trailer\n");
+}
+
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
@@ -108,8 +242,11 @@ int cmd_inspect(int argc, char** argv) {
     bool json = false;
     ArgParser p("gkq inspect [FILE] [--json]",
                 "Lists the format, architecture and every tensor (name, role, layer, shape, type, bytes) of a model:\n"
-                "safetensors (file, folder, or model.safetensors.index.json), GGUF v2/v3, llama2.c checkpoint.");
-    p.positional("FILE", "model file or folder " + demo_model_help(), &path, false);
+                "safetensors (file, folder, or model.safetensors.index.json), GGUF v2/v3, llama2.c checkpoint; or\n"
+                "of a knot: its config, tokenizer and every record (method, rank, bits, bytes, bits per weight).\n"
+                "What keeps the model from running (a missing tensor, a shape the config contradicts) is printed\n"
+                "as warnings on stderr, and the file is still listed.");
+    p.positional("FILE", "model file or folder, or a knot " + demo_model_help(), &path, false);
     p.flag("--json", "print one JSON document (format, config, tensors[], n_params, n_bytes, ...) instead of a table",
            &json);
     switch (p.parse(argc, argv)) {
@@ -122,13 +259,31 @@ int cmd_inspect(int argc, char** argv) {
         std::fprintf(stderr, "gkq inspect: missing FILE (no bundled demo model was found; see --help)\n");
         return kExitBadInput;
     }
+    if (is_knot_path(path)) {
+        auto knot = KnotFile::open(path);
+        if (!knot) {
+            std::fprintf(stderr, "gkq inspect: %s\n", knot.message().c_str());
+            return exit_code(knot.status());
+        }
+        const KnotHeader& h = knot->header();
+        const std::vector<std::string> warnings =
+            h.shard_count == 1 ? model_problems(h.config, knot->entries()) : config_problems(h.config);
+        print_warnings(path, warnings);
+        if (json)
+            print_knot_json(*knot, warnings);
+        else
+            print_knot_table(*knot);
+        return kExitOk;
+    }
     auto model = ModelFile::open(path);
     if (!model) {
         std::fprintf(stderr, "gkq inspect: %s\n", model.message().c_str());
-        return model.status().code() == StatusCode::Internal ? kExitFailure : kExitBadInput;
+        return exit_code(model.status());
     }
+    const std::vector<std::string> warnings = model_problems(model->config(), model->tensors());
+    print_warnings(model->path(), warnings);
     if (json)
-        print_json(*model);
+        print_json(*model, warnings);
     else
         print_table(*model);
     return kExitOk;

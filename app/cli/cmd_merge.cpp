@@ -2,6 +2,7 @@
 // unsharded run writes, byte for byte.
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/output_check.h"
 #include "cli/progress_bar.h"
 
 #include "gkq/quantize.h"
@@ -29,6 +30,7 @@ int cmd_merge(int argc, char** argv) {
         std::fprintf(stderr, "gkq: missing -o OUT.knot\n(see 'gkq merge --help')\n");
         return kExitBadInput;
     }
+    if (int rc = refuse_output_over_input("merge", out, shards)) return rc;
     Result<MergeReport> r = error(StatusCode::Internal, "not run");
     {
         ProgressBar bar("merge");
@@ -37,12 +39,10 @@ int cmd_merge(int argc, char** argv) {
     if (!r) {
         const StatusCode c = r.status().code();
         if (c == StatusCode::Cancelled)
-            std::fprintf(stderr, "gkq merge: cancelled; %s was not written\n", out.c_str());
+            std::fprintf(stderr, "gkq merge: %s; %s was not written\n", interrupted_text().c_str(), out.c_str());
         else
             std::fprintf(stderr, "gkq merge: %s\n", r.message().c_str());
-        return c == StatusCode::Cancelled                              ? kExitCancelled
-               : c == StatusCode::Internal || c == StatusCode::IoError ? kExitFailure
-                                                                       : kExitBadInput;
+        return exit_code(c);
     }
     std::printf("wrote %s: %zu records from %zu shards, %s bytes\n", r->path.c_str(), r->n_records, r->n_shards,
                 with_commas(r->file_bytes).c_str());

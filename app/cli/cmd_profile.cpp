@@ -4,6 +4,7 @@
 // sha256). Definitions: docs/rknot-format.md.
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/output_check.h"
 #include "cli/progress_bar.h"
 
 #include "gkq/model_file.h"
@@ -14,19 +15,6 @@
 #include <string>
 
 namespace gkq::cli {
-
-namespace {
-
-int exit_code_for(const Status& s) {
-    switch (s.code()) {
-        case StatusCode::Cancelled: return kExitCancelled;
-        case StatusCode::Internal:
-        case StatusCode::IoError: return kExitFailure;
-        default: return kExitBadInput;
-    }
-}
-
-}  // namespace
 
 int cmd_profile(int argc, char** argv) {
     std::string model_path, text_path, out_path, tokenizer_path;
@@ -57,10 +45,12 @@ int cmd_profile(int argc, char** argv) {
                      text_path.empty() ? "--text FILE" : "-o MASKS");
         return kExitBadInput;
     }
+    if (int rc = refuse_output_over_input("profile", out_path, model_inputs(model_path, {text_path, tokenizer_path})))
+        return rc;
     auto model = ModelFile::open(model_path);
     if (!model) {
         std::fprintf(stderr, "gkq profile: %s\n", model.message().c_str());
-        return exit_code_for(model.status());
+        return exit_code(model.status());
     }
     ProfileRequest request;
     request.model_label = model_path;
@@ -77,13 +67,16 @@ int cmd_profile(int argc, char** argv) {
         profile = profile_model(*model, request, bar.callback());
     }
     if (!profile) {
-        std::fprintf(stderr, "gkq profile: %s\n", profile.message().c_str());
-        return exit_code_for(profile.status());
+        if (profile.status().code() == StatusCode::Cancelled)
+            std::fprintf(stderr, "gkq profile: %s; %s was not written\n", interrupted_text().c_str(), out_path.c_str());
+        else
+            std::fprintf(stderr, "gkq profile: %s\n", profile.message().c_str());
+        return exit_code(profile.status());
     }
     const SaturationProfile& prof = *profile;
     if (Status s = write_saturation_profile(out_path, prof); !s) {
         std::fprintf(stderr, "gkq profile: %s\n", s.message().c_str());
-        return exit_code_for(s);
+        return exit_code(s);
     }
     std::printf(
         "model     %s\ntext      %s (%lld tokens)\nthreshold |a| > %g x block RMS; hot when frequency > %g\n"

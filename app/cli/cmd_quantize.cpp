@@ -3,12 +3,14 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/demo_model.h"
+#include "cli/output_check.h"
 #include "cli/progress_bar.h"
 
 #include "gkq/model_file.h"
 #include "gkq/quantize.h"
 #include "gkq/quantize_fields.h"
 #include "gkq/rknot.h"
+#include "gkq/tokenizer.h"
 
 #include <nlohmann/json.hpp>
 
@@ -27,15 +29,6 @@
 namespace gkq::cli {
 
 namespace {
-
-int exit_code_for(const Status& s) {
-    switch (s.code()) {
-        case StatusCode::Cancelled: return kExitCancelled;
-        case StatusCode::Internal:
-        case StatusCode::IoError: return kExitFailure;
-        default: return kExitBadInput;
-    }
-}
 
 // "i/N" with 0 <= i < N.
 bool parse_shard(const std::string& s, uint32_t& index, uint32_t& count) {
@@ -61,7 +54,8 @@ std::string fmt(const char* f, double v) {
     return buf;
 }
 
-// "2", "8+q4" (factor bits + residual blocks), "8" for q8_0, "16" for f16, "32" for f32.
+// Bits per stored weight as a label: the factor bits, plus the residual's ("2", "8+q4"); the code or
+// value width of the other methods ("8", "4", "16" for f16, "32" for f32).
 std::string bits_text(const TensorReport& r) {
     switch (r.method) {
         case Method::F32: return "32";
@@ -76,6 +70,47 @@ std::string bits_text(const TensorReport& r) {
 
 nlohmann::json number_or_null(double v) {
     return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json();
+}
+
+// What the total bits per weight hold beyond the encoding asked for: tensors the codec stored in another type than
+// the preset's (a fallback, e.g. f16 for a row length that is not a multiple of 32), tensors of fewer than two
+// dimensions (norms: always f32, each with its own record), and the container. All from bytes on disk.
+struct Overhead {
+    size_t n_fallback = 0;
+    uint64_t fallback_bytes = 0;
+    int64_t fallback_params = 0;
+    size_t n_vectors = 0;
+    uint64_t vector_bytes = 0;
+    int64_t vector_params = 0;
+};
+
+bool is_vector(const TensorReport& c) {
+    return c.shape.size() < 2;
+}
+
+Overhead overhead_of(const QuantizeReport& r) {
+    Overhead o;
+    for (const QuantizedTensor& q : r.tensors) {
+        if (!q.codec.fallback.empty() && !is_vector(q.codec)) {
+            ++o.n_fallback;
+            o.fallback_bytes += q.bytes_on_disk();
+            o.fallback_params += q.codec.n_elements;
+        } else if (is_vector(q.codec)) {
+            ++o.n_vectors;
+            o.vector_bytes += q.bytes_on_disk();
+            o.vector_params += q.codec.n_elements;
+        }
+    }
+    return o;
+}
+
+// The share of the whole file's bits per weight that `bytes` make up.
+double share_bpw(uint64_t bytes, const QuantizeReport& r) {
+    return r.n_params > 0 ? 8.0 * static_cast<double>(bytes) / static_cast<double>(r.n_params) : 0.0;
+}
+
+double own_bpw(uint64_t bytes, int64_t params) {
+    return params > 0 ? 8.0 * static_cast<double>(bytes) / static_cast<double>(params) : 0.0;
 }
 
 void print_json(const ModelFile& model, const QuantizeReport& r) {
@@ -114,6 +149,7 @@ void print_json(const ModelFile& model, const QuantizeReport& r) {
             {"fold_fit_error", c.fold_fit_error ? number_or_null(*c.fold_fit_error) : nlohmann::json()},
             {"fold_note", c.fold_note},
             {"fallback", c.fallback},
+            {"stored_as_fallback", !c.fallback.empty() && !is_vector(c)},
         });
     }
     j["tensors"] = std::move(tensors);
@@ -124,6 +160,21 @@ void print_json(const ModelFile& model, const QuantizeReport& r) {
                    {"bits_per_weight", r.bits_per_weight()},
                    {"ratio_vs_bf16", r.ratio_vs_bf16()},
                    {"ratio_vs_fp32", r.ratio_vs_fp32()}};
+    const Overhead o = overhead_of(r);
+    // Each part's bytes, its own bits per weight, and the bits per weight it adds to the total.
+    j["totals"]["overhead"] = {
+        {"fallback",
+         {{"n_tensors", o.n_fallback},
+          {"bytes", o.fallback_bytes},
+          {"bits_per_weight", own_bpw(o.fallback_bytes, o.fallback_params)},
+          {"share_of_total_bits_per_weight", share_bpw(o.fallback_bytes, r)}}},
+        {"vectors_f32",
+         {{"n_tensors", o.n_vectors},
+          {"bytes", o.vector_bytes},
+          {"bits_per_weight", own_bpw(o.vector_bytes, o.vector_params)},
+          {"share_of_total_bits_per_weight", share_bpw(o.vector_bytes, r)}}},
+        {"container",
+         {{"bytes", r.container_bytes}, {"share_of_total_bits_per_weight", share_bpw(r.container_bytes, r)}}}};
     j["seconds"] = r.seconds;
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
@@ -147,8 +198,14 @@ void print_table(const ModelFile& model, const QuantizeReport& r) {
                     with_commas(q.bytes_on_disk()).c_str(), fmt("%.3f", q.bits_per_weight()).c_str(),
                     fmt("%.3e", c.rel_error).c_str(), fmt("%.3e", c.max_abs_error).c_str(), energy.c_str());
     }
+    const Overhead o = overhead_of(r);
     for (const QuantizedTensor& q : r.tensors)
-        if (!q.codec.fallback.empty()) std::printf("note: %s: %s\n", q.codec.name.c_str(), q.codec.fallback.c_str());
+        if (!q.codec.fallback.empty() && !is_vector(q.codec))
+            std::printf("fallback: %s: %s (%s bpw, %s bytes)\n", q.codec.name.c_str(), q.codec.fallback.c_str(),
+                        fmt("%.2f", q.bits_per_weight()).c_str(), with_commas(q.bytes_on_disk()).c_str());
+    if (o.n_vectors > 0)
+        std::printf("f32:      %zu tensors of fewer than 2 dimensions (norms) are stored f32: %s bytes, %.2f bpw\n",
+                    o.n_vectors, with_commas(o.vector_bytes).c_str(), own_bpw(o.vector_bytes, o.vector_params));
     std::printf(
         "\ntotal    %zu tensors, %s parameters; knot %s bytes (%s) = %.3f bits per weight; "
         "%.2fx smaller than bf16, %.2fx smaller than fp32\n",
@@ -158,6 +215,13 @@ void print_table(const ModelFile& model, const QuantizeReport& r) {
         "         per-tensor bytes count the record (descriptor, stored payload, CRC) and its index entry; "
         "the other %s bytes are the file header, config/tokenizer block, index head and trailer\n",
         with_commas(r.container_bytes).c_str());
+    std::printf(
+        "         of the %.3f bits per weight: %.3f fallbacks (%zu tensors), %.3f f32 vectors (%zu tensors), %.3f "
+        "the container; %.3f the encoding asked for\n",
+        r.bits_per_weight(), share_bpw(o.fallback_bytes, r), o.n_fallback, share_bpw(o.vector_bytes, r), o.n_vectors,
+        share_bpw(r.container_bytes, r),
+        r.bits_per_weight() - share_bpw(o.fallback_bytes, r) - share_bpw(o.vector_bytes, r) -
+            share_bpw(r.container_bytes, r));
 }
 
 std::string presets_help() {
@@ -190,7 +254,7 @@ std::string presets_help() {
 int cmd_quantize(int argc, char** argv) {
     std::string model_path, out_path, preset, shard, tokenizer, tuning;
     int64_t threads = 0;
-    bool json = false;
+    bool json = false, no_tokenizer = false, allow_requantize = false, force = false;
     std::string names;
     for (const std::string& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
     ArgParser p(
@@ -199,7 +263,8 @@ int cmd_quantize(int argc, char** argv) {
         "model's config and tokenizer, then prints per tensor: method, rank, bits, bytes on disk (record and\n"
         "index entry), bits per weight, relative Frobenius error and max abs error of the decoded tensor,\n"
         "energy kept by the truncated SVD; and the whole-model size, bits per weight and ratio against bf16\n"
-        "and fp32. A progress bar goes to stderr when it is a terminal; Ctrl-C cancels and writes nothing." +
+        "and fp32. A progress bar goes to stderr when it is a terminal; SIGINT (Ctrl-C) or SIGTERM cancels and writes\n"
+        "nothing (exit 130 or 143)." +
             presets_help());
     p.positional("MODEL", "model file or folder " + demo_model_help(), &model_path, false);
     p.option("-o,--output", "OUT.knot", "knot file to write (replaced only when complete)", &out_path);
@@ -217,13 +282,24 @@ int cmd_quantize(int argc, char** argv) {
                  &field_values[i]);
     p.option("--shard", "i/N", "encode only shard i of N (tensor groups g with g mod N = i; see docs/knot-format.md)",
              &shard);
-    p.option("--tokenizer", "FILE", "llama2.c tokenizer.bin stored in the knot when the model carries none",
+    p.option("--tokenizer", "FILE",
+             "llama2.c tokenizer.bin stored in the knot when the model carries none (default: the one "
+             "tokenizer.bin or tok*.bin beside the model, as generate and eval find it)",
              &tokenizer);
+    p.flag("--no-tokenizer", "write a knot without a vocabulary when the model has none (it cannot then generate)",
+           &no_tokenizer);
     p.option("--tuning", "X.rknot",
              "per-matrix method, rank and bit width from an rknot (over the preset and "
              "the options above)",
              &tuning);
     p.option_int("--threads", "N", "worker threads (0: one per CPU)", &threads, 0, 4096);
+    p.flag("--allow-requantize",
+           "encode tensors that are already block-quantized (q8_0, q4_0, q8_g) although that adds a second rounding "
+           "error",
+           &allow_requantize);
+    p.flag("--force",
+           "apply a --rank above a matrix's smallest dimension (capped there) and an rknot made for another model",
+           &force);
     p.flag("--json", "print one JSON document (tensors[], totals) instead of the table", &json);
     switch (p.parse(argc, argv)) {
         case ParseOutcome::Help: return kExitOk;
@@ -243,6 +319,7 @@ int cmd_quantize(int argc, char** argv) {
             return usage_error("option '" + flag + "': " + s.message());
     }
     if (out_path.empty()) return usage_error("missing -o OUT.knot");
+    if (no_tokenizer && p.given("--tokenizer")) return usage_error("--tokenizer and --no-tokenizer exclude each other");
     if (preset.empty()) preset = kDefaultPreset;
 
     options.preset = preset;
@@ -251,12 +328,15 @@ int cmd_quantize(int argc, char** argv) {
     if (!shard.empty() && !parse_shard(shard, options.shard_index, options.shard_count))
         return usage_error("option '--shard': '" + shard + "' is not i/N with 0 <= i < N");
     if (!find_preset(preset)) return usage_error(find_preset(preset).message());
+    options.allow_requantize = allow_requantize;
+    options.force = force;
+    Result<Rknot> rk = error(StatusCode::NotFound, "no tuning");
     if (!tuning.empty()) {
-        auto rk = read_rknot(tuning);
+        rk = read_rknot(tuning);
         auto overrides = rk ? rknot_layer_overrides(*rk, tuning) : Result<std::vector<LayerOverride>>(rk.status());
         if (!overrides) {
             std::fprintf(stderr, "gkq quantize: %s\n", overrides.message().c_str());
-            return exit_code_for(overrides.status());
+            return exit_code(overrides.status());
         }
         options.per_layer = std::move(overrides).value();
     }
@@ -267,18 +347,32 @@ int cmd_quantize(int argc, char** argv) {
         // The demo model keeps its vocabulary in tokenizer.bin beside it; the knot should carry it.
         if (tokenizer.empty()) tokenizer = model_path + "/tokenizer.bin";
     }
+    if (int rc = refuse_output_over_input("quantize", out_path, model_inputs(model_path, {tokenizer, tuning})))
+        return rc;
     auto model = ModelFile::open(model_path);
     if (!model) {
         std::fprintf(stderr, "gkq quantize: %s\n", model.message().c_str());
-        return exit_code_for(model.status());
+        return exit_code(model.status());
     }
-    if (!tokenizer.empty()) {
-        auto vocab = read_llama2c_tokenizer(tokenizer, model->config().vocab_size);
-        if (!vocab) {
-            std::fprintf(stderr, "gkq quantize: %s\n", vocab.message().c_str());
-            return exit_code_for(vocab.status());
+    if (!tuning.empty() && !force) {
+        if (Status s = check_rknot_model(*rk, *model, tuning); !s) {
+            std::fprintf(stderr, "gkq quantize: %s\n", s.message().c_str());
+            return exit_code(s);
         }
-        options.vocab = std::move(vocab).value();
+    }
+    if (!no_tokenizer) {
+        // The lookup generate and eval use, so that a knot carries the tokenizer they would run the model with.
+        auto found = vocabulary_for_model(model->path(), model->vocabulary(), model->config().vocab_size, tokenizer);
+        if (!found) {
+            std::string why = found.message();
+            if (found.status().code() == StatusCode::NotFound)
+                why += ": pass --tokenizer FILE, or --no-tokenizer to write a knot that cannot generate text";
+            else if (tokenizer.empty())
+                why += ": pass --tokenizer FILE";
+            std::fprintf(stderr, "gkq quantize: %s\n", why.c_str());
+            return exit_code(found.status());
+        }
+        if (!found->source.empty()) options.vocab = std::move(found->vocab);
     }
     Result<QuantizeReport> report = error(StatusCode::Internal, "not run");
     {
@@ -287,10 +381,11 @@ int cmd_quantize(int argc, char** argv) {
     }
     if (!report) {
         if (report.status().code() == StatusCode::Cancelled)
-            std::fprintf(stderr, "gkq quantize: cancelled; %s was not written\n", out_path.c_str());
+            std::fprintf(stderr, "gkq quantize: %s; %s was not written\n", interrupted_text().c_str(),
+                         out_path.c_str());
         else
             std::fprintf(stderr, "gkq quantize: %s\n", report.message().c_str());
-        return exit_code_for(report.status());
+        return exit_code(report.status());
     }
     if (json)
         print_json(*model, *report);

@@ -2,6 +2,7 @@
 // docs/rknot-format.md). Every edit is validated before the file is replaced (atomically).
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/output_check.h"
 #include "cli/progress_bar.h"
 
 #include "gkq/rknot.h"
@@ -18,18 +19,9 @@ namespace gkq::cli {
 
 namespace {
 
-int exit_code_for(const Status& s) {
-    switch (s.code()) {
-        case StatusCode::Cancelled: return kExitCancelled;
-        case StatusCode::Internal:
-        case StatusCode::IoError: return kExitFailure;
-        default: return kExitBadInput;
-    }
-}
-
 int fail(const char* sub, const Status& s) {
     std::fprintf(stderr, "gkq rknot %s: %s\n", sub, s.message().c_str());
-    return exit_code_for(s);
+    return exit_code(s);
 }
 
 std::string opt_text(const std::optional<double>& v, const char* f = "%.4g") {
@@ -65,6 +57,9 @@ int run_encode(int argc, char** argv) {
                      out.empty() ? "-o X.rknot" : "--knot K");
         return kExitBadInput;
     }
+    if (int rc = refuse_output_over_input("rknot encode", out,
+                                          model_inputs(o.model_path, {o.knot_path, o.profile_path, o.eval_path})))
+        return rc;
     o.n_threads = static_cast<int>(threads);
     o.command = "gkq rknot encode --knot " + o.knot_path;
     if (!o.model_path.empty()) o.command += " --model " + o.model_path;
@@ -75,6 +70,8 @@ int run_encode(int argc, char** argv) {
         ProgressBar bar("rknot");
         r = encode_rknot(o, bar.callback());
     }
+    if (!r && r.status().code() == StatusCode::Cancelled)
+        return fail("encode", Status(StatusCode::Cancelled, interrupted_text() + "; " + out + " was not written"));
     if (!r) return fail("encode", r.status());
     if (Status s = write_rknot(out, *r); !s) return fail("encode", s);
     std::printf(

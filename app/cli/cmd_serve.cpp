@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace gkq::cli {
 
@@ -42,7 +43,8 @@ void log_line(std::string_view line) {
 
 int cmd_serve(int argc, char** argv) {
     std::string weights, host, tokenizer, backend, model_id;
-    int64_t port = 8080, cache_mb = 0, workers = 1, threads = 0, max_connections = 0, max_queue = 0, max_context = 0;
+    int64_t port = 8080, cache_mb = 0, workers = 0, threads = 0, max_connections = 0, max_queue = 0, max_context = 0,
+            per_address = 0;
     int64_t header_ms = 0, body_ms = 0, idle_ms = 0, drain_ms = 0;
     double max_age = 0;
     bool cdn = false, on_disk = false;
@@ -51,8 +53,18 @@ int cmd_serve(int argc, char** argv) {
         "Serves a model over HTTP: GET /health /ready /metrics /stats /v1/models, POST /infer /v1/completions.\n"
         "Environment (flags override): WEIGHTS_PATH, MEMORY_RESIDENT_MODE (true), GPU_CACHE_SIZE_MB (1024),\n"
         "MAX_AGE_SECONDS (3600), USE_CDN_FALLBACK (false), IO_BACKEND (auto|io_uring|io_uring_basic|epoll),\n"
-        "GKQ_MODEL_ID. Binds 127.0.0.1 unless --host says otherwise. SIGTERM or SIGINT drains: the listener closes,\n"
-        "requests in progress finish, then the process exits 0; a second signal stops at once.");
+        "GKQ_MODEL_ID, GKQ_MAX_CONNECTIONS_PER_ADDRESS (256). Binds 127.0.0.1 unless --host says otherwise.\n"
+        "Generations: " +
+            std::to_string(default_server_workers()) + " at once on this machine (half its " +
+            std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
+            " cores, 1 to 16), each on cores/workers threads;\n" +
+            std::to_string(default_server_queue(default_server_workers())) +
+            " more wait (32 per worker); beyond that /infer answers 429 + Retry-After.\n"
+            "Connections: a request's headers must arrive within --header-timeout-ms of the accept or of its first\n"
+            "byte; at --max-connections (or --max-connections-per-address for one client) the oldest idle connection\n"
+            "is closed for the new one, so /health, /ready and /metrics still get in; with none idle, 503.\n"
+            "SIGTERM or SIGINT drains: the listener closes, requests in progress finish, then the process exits 0; a\n"
+            "second signal stops at once.");
     p.option("--weights", "FILE|URL", "knot, model file, or (with --cdn) http:// URL of a knot", &weights);
     p.option("--host", "ADDR", "address to bind (default 127.0.0.1)", &host);
     p.option_int("--port", "N", "port (default 8080; 0 picks a free one, printed on stderr)", &port, 0, 65535);
@@ -64,10 +76,14 @@ int cmd_serve(int argc, char** argv) {
                     0, 1e9);
     p.option("--io-backend", "B", "auto, io_uring, io_uring_basic or epoll (IO_BACKEND)", &backend);
     p.option("--model-id", "NAME", "model name in /v1/models (default: the weights file's name)", &model_id);
-    p.option_int("--workers", "N", "generations run at once (default 1)", &workers, 1, 256);
-    p.option_int("--threads", "N", "threads per generation (default 0: all cores)", &threads, 0, 1024);
+    p.option_int("--workers", "N", "generations run at once (default: half the cores, 1 to 16)", &workers, 1, 256);
+    p.option_int("--threads", "N", "threads per generation (default 0: the cores shared among the workers)", &threads,
+                 0, 1024);
     p.option_int("--max-connections", "N", "connection cap (default 1024)", &max_connections, 1, 1 << 20);
-    p.option_int("--max-queue", "N", "generations waiting before 429 (default 16)", &max_queue, 0, 1 << 20);
+    p.option_int("--max-connections-per-address", "N",
+                 "connection cap per client address, 0: none (default 256; GKQ_MAX_CONNECTIONS_PER_ADDRESS)",
+                 &per_address, 0, 1 << 20);
+    p.option_int("--max-queue", "N", "generations waiting before 429 (default 32 per worker)", &max_queue, 0, 1 << 20);
     p.option_int("--max-context", "N", "positions per generation (default: the model's, at most 4096)", &max_context, 0,
                  1 << 24);
     p.option_int("--header-timeout-ms", "MS", "time for a request's headers (default 10000)", &header_ms, 1, 1 << 30);
@@ -84,7 +100,7 @@ int cmd_serve(int argc, char** argv) {
     auto env = apply_server_env(ServerConfig{}, [](const char* name) { return std::getenv(name); });
     if (!env) {
         std::fprintf(stderr, "gkq serve: %s\n", env.message().c_str());
-        return kExitBadInput;
+        return exit_code(env.status());
     }
     ServerConfig c = *env;
     if (p.given("--weights")) c.weights_path = weights;
@@ -99,14 +115,18 @@ int cmd_serve(int argc, char** argv) {
         auto b = parse_io_backend(backend);
         if (!b) {
             std::fprintf(stderr, "gkq serve: --io-backend: %s\n", b.message().c_str());
-            return kExitBadInput;
+            return exit_code(b.status());
         }
         c.io_backend = *b;
     }
     if (p.given("--model-id")) c.model_id = model_id;
-    c.n_workers = static_cast<int>(workers);
+    if (p.given("--workers")) {
+        c.n_workers = static_cast<int>(workers);
+        c.max_queue = default_server_queue(c.n_workers);
+    }
     c.n_threads = static_cast<int>(threads);
     if (p.given("--max-connections")) c.max_connections = static_cast<int>(max_connections);
+    if (p.given("--max-connections-per-address")) c.max_connections_per_address = static_cast<int>(per_address);
     if (p.given("--max-queue")) c.max_queue = static_cast<int>(max_queue);
     if (p.given("--max-context")) c.max_context = max_context;
     if (p.given("--header-timeout-ms")) c.header_timeout_ms = static_cast<int>(header_ms);
@@ -126,7 +146,7 @@ int cmd_serve(int argc, char** argv) {
     auto server = Server::start(c, log_line);
     if (!server) {
         std::fprintf(stderr, "gkq serve: %s\n", server.message().c_str());
-        return server.status().code() == StatusCode::IoError ? kExitFailure : kExitBadInput;
+        return exit_code(server.status());
     }
     g_server = server->get();
     // A signal that came while the server was starting found no server to tell.

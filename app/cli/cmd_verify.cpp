@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -18,10 +19,12 @@ int cmd_verify(int argc, char** argv) {
     std::string path;
     bool json = false;
     int64_t threads = 0;
-    ArgParser p("gkq verify IN.knot [--json]",
-                "Checks a knot (or .knot.gz) completely: magic, version, header, index, then every record's CRC32,\n"
-                "its descriptor against the index, and that its payload inflates and decodes to float32. Prints the\n"
-                "counts; each bad record is named on stderr, and the exit code is 2 if there is any.");
+    ArgParser p(
+        "gkq verify IN.knot [--json]",
+        "Checks a knot (or .knot.gz) completely: magic, version, header, index, then every record's CRC32,\n"
+        "its descriptor against the index, and that its payload inflates and decodes to float32. Prints the\n"
+        "counts; each bad record is named on stderr, and the exit code is 2 if there is any. A whole knot whose\n"
+        "records do not make a runnable model (a missing tensor, a shape its config contradicts) fails too.");
     p.positional("IN.knot", "knot file to check", &path);
     p.flag("--json", "print one JSON document (counts, failures[]) instead of text", &json);
     p.option_int("--threads", "N", "worker threads (0: one per CPU)", &threads, 0, 4096);
@@ -37,8 +40,7 @@ int cmd_verify(int argc, char** argv) {
     }
     if (!report) {
         std::fprintf(stderr, "gkq verify: %s\n", report.message().c_str());
-        const StatusCode c = report.status().code();
-        return c == StatusCode::Cancelled ? kExitCancelled : c == StatusCode::Internal ? kExitFailure : kExitBadInput;
+        return exit_code(report.status());
     }
     const VerifyReport& r = *report;
     for (const std::string& f : r.failures) std::fprintf(stderr, "gkq verify: %s\n", f.c_str());
@@ -71,7 +73,14 @@ int cmd_verify(int argc, char** argv) {
         std::printf("\nparams   %s; payloads %s bytes stored, %s inflated\n",
                     with_commas(static_cast<uint64_t>(r.n_params)).c_str(), with_commas(r.stored_bytes).c_str(),
                     with_commas(r.raw_bytes).c_str());
-        std::printf("result   %s\n", r.ok() ? "ok" : (std::to_string(r.failures.size()) + " bad records").c_str());
+        // Failures are one per bad record, then the model-consistency problems (the model cannot run).
+        const size_t bad = r.n_records - r.n_ok;
+        const size_t problems = r.failures.size() - std::min(bad, r.failures.size());
+        std::string result = r.ok() ? "ok" : bad > 0 ? std::to_string(bad) + " bad records" : "";
+        if (problems > 0)
+            result += std::string(result.empty() ? "" : "; ") + "the model cannot run (" + std::to_string(problems) +
+                      (problems == 1 ? " problem)" : " problems)");
+        std::printf("result   %s\n", result.c_str());
     }
     return r.ok() ? kExitOk : kExitBadInput;
 }

@@ -4,6 +4,7 @@
 // cpu_has_avx2_fma().
 #include "cpu/cpu_kernels.h"
 #include "cpu/parallel.h"
+#include "gkq/block_layout.h"
 
 #include <immintrin.h>
 
@@ -166,16 +167,18 @@ void dequantize_f16_avx2(const uint8_t* src, uint64_t n, float* out, int n_threa
 }
 
 void dequantize_q8_0_avx2(const uint8_t* src, uint64_t n, float* out, int n_threads) {
+    constexpr BlockLayout Q8 = kQ8_0Block;
+    static_assert(Q8.elements == 4 * 8, "a Q8_0 block is four vectors of 8 floats here");
     const bool stream = n * 4 >= kStreamingMinBytes && aligned(out, 32);
-    const auto n_blocks = static_cast<int64_t>(n / 32);
+    const auto n_blocks = static_cast<int64_t>(n / Q8.elements);
     parallel_chunks(n_blocks, chunk_for(n_blocks, n_threads, 64, 8192), n_threads, [&](int, int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
-            const uint8_t* blk = src + b * 34;
+            const uint8_t* blk = src + b * Q8.bytes;
             const __m256 d = _mm256_set1_ps(_cvtsh_ss(load_u16(blk)));
-            float* o = out + b * 32;
+            float* o = out + b * Q8.elements;
             for (int h = 0; h < 4; ++h) {
                 uint64_t eight;
-                std::memcpy(&eight, blk + 2 + 8 * h, 8);
+                std::memcpy(&eight, blk + Q8.codes_offset + 8 * h, 8);
                 const __m256i q = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(static_cast<long long>(eight)));
                 store8(o + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d), stream);
             }
@@ -185,17 +188,19 @@ void dequantize_q8_0_avx2(const uint8_t* src, uint64_t n, float* out, int n_thre
 }
 
 void dequantize_q4_0_avx2(const uint8_t* src, uint64_t n, float* out, int n_threads) {
+    constexpr BlockLayout Q4 = kQ4_0Block;
+    static_assert(Q4.elements == 2 * 16, "a Q4_0 block is one 16-byte vector of nibble pairs here");
     const bool stream = n * 4 >= kStreamingMinBytes && aligned(out, 32);
-    const auto n_blocks = static_cast<int64_t>(n / 32);
+    const auto n_blocks = static_cast<int64_t>(n / Q4.elements);
     const __m128i nibble = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
     parallel_chunks(n_blocks, chunk_for(n_blocks, n_threads, 64, 8192), n_threads, [&](int, int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
-            const uint8_t* blk = src + b * 18;
+            const uint8_t* blk = src + b * Q4.bytes;
             const __m256 d = _mm256_set1_ps(_cvtsh_ss(load_u16(blk)));
-            const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+            const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + Q4.codes_offset));
             const __m128i lo = _mm_sub_epi8(_mm_and_si128(x, nibble), eight);                     // elements 0-15
             const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), nibble), eight);  // 16-31
-            float* o = out + b * 32;
+            float* o = out + b * Q4.elements;
             store8(o, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), d), stream);
             store8(o + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), d), stream);
             store8(o + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), d), stream);

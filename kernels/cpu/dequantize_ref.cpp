@@ -2,6 +2,7 @@
 // operations as the codec (core/src/codec/factor_quant.h, core/src/formats/convert.cpp), so they agree bit for bit.
 #include "cpu/cpu_kernels.h"
 
+#include "gkq/block_layout.h"
 #include "gkq/convert.h"
 
 #include <cstring>
@@ -47,20 +48,24 @@ void dequantize_f16_ref(const uint8_t* src, uint64_t n, float* out) {
 }
 
 void dequantize_q8_0_ref(const uint8_t* src, uint64_t n, float* out) {
-    for (uint64_t b = 0; b < n / 32; ++b) {
-        const uint8_t* blk = src + b * 34;
+    constexpr BlockLayout Q8 = kQ8_0Block;
+    for (uint64_t b = 0; b < n / Q8.elements; ++b) {
+        const uint8_t* blk = src + b * Q8.bytes;
         const float d = f16_to_f32(load_u16(blk));
-        for (int j = 0; j < 32; ++j) out[b * 32 + j] = static_cast<float>(static_cast<int8_t>(blk[2 + j])) * d;
+        for (int j = 0; j < Q8.elements; ++j)
+            out[b * Q8.elements + j] = static_cast<float>(static_cast<int8_t>(blk[Q8.codes_offset + j])) * d;
     }
 }
 
 void dequantize_q4_0_ref(const uint8_t* src, uint64_t n, float* out) {
-    for (uint64_t b = 0; b < n / 32; ++b) {
-        const uint8_t* blk = src + b * 18;
+    constexpr BlockLayout Q4 = kQ4_0Block;
+    constexpr int half = Q4.elements / 2;
+    for (uint64_t b = 0; b < n / Q4.elements; ++b) {
+        const uint8_t* blk = src + b * Q4.bytes;
         const float d = f16_to_f32(load_u16(blk));
-        for (int j = 0; j < 16; ++j) {
-            out[b * 32 + j] = static_cast<float>((blk[2 + j] & 0x0F) - 8) * d;
-            out[b * 32 + j + 16] = static_cast<float>((blk[2 + j] >> 4) - 8) * d;
+        for (int j = 0; j < half; ++j) {
+            out[b * Q4.elements + j] = static_cast<float>((blk[Q4.codes_offset + j] & 0x0F) - 8) * d;
+            out[b * Q4.elements + j + half] = static_cast<float>((blk[Q4.codes_offset + j] >> 4) - 8) * d;
         }
     }
 }

@@ -11,6 +11,7 @@
 #include "cpu/aligned.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/parallel.h"
+#include "gkq/block_layout.h"
 
 #include <immintrin.h>
 
@@ -58,22 +59,22 @@ inline __m256 i8x8_to_ps(const uint8_t* q) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(static_cast<long long>(eight))));
 }
 
-// Adds the residual elements e .. e + 15 (e % 16 == 0: one half of a 32-element block) to a0 (first 8) and a1, as
+// Adds the residual elements e .. e + 15 (e % 16 == 0: one half of a Q8_0 / Q4_0 block) to a0 (first 8) and a1, as
 // the oracle does: the low-rank sum + (q * d), a rounded product then a rounded sum (no fused multiply-add).
 inline void add_residual(const uint8_t* res, int bits, uint64_t e, __m256& a0, __m256& a1) {
-    const uint64_t b = e / 32;
-    const bool upper = e % 32 != 0;
+    const BlockLayout& block = residual_block(bits);
+    static_assert(kQ8_0Block.elements == 2 * 16 && kQ4_0Block.elements == 2 * 16, "a block is two halves of 16 here");
+    const uint64_t b = e / block.elements;
+    const bool upper = e % block.elements != 0;
+    const uint8_t* blk = res + b * block.bytes;
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(load_u16(blk)));
     if (bits == 8) {
-        const uint8_t* blk = res + b * 34;
-        const __m256 d = _mm256_set1_ps(_cvtsh_ss(load_u16(blk)));
-        const uint8_t* q = blk + 2 + (upper ? 16 : 0);
+        const uint8_t* q = blk + block.codes_offset + (upper ? 16 : 0);
         a0 = _mm256_add_ps(a0, _mm256_mul_ps(i8x8_to_ps(q), d));
         a1 = _mm256_add_ps(a1, _mm256_mul_ps(i8x8_to_ps(q + 8), d));
         return;
     }
-    const uint8_t* blk = res + b * 18;
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(load_u16(blk)));
-    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + block.codes_offset));
     if (upper) x = _mm_srli_epi16(x, 4);
     x = _mm_sub_epi8(_mm_and_si128(x, _mm_set1_epi8(0x0F)), _mm_set1_epi8(8));
     a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)), d));
@@ -143,7 +144,7 @@ inline void tile(const Job& job, const float* a, const float* b, float* out, uin
         float* p = out + m * job.cols;
         __m256 lo = acc[2 * m], hi = acc[2 * m + 1];
         if (w == kNR) {
-            // residuals need cols % 32 == 0, so their tiles are always full
+            // residuals need whole blocks in every row, each a whole number of kNR columns: their tiles are full
             if (job.residual_bits) add_residual(job.residual, job.residual_bits, out_index + m * job.cols, lo, hi);
             store8<kMode>(p, lo);
             store8<kMode>(p + 8, hi);

@@ -3,6 +3,8 @@
 // gkq::decode_tensor bit for bit.
 #include "cpu/cpu_kernels.h"
 
+#include "gkq/block_layout.h"
+
 #include <cstddef>
 #include <vector>
 
@@ -12,7 +14,7 @@ void reconstruct_ref(const float* ut, const float* sigma, const float* vt, int64
                      const uint8_t* residual, int residual_bits, float* out) {
     std::vector<float> us(static_cast<size_t>(k));
     std::vector<float> res(residual_bits ? static_cast<size_t>(cols) : 0);
-    const uint64_t block_bytes = residual_bits == 4 ? 18 : 34;
+    const BlockLayout& block = residual_block(residual_bits);
     for (int64_t i = 0; i < rows; ++i) {
         for (int64_t r = 0; r < k; ++r) us[static_cast<size_t>(r)] = sigma[r] * ut[r * rows + i];
         float* row = out + i * cols;
@@ -22,7 +24,7 @@ void reconstruct_ref(const float* ut, const float* sigma, const float* vt, int64
             row[j] = acc;
         }
         if (residual_bits == 0) continue;
-        const uint8_t* blocks = residual + static_cast<uint64_t>(i * cols / 32) * block_bytes;
+        const uint8_t* blocks = residual + static_cast<uint64_t>(i * cols / block.elements) * block.bytes;
         if (residual_bits == 4)
             dequantize_q4_0_ref(blocks, static_cast<uint64_t>(cols), res.data());
         else

@@ -1,6 +1,7 @@
 // The CUDA backend on host memory (see cuda_api.h): upload, launch, download — every step's error a Status.
 #include "cuda/cuda_api.h"
 #include "cuda/launch.h"
+#include "gkq/block_layout.h"
 
 #include <cuda_runtime.h>
 
@@ -21,8 +22,16 @@ int block_type(DType t) {
     return t == DType::F16 ? 1 : (t == DType::Q8_0 ? 8 : 4);
 }
 
+// Bytes of n values of t (F16, or whole Q8_0 / Q4_0 blocks: checked by the dispatcher).
 uint64_t block_bytes(DType t, uint64_t n) {
-    return t == DType::F16 ? 2 * n : n / 32 * (t == DType::Q8_0 ? 34 : 18);
+    return dtype_storage_bytes(t, n).value_or(0);
+}
+
+// Bytes of the n values of a residual stored with `bits` per code (0: none).
+uint64_t residual_bytes(int bits, uint64_t n) {
+    if (bits == 0) return 0;
+    const BlockLayout& block = residual_block(bits);
+    return n / static_cast<uint64_t>(block.elements) * static_cast<uint64_t>(block.bytes);
 }
 
 Status check_grid(int64_t rows) {
@@ -99,8 +108,7 @@ Status reconstruct(const float* ut, const float* sigma, const float* vt, int64_t
     if (!d_vt) return d_vt.status();
     Result<DeviceBuffer> d_sigma = DeviceBuffer::upload(sigma, static_cast<size_t>(k) * 4, "sigma");
     if (!d_sigma) return d_sigma.status();
-    Result<DeviceBuffer> d_res =
-        DeviceBuffer::upload(residual.data, residual.bits ? n / 32 * (residual.bits == 4 ? 18 : 34) : 0, "residual");
+    Result<DeviceBuffer> d_res = DeviceBuffer::upload(residual.data, residual_bytes(residual.bits, n), "residual");
     if (!d_res) return d_res.status();
     Result<DeviceBuffer> d_out = DeviceBuffer::allocate(n * 4, "W");
     if (!d_out) return d_out.status();
@@ -133,8 +141,8 @@ Status decode(const TensorJob& job, float* out) {
     if (Status s = decode_factor(job, *codes, false, vt); !s) return s;
     Result<DeviceBuffer> sigma = DeviceBuffer::upload(job.sigma.data(), job.sigma.size() * 4, "sigma");
     if (!sigma) return sigma.status();
-    Result<DeviceBuffer> res = DeviceBuffer::upload(
-        job.residual, job.residual_bits ? n / 32 * (job.residual_bits == 4 ? 18 : 34) : 0, "residual blocks");
+    Result<DeviceBuffer> res =
+        DeviceBuffer::upload(job.residual, residual_bytes(job.residual_bits, n), "residual blocks");
     if (!res) return res.status();
     Result<DeviceBuffer> d_out = DeviceBuffer::allocate(n * 4, "W");
     if (!d_out) return d_out.status();

@@ -1,6 +1,7 @@
 // CUDA dequantization: factor codes (unpack, delta prefix sums, codes to floats) and f16 / Q8_0 / Q4_0 blocks, in
 // the oracles' f32 operations (__fmul_rn: no contraction), so the values equal kernels/cpu/dequantize_ref.cpp's.
 #include "cuda/launch.h"
+#include "gkq/block_layout.h"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -96,17 +97,18 @@ __device__ float half_at(const uint8_t* p) {
 __global__ void dequantize_blocks_kernel(int type, const uint8_t* src, uint64_t n, float* out) {
     for (uint64_t e = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; e < n;
          e += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
-        const uint64_t b = e / 32;
-        const int j = static_cast<int>(e % 32);
         if (type == 1) {
             out[e] = half_at(src + 2 * e);
         } else if (type == 8) {
-            const uint8_t* blk = src + b * 34;
-            out[e] = __fmul_rn(static_cast<float>(static_cast<int8_t>(blk[2 + j])), half_at(blk));
+            const uint8_t* blk = src + e / GKQ_Q8_0_BLOCK_ELEMENTS * GKQ_Q8_0_BLOCK_BYTES;
+            const int j = static_cast<int>(e % GKQ_Q8_0_BLOCK_ELEMENTS);
+            out[e] = __fmul_rn(static_cast<float>(static_cast<int8_t>(blk[GKQ_BLOCK_SCALE_BYTES + j])), half_at(blk));
         } else {
-            const uint8_t* blk = src + b * 18;
-            const unsigned byte = blk[2 + (j & 15)];
-            const int q = static_cast<int>(j < 16 ? (byte & 15u) : (byte >> 4)) - 8;
+            constexpr int half = GKQ_Q4_0_BLOCK_ELEMENTS / 2;
+            const uint8_t* blk = src + e / GKQ_Q4_0_BLOCK_ELEMENTS * GKQ_Q4_0_BLOCK_BYTES;
+            const int j = static_cast<int>(e % GKQ_Q4_0_BLOCK_ELEMENTS);
+            const unsigned byte = blk[GKQ_BLOCK_SCALE_BYTES + j % half];
+            const int q = static_cast<int>(j < half ? (byte & 15u) : (byte >> 4)) - 8;
             out[e] = __fmul_rn(static_cast<float>(q), half_at(blk));
         }
     }

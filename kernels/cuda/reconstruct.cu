@@ -4,6 +4,7 @@
 // r = 0 .. k-1 in ascending order with fmaf from 0 — the same operations as the AVX2 kernel — and the residual
 // (dequantized as the oracle does: q * d, then one rounded add) is added at the store: W is written once.
 #include "cuda/launch.h"
+#include "gkq/block_layout.h"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -23,15 +24,16 @@ __device__ float half_at(const uint8_t* p) {
 }
 
 __device__ float residual_value(const uint8_t* res, int bits, uint64_t e) {
-    const uint64_t b = e / 32;
-    const int j = static_cast<int>(e % 32);
     if (bits == 8) {
-        const uint8_t* blk = res + b * 34;
-        return __fmul_rn(static_cast<float>(static_cast<int8_t>(blk[2 + j])), half_at(blk));
+        const uint8_t* blk = res + e / GKQ_Q8_0_BLOCK_ELEMENTS * GKQ_Q8_0_BLOCK_BYTES;
+        const int j = static_cast<int>(e % GKQ_Q8_0_BLOCK_ELEMENTS);
+        return __fmul_rn(static_cast<float>(static_cast<int8_t>(blk[GKQ_BLOCK_SCALE_BYTES + j])), half_at(blk));
     }
-    const uint8_t* blk = res + b * 18;
-    const unsigned byte = blk[2 + (j & 15)];
-    const int q = static_cast<int>(j < 16 ? (byte & 15u) : (byte >> 4)) - 8;
+    constexpr int half = GKQ_Q4_0_BLOCK_ELEMENTS / 2;
+    const uint8_t* blk = res + e / GKQ_Q4_0_BLOCK_ELEMENTS * GKQ_Q4_0_BLOCK_BYTES;
+    const int j = static_cast<int>(e % GKQ_Q4_0_BLOCK_ELEMENTS);
+    const unsigned byte = blk[GKQ_BLOCK_SCALE_BYTES + j % half];
+    const int q = static_cast<int>(j < half ? (byte & 15u) : (byte >> 4)) - 8;
     return __fmul_rn(static_cast<float>(q), half_at(blk));
 }
 

@@ -2,6 +2,8 @@
 // CUDA was built), and the whole-tensor decode on the CPU backends.
 #include "gkq/kernels.h"
 
+#include "gkq/block_layout.h"
+
 #include "cpu/aligned.h"
 #include "cpu/cpu_kernels.h"
 #include "src/tensor_job.h"
@@ -151,8 +153,9 @@ Status dequantize_blocks(Backend b, DType type, const uint8_t* src, uint64_t n, 
     const char* op = "dequantize_blocks";
     if (type != DType::F16 && type != DType::Q8_0 && type != DType::Q4_0)
         return invalid(op, "type " + std::string(dtype_name(type)) + " is not f16, q8_0 or q4_0");
-    if (type != DType::F16 && n % 32 != 0)
-        return invalid(op, std::to_string(n) + " elements are not a whole number of 32-element blocks");
+    if (const auto block = static_cast<uint64_t>(dtype_block_elements(type)); n % block != 0)
+        return invalid(
+            op, std::to_string(n) + " elements are not a whole number of " + std::to_string(block) + "-element blocks");
     if (n == 0) return Status::ok();
     if (!src || !out) return invalid(op, "null pointer");
     if (Status s = check_backend(b, op); !s) return s;
@@ -190,9 +193,10 @@ Status reconstruct(Backend b, const float* ut, const float* sigma, const float* 
     if (rows < 0 || cols < 0 || k < 0) return invalid(op, "negative rows, cols or rank");
     if (residual.bits != 0 && residual.bits != 4 && residual.bits != 8)
         return invalid(op, "residual bits is " + std::to_string(residual.bits) + ", expected 0, 4 or 8");
-    if (residual.bits != 0 && (cols % 32 != 0 || !residual.data))
-        return invalid(
-            op, "a residual needs blocks and a row length that is a multiple of 32, got " + std::to_string(cols));
+    if (residual.bits != 0 && (cols % residual_block(residual.bits).elements != 0 || !residual.data))
+        return invalid(op, "a residual needs blocks and a row length that is a multiple of " +
+                               std::to_string(residual_block(residual.bits).elements) + ", got " +
+                               std::to_string(cols));
     if (rows == 0 || cols == 0) return Status::ok();
     if (!out || (k > 0 && (!ut || !sigma || !vt))) return invalid(op, "null pointer");
     if (Status s = check_backend(b, op); !s) return s;

@@ -26,9 +26,16 @@ Status expect_payload(const TensorJob& job, const EncodedTensor& t, uint64_t exp
                             std::to_string(expected) + " for " + what);
 }
 
-Status check_block_rows(const TensorJob& job) {
-    if (job.cols % 32 == 0) return Status::ok();
-    return corrupt(job, "row length " + std::to_string(job.cols) + " is not a multiple of the 32-element block");
+// Block types store each row as whole blocks of `type` (sizes: the type table).
+Status check_block_rows(const TensorJob& job, DType type) {
+    const int64_t block = dtype_block_elements(type);
+    if (job.cols % block == 0) return Status::ok();
+    return corrupt(job, "row length " + std::to_string(job.cols) + " is not a multiple of the " +
+                            std::to_string(block) + "-element block");
+}
+
+DType residual_type(int bits) {
+    return bits == 4 ? DType::Q4_0 : DType::Q8_0;
 }
 
 Status plan_lowrank(const EncodedTensor& t, TensorJob& job, const std::string& shape_text) {
@@ -39,7 +46,7 @@ Status plan_lowrank(const EncodedTensor& t, TensorJob& job, const std::string& s
     } else {
         if (t.residual_bits != 4 && t.residual_bits != 8)
             return corrupt(job, "residual_bits is " + std::to_string(t.residual_bits) + ", expected 4 or 8");
-        if (Status s = check_block_rows(job); !s) return s;
+        if (Status s = check_block_rows(job, residual_type(t.residual_bits)); !s) return s;
     }
     codec::LowRankSection s;
     uint64_t consumed = 0;
@@ -49,7 +56,7 @@ Status plan_lowrank(const EncodedTensor& t, TensorJob& job, const std::string& s
         return corrupt(job, "payload is " + std::to_string(t.payload.size()) +
                                 " bytes but the low-rank section ends at " + std::to_string(consumed));
     if (with_residual) {
-        const uint64_t expected = static_cast<uint64_t>(job.n) / 32 * (t.residual_bits == 4 ? 18 : 34);
+        const uint64_t expected = *dtype_storage_bytes(residual_type(t.residual_bits), static_cast<uint64_t>(job.n));
         if (rest != expected)
             return corrupt(job, "residual blocks after offset " + std::to_string(consumed) + " take " +
                                     std::to_string(rest) + " bytes, expected " + std::to_string(expected) + " for " +
@@ -113,8 +120,9 @@ Status plan_tensor(const EncodedTensor& t, TensorJob& job) {
             if (Status s = expect_zero(job, "flags", t.flags); !s) return s;
             if (t.method == Method::F32) return expect_payload(job, t, n * 4, shape_text);
             if (t.method == Method::F16) return expect_payload(job, t, n * 2, shape_text);
-            if (Status s = check_block_rows(job); !s) return s;
-            return expect_payload(job, t, n / 32 * (t.method == Method::Q8_0 ? 34 : 18), shape_text);
+            const DType type = t.method == Method::Q8_0 ? DType::Q8_0 : DType::Q4_0;
+            if (Status s = check_block_rows(job, type); !s) return s;
+            return expect_payload(job, t, *dtype_storage_bytes(type, n), shape_text);
         }
         case Method::LowRank:
         case Method::LowRankResidual: try { return plan_lowrank(t, job, shape_text);

@@ -31,7 +31,7 @@ struct TensorJob {
     int64_t u_heads = 1, v_heads = 1;       // > 1 on the folded factor: stored vectors are one head's base block
     std::vector<float> head_scales;         // (n_heads of the folded factor)
     std::vector<float> u_scales, v_scales;  // (k) each
-    const uint8_t* residual = nullptr;      // LowRankResidual: n / 32 blocks
+    const uint8_t* residual = nullptr;      // LowRankResidual: n values in Q4_0 / Q8_0 blocks
     int residual_bits = 0;
 
     uint64_t v_first() const { return static_cast<uint64_t>(k * u_len); }  // code index of V's first code

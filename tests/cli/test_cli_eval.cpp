@@ -11,6 +11,10 @@
 #include <QProcess>
 #include <QtTest>
 
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
 using namespace gkq;
 
 namespace {
@@ -119,6 +123,107 @@ private slots:
         QCOMPARE(d.code, 2);
         QVERIFY2(d.err.contains(q(junk) + ": not a usable base logits file: 7 bytes, shorter than the 64-byte header"),
                  qPrintable(d.err));
+    }
+
+    // The file names its base model: without --base that model is the base (not the bundled demo model), and a
+    // base that is gone, or a file from before the name was kept, is named in the message.
+    void savedBaseLogitsNameTheirModel() {
+        test::TempDir dir;
+        const std::string copy = dir.file("base-copy.gguf"), logits = dir.file("b.logits");
+        test::write_file(copy, test::read_file(m_model));
+        Run a = run_gkq({"eval", "--base", q(copy), "--candidate", q(m_knot), "--text", q(m_text), "--ctx", "16",
+                         "--save-base", q(logits), "--json"});
+        QVERIFY2(a.code == 0, qPrintable(a.err));
+        Run b = run_gkq({"eval", "--candidate", q(m_knot), "--text", q(m_text), "--ctx", "16", "--base-logits",
+                         q(logits), "--json"});
+        QVERIFY2(b.code == 0, qPrintable(b.err));
+        QJsonObject ja = QJsonDocument::fromJson(a.out.toUtf8()).object();
+        QJsonObject jb = QJsonDocument::fromJson(b.out.toUtf8()).object();
+        ja.remove("seconds");
+        jb.remove("seconds");
+        QCOMPARE(jb["base"].toString(), q(copy));
+        QCOMPARE(ja, jb);
+        // another context with --base given: the mismatch says which base the file came from
+        Run c = run_gkq({"eval", "--base", q(m_model), "--candidate", q(m_knot), "--text", q(m_text), "--ctx", "12",
+                         "--base-logits", q(logits)});
+        QCOMPARE(c.code, 2);
+        QVERIFY2(c.err.contains("(saved with base model " + q(copy) + ": pass --base " + q(copy) + ")"),
+                 qPrintable(c.err));
+        std::filesystem::remove(copy);
+        Run gone = run_gkq({"eval", "--candidate", q(m_knot), "--text", q(m_text), "--base-logits", q(logits)});
+        QCOMPARE(gone.code, 2);
+        QVERIFY2(gone.err.contains(q(logits) + " was saved with base model " + q(copy) +
+                                   ", which is not there: pass --base MODEL with that model"),
+                 qPrintable(gone.err));
+        // A version-1 file (no model name) still reads with --base, and without it says what is missing.
+        std::vector<uint8_t> bytes = test::read_file(logits);
+        uint32_t name_bytes = 0;
+        std::memcpy(&name_bytes, bytes.data() + 36, 4);
+        bytes.erase(bytes.begin() + 64, bytes.begin() + 64 + name_bytes);
+        const uint32_t one = 1, zero = 0;
+        std::memcpy(bytes.data() + 8, &one, 4);
+        std::memcpy(bytes.data() + 36, &zero, 4);
+        const std::string old = dir.file("v1.logits");
+        test::write_file(old, bytes);
+        Run v1 = run_gkq({"eval", "--base", q(m_model), "--candidate", q(m_knot), "--text", q(m_text), "--ctx", "16",
+                          "--base-logits", q(old), "--json"});
+        QVERIFY2(v1.code == 0, qPrintable(v1.err));
+        QJsonObject j1 = QJsonDocument::fromJson(v1.out.toUtf8()).object();
+        QCOMPARE(j1["kld"], ja["kld"]);
+        Run unnamed = run_gkq({"eval", "--candidate", q(m_knot), "--text", q(m_text), "--base-logits", q(old)});
+        QCOMPARE(unnamed.code, 2);
+        QVERIFY2(unnamed.err.contains(q(old) + " does not name its base model (saved by an older gkq): pass --base"),
+                 qPrintable(unnamed.err));
+    }
+
+    // Documents separated by <|endoftext|>: llama.cpp's protocol (the default) scores the separators as text and
+    // says so; --per-document scores each document from BOS, exactly as each alone.
+    void documentProtocols() {
+        test::TempDir dir;
+        const std::string a = "the quick brown fox jumps over the lazy dog",
+                          b = "then the dog sleeps while the fox hides", c = "in the high grass";
+        const std::string docs = dir.file("docs.txt");
+        test::write_file(docs, a + "\n<|endoftext|>\n" + b + "</s>" + c + "\n");
+        Run stream = run_gkq({"eval", "--model", q(m_model), "--text", q(docs), "--ctx", "16"});
+        QVERIFY2(stream.code == 0, qPrintable(stream.err));
+        QVERIFY2(stream.out.contains("protocol: llama.cpp --kl-divergence: the text as one token stream, BOS at each "
+                                     "window's start; its 2 document separators ('<|endoftext|>', '</s>') are scored "
+                                     "as text and documents get no BOS: --per-document"),
+                 qPrintable(stream.out));
+        Run per =
+            run_gkq({"eval", "--model", q(m_model), "--text", q(docs), "--ctx", "16", "--per-document", "--json"});
+        QVERIFY2(per.code == 0, qPrintable(per.err));
+        const QJsonObject j = QJsonDocument::fromJson(per.out.toUtf8()).object();
+        QCOMPARE(j["protocol"].toObject()["name"].toString(), QString("per-document"));
+        QCOMPARE(j["protocol"].toObject()["n_documents"].toInt(), 3);
+        QCOMPARE(j["bytes"].toInt(), int(a.size() + b.size() + c.size()));
+        // each document scored alone, then combined: the same tokens and the same total NLL
+        double nll = 0;
+        int tokens = 0, windows = 0;
+        for (const std::string& d : {a, b, c}) {
+            const std::string f = dir.file("one.txt");
+            test::write_file(f, d);
+            Run one = run_gkq({"eval", "--model", q(m_model), "--text", q(f), "--ctx", "16", "--json"});
+            QVERIFY2(one.code == 0, qPrintable(one.err));
+            const QJsonObject o = QJsonDocument::fromJson(one.out.toUtf8()).object();
+            QCOMPARE(o["protocol"].toObject()["n_separators"].toInt(), 0);
+            const int n = o["tokens"].toInt();
+            tokens += n;
+            windows += o["windows"].toInt();
+            nll += o["perplexity"].toObject()["mean_nll"].toDouble() * n;
+        }
+        QCOMPARE(j["tokens"].toInt(), tokens);
+        QCOMPARE(j["windows"].toInt(), windows);
+        const double mean = j["perplexity"].toObject()["mean_nll"].toDouble();
+        QVERIFY2(std::abs(mean - nll / tokens) < 1e-9 * std::abs(mean),
+                 qPrintable(QString::number(mean - nll / tokens)));
+        // another separator
+        test::write_file(docs, a + "|||" + b);
+        Run custom = run_gkq(
+            {"eval", "--model", q(m_model), "--text", q(docs), "--per-document", "--doc-separator", "|||", "--json"});
+        QVERIFY2(custom.code == 0, qPrintable(custom.err));
+        QCOMPARE(QJsonDocument::fromJson(custom.out.toUtf8()).object()["protocol"].toObject()["n_documents"].toInt(),
+                 2);
     }
 
     void perplexityAlone() {

@@ -9,6 +9,8 @@
 #include <QProcess>
 #include <QtTest>
 
+#include <limits>
+
 using namespace gkq;
 
 namespace {
@@ -97,6 +99,31 @@ private slots:
         QVERIFY2(r.code == 0, qPrintable(r.err));
         QVERIFY2(r.out.startsWith("abc"), qPrintable(r.out));  // the prompt's pieces come first
         QVERIFY(!r.err.contains("warning"));
+    }
+
+    // A weight holding nan or inf makes every logit nan: generate stops with an error naming that weight.
+    void nonFiniteWeightsStopGeneration_data() {
+        QTest::addColumn<float>("value");
+        QTest::addColumn<QString>("held");
+        QTest::newRow("nan") << std::numeric_limits<float>::quiet_NaN() << "nan";
+        QTest::newRow("inf") << std::numeric_limits<float>::infinity() << "inf";
+    }
+    void nonFiniteWeightsStopGeneration() {
+        QFETCH(float, value);
+        QFETCH(QString, held);
+        test::TempDir dir;
+        auto m = test::make_tiny_model(test::tiny_config(true), 6);
+        for (size_t i = 0; i < m.tensors.size(); ++i)
+            if (m.tensors[i].role == TensorRole::FfnUp && m.tensors[i].layer == 1) m.storage[i][17] = value;
+        const std::string path = dir.file("bad.gguf");
+        QVERIFY(write_gguf(path, m.config, m.tensors, test::tiny_vocabulary()));
+        Run r = run_gkq({"generate", q(path), "-p", "abc", "--temp", "0", "-n", "8"});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("gkq generate: generate: the logits at position "), qPrintable(r.err));
+        QVERIFY2(r.err.contains(" are not finite (token "), qPrintable(r.err));
+        QVERIFY2(r.err.contains("the first weight that is not: blk.1.ffn_up.weight holds " + held + " at element 17"),
+                 qPrintable(r.err));
+        QVERIFY2(!r.out.contains("<unk>"), qPrintable(r.out));
     }
 
     void missingOrAmbiguousTokenizer() {

@@ -1,7 +1,9 @@
 // The real gkq binary's `serve`: a tiny knot served on a free port, answered over loopback, drained by SIGTERM
 // (exit 0); configuration errors from the environment and the flags.
+#include "gkq/model_writer.h"
 #include "http_test_support.h"
 #include "test_support.h"
+#include "tiny_model.h"
 
 #include <QProcess>
 #include <QRegularExpression>
@@ -68,6 +70,34 @@ private slots:
         QCOMPARE(p.exitCode(), 0);
         QVERIFY2(err.contains("gkq serve: SIGTERM: draining\n"), qPrintable(err));
         QVERIFY2(err.contains("gkq serve: stopped\n"), qPrintable(err));
+    }
+
+    // A llama2.c checkpoint carries no vocabulary: serve finds the tok*.bin beside it, as generate does.
+    void servesAModelWithTheTokenizerBesideIt() {
+        test::TempDir dir;
+        auto m = test::make_tiny_model(test::tiny_config(true), 7);
+        const std::string model = dir.file("model.bin");
+        QVERIFY(write_llama2c(model, m.config, m.tensors));
+        const Vocabulary v = test::tiny_vocabulary();
+        test::Bytes b;
+        b.i32(8);
+        for (size_t i = 0; i < v.tokens.size(); ++i)
+            b.f32(v.scores[i]).i32(static_cast<int32_t>(v.tokens[i].size())).raw(v.tokens[i]);
+        test::write_file(dir.file("tok40.bin"), b.vec());
+        QProcess p;
+        p.setProcessChannelMode(QProcess::SeparateChannels);
+        p.start(cli(), {"serve", "--weights", QString::fromStdString(model), "--port", "0", "--threads", "1"});
+        QVERIFY(p.waitForStarted());
+        QString err;
+        QVERIFY2(!wait_for_stderr(p, QRegularExpression("weights loaded: .*\n"), err).isEmpty(), qPrintable(err));
+        const auto port = static_cast<uint16_t>(
+            QRegularExpression(R"(listening on http://127\.0\.0\.1:(\d+) \()").match(err).captured(1).toUInt());
+        auto infer = test::http_request(port, "POST", "/infer", R"({"prompt":"ab","max_tokens":3,"temperature":0})");
+        QVERIFY(infer);
+        QCOMPARE(infer->status, 200);
+        ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+        QVERIFY(p.waitForFinished(30000));
+        QCOMPARE(p.exitCode(), 0);
     }
 
     void environmentSelectsTheBackend() {

@@ -473,6 +473,39 @@ private slots:
         }
     }
 
+    // f16 holds |x| <= 65504: a larger value would be stored as infinity. The f16 fallback becomes f32 (exact);
+    // a method that stores such a value in f16 (f16 itself, the scale of a q8_0 / q4_0 block) is refused.
+    void valuesBeyondF16AreNeverStoredAsInfinity() {
+        std::vector<float> w = test::random_floats(4 * 48, 5);
+        w[7] = 1.0e5f;
+        const Preset q4 = *find_preset("q4_0");
+        TensorReport r;
+        Result<EncodedTensor> e =
+            encode_tensor(input("big", TensorRole::FfnDown, {4, 48}, w), q4.params_for(TensorRole::FfnDown, 2), &r);
+        QVERIFY2(e.is_ok(), e.message().c_str());
+        QCOMPARE(e->method, Method::F32);
+        QCOMPARE(r.fallback, std::string("row length 48 is not a multiple of 32 and value 100000 at element 7 is "
+                                         "beyond what f16 stores (|x| <= 65504): stored f32 instead of q4_0"));
+        QVERIFY(*decode_tensor(*e) == w);
+
+        CodecParams f16;
+        f16.method = Method::F16;
+        auto refused = encode_tensor(input("big", TensorRole::FfnDown, {4, 48}, w), f16, nullptr);
+        QVERIFY(!refused);
+        QCOMPARE(refused.message(), std::string("tensor 'big': value 100000 at element 7 is beyond what f16 stores "
+                                                "(|x| <= 65504); choose f32 for it"));
+        std::vector<float> huge = test::random_floats(2 * 32, 6);
+        huge[40] = -1.0e7f;  // a q8_0 block scale of 1e7 / 127 > 65504
+        CodecParams q8;
+        q8.method = Method::Q8_0;
+        auto scale = encode_tensor(input("huge", TensorRole::AttnQ, {2, 32}, huge), q8, nullptr);
+        QVERIFY(!scale);
+        QVERIFY2(scale.message().starts_with("tensor 'huge': value -1e+07 at element 40 is beyond what q8_0 stores"),
+                 scale.message().c_str());
+        huge[40] = 1.0e6f;  // scale 7874: fits
+        QVERIFY(encode_tensor(input("huge", TensorRole::AttnQ, {2, 32}, huge), q8, nullptr).is_ok());
+    }
+
     // ---- residual -----------------------------------------------------------------------------------------------
 
     void residualCorrectsBothWays() {

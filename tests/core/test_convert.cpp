@@ -1,12 +1,15 @@
 // Exact storage conversions: f16, bf16 and llama.cpp's Q8_0 / Q4_0 blocks.
 #include "gkq/convert.h"
 #include "gkq/tensor.h"
+#include "gkq/type_traits.h"
 #include "test_support.h"
 
 #include <QtTest>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <set>
+#include <string>
 
 using namespace gkq;
 
@@ -185,6 +188,117 @@ private slots:
         for (int i = 0; i < 8; ++i) QCOMPARE((*r)[i], want[i]);
         t.group_size = 3;
         QCOMPARE(tensor_to_f32(t).status().code(), StatusCode::Corrupt);
+    }
+
+    // ---- the type table ----
+
+    void typeTableHasOneRowPerType() {
+        const DType all[] = {DType::F32, DType::F16, DType::BF16, DType::F64,  DType::I8,   DType::U8,   DType::I16,
+                             DType::I32, DType::I64, DType::Q8_0, DType::Q4_0, DType::Q8_G, DType::Other};
+        for (DType t : all) {
+            QCOMPARE(type_traits(t).dtype, t);
+            QCOMPARE(type_traits(t).name, dtype_name(t));
+        }
+        // llama.cpp's layouts, written out here on purpose: the table must agree with them
+        QCOMPARE(type_traits(DType::Q8_0).block_elements, int64_t{32});
+        QCOMPARE(type_traits(DType::Q8_0).block_bytes, uint64_t{34});
+        QCOMPARE(type_traits(DType::Q4_0).block_elements, int64_t{32});
+        QCOMPARE(type_traits(DType::Q4_0).block_bytes, uint64_t{18});
+        QCOMPARE(*dtype_storage_bytes(DType::Q8_0, 64), uint64_t{68});
+        QCOMPARE(*dtype_storage_bytes(DType::Q4_0, 96), uint64_t{54});
+        QVERIFY(!dtype_storage_bytes(DType::Q4_0, 33));
+        QVERIFY(!dtype_storage_bytes(DType::Other, 1));
+        QCOMPARE(*dtype_storage_bytes(DType::BF16, 3), uint64_t{6});
+
+        // every ggml type a file may hold, once, with ggml.h's ids (4, 5, 31..33 and 36..38 are not valid in files)
+        std::set<int32_t> ids;
+        std::set<std::string_view> names;
+        for (const TypeTraits& t : type_table()) {
+            QVERIFY(t.block_elements >= 1);
+            if (t.ggml_id < 0) continue;
+            QVERIFY2(ids.insert(t.ggml_id).second, t.ggml_name.data());
+            QVERIFY(names.insert(t.ggml_name).second);
+            QCOMPARE(type_traits_for_ggml_id(static_cast<uint32_t>(t.ggml_id)), &t);
+            QVERIFY(t.block_bytes > 0);
+        }
+        QCOMPARE(ids.size(), size_t{32});
+        for (uint32_t removed : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 40u})
+            QVERIFY(type_traits_for_ggml_id(removed) == nullptr);
+        const TypeTraits* q4_k = type_traits_for_ggml_id(12);
+        QVERIFY(q4_k != nullptr);
+        QCOMPARE(q4_k->ggml_name, std::string_view("Q4_K"));
+        QCOMPARE(q4_k->name, std::string_view("q4_k"));
+        QCOMPARE(q4_k->block_elements, int64_t{256});
+        QCOMPARE(q4_k->block_bytes, uint64_t{144});
+        QCOMPARE(q4_k->dtype, DType::Other);
+        QVERIFY(q4_k->to_f32 == nullptr && q4_k->from_f32 == nullptr && q4_k->dot_f32 == nullptr);
+        QCOMPARE(type_traits_for_ggml_id(30)->dtype, DType::BF16);
+        QCOMPARE(type_traits_for_ggml_id(39)->block_bytes, uint64_t{17});  // MXFP4
+    }
+
+    // The table's functions are the conversions: to_f32 == convert_to_f32, from_f32 == the encoders, bit for bit.
+    void rowFunctionsAreTheConversions() {
+        const int64_t n = 32 * 5;
+        const std::vector<float> x = test::random_floats(static_cast<size_t>(n), 11, 3.0f);
+        for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+            const TypeTraits& tt = type_traits(t);
+            QVERIFY(tt.to_f32 && tt.from_f32 && tt.dot_f32);
+            const size_t bytes = *dtype_storage_bytes(t, static_cast<uint64_t>(n));
+            std::vector<uint8_t> stored(bytes + 1);  // + 1: write at an odd address
+            uint8_t* at = stored.data() + 1;
+            tt.from_f32(x.data(), at, n);
+            std::vector<uint8_t> want(bytes);
+            if (t == DType::F32) std::memcpy(want.data(), x.data(), bytes);
+            if (t == DType::Q8_0) quantize_q8_0(x.data(), static_cast<uint64_t>(n), want.data());
+            if (t == DType::Q4_0) quantize_q4_0(x.data(), static_cast<uint64_t>(n), want.data());
+            if (t == DType::F16 || t == DType::BF16) {
+                std::vector<uint16_t> h(static_cast<size_t>(n));
+                (t == DType::F16 ? encode_f16 : encode_bf16)(x.data(), static_cast<uint64_t>(n), h.data());
+                std::memcpy(want.data(), h.data(), bytes);
+            }
+            QVERIFY2(std::memcmp(at, want.data(), bytes) == 0, tt.name.data());
+            std::vector<float> got(static_cast<size_t>(n)), ref(static_cast<size_t>(n));
+            tt.to_f32(at, got.data(), n);
+            QVERIFY(convert_to_f32(t, at, static_cast<uint64_t>(n), ref.data()).is_ok());
+            QVERIFY2(std::memcmp(got.data(), ref.data(), got.size() * 4) == 0, tt.name.data());
+        }
+        const double v[2] = {1.5, -1e300};
+        float f[2];
+        type_traits(DType::F64).to_f32(v, f, 2);
+        QCOMPARE(f[0], 1.5f);
+        QVERIFY(std::isinf(f[1]) && f[1] < 0);
+        QVERIFY(type_traits(DType::F64).from_f32 == nullptr);
+        for (DType t : {DType::I8, DType::U8, DType::I16, DType::I32, DType::I64, DType::Q8_G, DType::Other})
+            QVERIFY(type_traits(t).to_f32 == nullptr && type_traits(t).dot_f32 == nullptr);
+        QVERIFY(dtype_is_float_convertible(DType::Q8_G));  // with its group scales (tensor_to_f32)
+        QVERIFY(!dtype_is_float_convertible(DType::I32));
+        QCOMPARE(convert_to_f32(DType::Q8_G, x.data(), 4, nullptr).code(), StatusCode::Unsupported);
+        QCOMPARE(QString::fromStdString(convert_to_f32(DType::Q4_0, x.data(), 31, nullptr).message()),
+                 QStringLiteral("q4_0: element count 31 is not a multiple of 32"));
+    }
+
+    // dot_f32 is the stored row converted to f32, times x, summed in f32 in ascending order (the scalar reference).
+    void dotIsTheOrderedSumOfTheDecodedRow() {
+        for (int64_t n : {int64_t{32}, int64_t{96}, int64_t{160}}) {
+            const std::vector<float> w = test::random_floats(static_cast<size_t>(n), 21, 2.0f);
+            const std::vector<float> x = test::random_floats(static_cast<size_t>(n), 22, 1.0f);
+            for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+                const TypeTraits& tt = type_traits(t);
+                std::vector<uint8_t> stored(*dtype_storage_bytes(t, static_cast<uint64_t>(n)));
+                tt.from_f32(w.data(), stored.data(), n);
+                std::vector<float> decoded(static_cast<size_t>(n));
+                tt.to_f32(stored.data(), decoded.data(), n);
+                float want = 0.0f;
+                for (size_t j = 0; j < decoded.size(); ++j) want += decoded[j] * x[j];
+                QCOMPARE(tt.dot_f32(stored.data(), x.data(), n), want);
+            }
+        }
+        // a plain type need not be a whole number of its conversion chunks: 100 values
+        const std::vector<float> w = test::random_floats(100, 23, 1.0f);
+        const std::vector<float> x = test::random_floats(100, 24, 1.0f);
+        float want = 0.0f;
+        for (size_t j = 0; j < w.size(); ++j) want += w[j] * x[j];
+        QCOMPARE(type_traits(DType::F32).dot_f32(w.data(), x.data(), 100), want);
     }
 };
 

@@ -3,6 +3,7 @@
 // half-split RoPE against interleaved, factored weights against dense, an independent scalar oracle, errors.
 #include "gkq/convert.h"
 #include "gkq/generate.h"
+#include "gkq/model_check.h"
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
 #include "gkq/naming.h"
@@ -690,6 +691,32 @@ private slots:
         QVERIFY(!t);
         QCOMPARE(QString::fromStdString(t.message()),
                  QString::fromStdString(path + ": no tensor blk.1.ffn_up.weight (role ffn_up)"));
+    }
+
+    // The one consistency check: every problem listed in a fixed order, the first one refusing the load.
+    void consistencyCheckListsEveryProblem() {
+        auto m = test::make_tiny_model(test::tiny_config(true), 2);
+        std::vector<CheckedTensor> tensors;
+        for (const auto& t : m.tensors)
+            if (!(t.role == TensorRole::AttnK && t.layer == 0))
+                tensors.push_back({gguf_name(t.role, t.layer), t.role, t.layer, t.shape});
+        tensors.push_back({"blk.5.attn_q.weight", TensorRole::AttnQ, 5, {64, 64}});
+        tensors[0].shape = {40, 32};
+        const std::vector<std::string> p = model_problems(m.config, tensors);
+        QCOMPARE(p.size(), size_t(3));
+        QCOMPARE(p[0], std::string("tensor token_embd.weight has shape 40 x 32, the config needs 40 x 64"));
+        QCOMPARE(p[1], std::string("no tensor blk.0.attn_k.weight (role attn_k)"));
+        QCOMPARE(p[2], std::string("tensor blk.5.attn_q.weight is in block 5 but the config has 2 blocks"));
+        Status s = check_model("m.gguf", m.config, tensors);
+        QCOMPARE(s.code(), StatusCode::Corrupt);
+        QCOMPARE(
+            s.message(),
+            std::string("m.gguf: tensor token_embd.weight has shape 40 x 32, the config needs 40 x 64 (and 2 more)"));
+        ModelConfig bad = m.config;
+        bad.n_kv_heads = 3;
+        QCOMPARE(config_problems(bad), std::vector<std::string>{"n_heads 4 is not a multiple of n_kv_heads 3"});
+        QCOMPARE(check_model("m", bad, tensors).code(), StatusCode::Unsupported);
+        QVERIFY(model_problems(m.config, std::vector<Tensor>{}).size() > 1);
     }
 };
 

@@ -1,8 +1,9 @@
 // The workflows layer (gkq/workflows.h) and the override table (gkq/quantize_fields.h): several candidates against
-// one base give the reports separate evaluations give while the base runs once; saved and kept base logits agree;
-// perplexity runs; the report survives JSON both ways and bad documents are named; the tokenizer choice and its
-// hint; the profile workflow equals profile_saturation run by hand; every override row parses its example, writes
-// it back the same way and reaches the recorded command, and bad values are refused with the CLI's words.
+// one base give the reports separate evaluations give while the base runs once; saved and kept base logits agree (and
+// name their base); the per-document protocol; perplexity runs; the report survives JSON both ways and bad documents
+// are named; the tokenizer choice and its hint; the profile workflow equals profile_saturation run by hand; every
+// override row parses its example, writes it back the same way and reaches the recorded command, and bad values are
+// refused with the CLI's words.
 #include "gkq/model_file.h"
 #include "gkq/quantize.h"
 #include "gkq/quantize_fields.h"
@@ -13,6 +14,7 @@
 
 #include <QtTest>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -158,6 +160,58 @@ private slots:
         QCOMPARE(passes, int64_t{0});
         compare_reports((*reused)[0].report, first->report);
         compare_reports((*reused)[1].report, second->report);
+    }
+
+    // The per-document protocol in a session: the documents are counted and named in the run, the saved base logits
+    // name their base (a request without a base takes it from them) and reuse gives the same report, and the
+    // protocol survives the report's JSON.
+    void perDocumentProtocolInASession() {
+        const std::string docs = m_dir.file("docs.txt");
+        {
+            std::ofstream out(docs, std::ios::binary);
+            out << "ab ba abcd efgh hi cd ghi baba |||\n fed cab ab ba abcd ||| ||| efgh hi cd ghi baba fed cab ";
+        }
+        EvalRequest save = request();
+        save.text_path = docs;
+        save.per_document = true;
+        save.doc_separator = "|||";
+        save.save_base = m_dir.file("docs.logits");
+        auto session = EvalSession::open(save);
+        QVERIFY2(session, session ? "" : session.message().c_str());
+        QCOMPARE(session->text().doc_starts.size(), size_t{3});
+        auto first = session->compare(m_knots[1]);
+        QVERIFY2(first, first ? "" : first.message().c_str());
+        QVERIFY(first->protocol.per_document);
+        QCOMPARE(first->protocol.n_separators, int64_t{3});
+        QCOMPARE(first->protocol.n_documents, int64_t{3});
+        QCOMPARE(first->protocol.separators, std::vector<std::string>{"|||"});
+        QVERIFY2(first->protocol.describe().rfind("per-document: 3 documents split at '|||'", 0) == 0,
+                 first->protocol.describe().c_str());
+
+        EvalRequest reuse = save;
+        reuse.base.clear();  // the saved logits name it
+        reuse.save_base.clear();
+        reuse.base_logits = save.save_base;
+        int64_t passes = -1;
+        auto reused = evaluate_candidates(reuse, {m_knots[1]}, {}, &passes);
+        QVERIFY2(reused, reused ? "" : reused.message().c_str());
+        QCOMPARE(passes, int64_t{0});
+        QCOMPARE(reused->front().model, std::filesystem::absolute(m_model).lexically_normal().string());
+        compare_reports(reused->front().report, first->report);
+
+        const std::string doc = eval_run_json(*first);
+        auto back = parse_eval_run_json(doc, "docs.json");
+        QVERIFY2(back, back ? "" : back.message().c_str());
+        QVERIFY(back->protocol.per_document);
+        QCOMPARE(back->protocol.n_documents, int64_t{3});
+        QCOMPARE(eval_run_json(*back), doc);
+        std::string renamed = doc;
+        const size_t at = renamed.find("\"per-document\"");
+        QVERIFY(at != std::string::npos);
+        renamed.replace(at, 14, "\"per-window\"");
+        auto bad = parse_eval_run_json(renamed, "docs.json");
+        QVERIFY(!bad);
+        QVERIFY2(bad.message().rfind("docs.json: $.protocol.name is 'per-window'", 0) == 0, bad.message().c_str());
     }
 
     void perplexityOfTheBase() {

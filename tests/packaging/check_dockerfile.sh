@@ -2,7 +2,9 @@
 # Checks a Dockerfile against the rules packaging/container/Dockerfile claims (docs/deploy.md), without a Docker
 # engine (hadolint is not packaged for Debian 12, and `docker build --check` needs BuildKit):
 #   1. every FROM names a pinned image: a digest, or a tag with a point release (12.8, 12.8-slim) or a date
-#      (bookworm-20241111); never untagged, :latest, or a bare major (12, bookworm)
+#      (bookworm-20241111); never untagged, :latest, or a bare major (12, bookworm). ${NAME} in a FROM is the
+#      default of an ARG before the first FROM (what a build without --build-arg uses); an earlier stage's name and
+#      scratch are not images and need no tag
 #   2. the final stage runs as a non-root USER (neither root nor 0), set after its FROM
 #   3. the final stage has a HEALTHCHECK that requests /health
 #   4. no ADD of a URL (downloads belong in a RUN with a checksum, or in the entrypoint)
@@ -18,6 +20,8 @@ file="$1"
 mapfile -t instr < <(sed -e 's/\r$//' "$file" | grep -v '^[[:space:]]*#' |
     awk '{ if (sub(/\\[[:space:]]*$/, "")) { buf = buf $0 " " } else { print buf $0; buf = "" } }' | grep -v '^[[:space:]]*$')
 
+declare -A arg_default=()
+declare -A stage=()
 problems=0
 problem() {
     echo "$file: $1"
@@ -34,15 +38,40 @@ for i in "${!instr[@]}"; do
             last_from=$i
             n_from=$((n_from + 1))
             image="$(awk '{ for (i = 2; i <= NF; i++) if ($i !~ /^--/) { print $i; exit } }' <<<"$line")"
-            if [[ "$image" == *@sha256:* ]]; then
+            written="$image"
+            while [[ "$image" =~ \$\{?([A-Za-z_][A-Za-z0-9_]*)\}? ]]; do
+                var="${BASH_REMATCH[1]}"
+                if [[ -z "${arg_default[$var]+set}" ]]; then
+                    problem "FROM $written: no ARG $var with a default before the first FROM"
+                    break
+                fi
+                image="${image/"${BASH_REMATCH[0]}"/${arg_default[$var]}}"
+            done
+            [[ "$image" == "$written" ]] || written="$written ($image)"
+            as="$(awk '{ for (i = 2; i < NF; i++) if (toupper($i) == "AS") { print $(i + 1); exit } }' <<<"$line")"
+            if [[ "$image" == *\$* ]]; then
+                :
+            elif [[ "$image" == scratch || -n "${stage[$image]+set}" ]]; then
+                :
+            elif [[ "$image" == *@sha256:* ]]; then
                 :
             elif [[ "$image" != *:* ]]; then
-                problem "FROM $image: not pinned (no tag or digest)"
+                problem "FROM $written: not pinned (no tag or digest)"
             else
                 tag="${image##*:}"
                 if ! [[ "$tag" =~ ^[0-9]+\.[0-9]+ || "$tag" =~ -[0-9]{8}(-|$) ]]; then
-                    problem "FROM $image: tag '$tag' is not pinned to a point release, a date or a digest"
+                    problem "FROM $written: tag '$tag' is not pinned to a point release, a date or a digest"
                 fi
+            fi
+            [[ -z "$as" ]] || stage[$as]=1
+            ;;
+        ARG)
+            # Only the ARGs before the first FROM apply to FROM lines.
+            if ((n_from == 0)) && [[ "$line" =~ ^[Aa][Rr][Gg][[:space:]]+([A-Za-z_][A-Za-z0-9_]*)=(.*)$ ]]; then
+                value="${BASH_REMATCH[2]}"
+                value="${value%"${value##*[![:space:]]}"}"
+                value="${value%\"}"
+                arg_default[${BASH_REMATCH[1]}]="${value#\"}"
             fi
             ;;
         ADD)

@@ -27,15 +27,19 @@ mutate() {
     grep -qF "$expected" "$tmp/check.$name" || { cat "$tmp/check.$name"; fail "$name: no '$expected'"; }
     pass
 }
-mutate latest 's/^FROM debian:12\.8-slim/FROM debian:latest/' "tag 'latest' is not pinned"
-mutate bare-major 's/^FROM debian:12\.8 AS build/FROM debian:12 AS build/' "tag '12' is not pinned"
-mutate untagged 's/^FROM debian:12\.8-slim/FROM debian/' "FROM debian: not pinned"
+mutate latest 's/^ARG RUNTIME_BASE=debian:12\.8-slim/ARG RUNTIME_BASE=debian:latest/' "tag 'latest' is not pinned"
+mutate bare-major 's/^ARG BUILD_BASE=debian:12\.8$/ARG BUILD_BASE=debian:12/' "tag '12' is not pinned"
+mutate untagged 's/^FROM \$\{RUNTIME_BASE\}/FROM debian/' "FROM debian: not pinned"
+# shellcheck disable=SC2016 # the ${...} are the Dockerfile's, literally
+mutate no-arg 's/^FROM \$\{GKQ_BINARIES\} AS/FROM ${GKQ_BINARY} AS/' "no ARG GKQ_BINARY with a default"
+# shellcheck disable=SC2016
+mutate no-stage 's/^ARG GKQ_BINARIES=build/ARG GKQ_BINARIES=built/' 'FROM ${GKQ_BINARIES} (built): not pinned'
 mutate root 's/^USER .*/USER root/' "USER root is root"
 mutate no-user '/^USER /d' "no USER"
 mutate no-health '/^HEALTHCHECK/,/^ *CMD curl/d' "no HEALTHCHECK"
 mutate health-path 's#/health"#/ready"#' "does not request /health"
-mutate add-url 's#^COPY --from=build /out/ /#ADD https://example.invalid/gkq.tar.gz /#' "ADD of a URL"
-mutate apt-lists 's#^ && rm -rf /var/lib/apt/lists/\* \\#\\#' "leaves /var/lib/apt/lists"
+mutate add-url 's#^COPY --from=binaries /out/ /#ADD https://example.invalid/gkq.tar.gz /#' "ADD of a URL"
+mutate apt-lists 's#&& rm -rf /var/lib/apt/lists/\*;#;#' "leaves /var/lib/apt/lists"
 mutate shell-entry 's#^ENTRYPOINT .*#ENTRYPOINT /usr/local/bin/gkq-entrypoint#' "ENTRYPOINT in shell form"
 echo "check_dockerfile: the Dockerfile passes; $((n_pass - 1)) broken copies are each refused with their rule"
 

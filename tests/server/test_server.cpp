@@ -3,6 +3,8 @@
 // drain, the loading and failed phases, CDN mode over range requests, configuration from the environment, and the
 // step down to epoll when a seccomp filter refuses io_uring (as container runtimes do).
 #include "gkq/knot.h"
+#include "gkq/model_file.h"
+#include "gkq/quantize.h"
 #include "http_test_support.h"
 #include "server_fixture.h"
 #include "test_support.h"
@@ -222,6 +224,7 @@ private slots:
         QFETCH(QString, backend);
         Gate gate;
         ServerConfig cfg = model_config(backend);
+        cfg.n_workers = 1;  // one generation at a time, whatever the cores
         cfg.max_queue = 1;
         cfg.on_inference_start = [&] { gate.pass(); };
         GKQ_START_SERVER(server, cfg);
@@ -246,6 +249,45 @@ private slots:
         auto metrics = http_request(server->port(), "GET", "/metrics")->body;
         VERIFY_CONTAINS(metrics, "gkq_inference_rejected_total 1\n");
         VERIFY_CONTAINS(metrics, "gkq_http_requests_total{route=\"/infer\",code=\"429\"} 1\n");
+    }
+
+    // With the default workers and queue (sized from the cores), a burst of 32 concurrent small /infer requests on
+    // the demo model's knot is served: every one 200, none refused with 429.
+    void burstOf32WithTheDefaults() {
+        const std::string demo = GKQ_DEMO_MODEL_DIR;
+        auto model = ModelFile::open(demo);
+        QVERIFY2(model.is_ok(), model.message().c_str());
+        auto vocab = read_llama2c_tokenizer(demo + "/tokenizer.bin", model->config().vocab_size);
+        QVERIFY2(vocab.is_ok(), vocab.message().c_str());
+        QuantizeOptions o;
+        o.preset = "q8_0";
+        o.vocab = *vocab;
+        const std::string knot = m_dir.file("demo.knot");
+        auto quantized = quantize_model(*model, o, knot);
+        QVERIFY2(quantized.is_ok(), quantized.message().c_str());
+        ServerConfig cfg = test::loopback_config("epoll");  // the queue is under test here, not the backend
+        cfg.weights_path = knot;
+        const ServerConfig defaults;
+        QCOMPARE(cfg.n_workers, default_server_workers());
+        QCOMPARE(cfg.max_queue, defaults.max_queue);
+        GKQ_START_SERVER(server, cfg);
+        QVERIFY(server->wait_loaded(30000));
+        QElapsedTimer t;
+        t.start();
+        std::vector<TestConnection> clients;
+        for (int i = 0; i < 32; ++i) clients.emplace_back(server->port(), 60000);
+        const std::string body = R"({"prompt":"Once upon a time","max_tokens":4,"temperature":0})";
+        for (TestConnection& c : clients) QVERIFY(c.send(make_request("POST", "/infer", body)));
+        int ok = 0;
+        for (TestConnection& c : clients) {
+            auto r = c.read_response();
+            QVERIFY2(r, "no answer within 60 s");
+            QVERIFY2(r->status == 200, (std::to_string(r->status) + " " + r->body).c_str());
+            ++ok;
+        }
+        QCOMPARE(ok, 32);
+        QVERIFY(t.elapsed() < 60000);
+        VERIFY_CONTAINS(http_request(server->port(), "GET", "/metrics")->body, "gkq_inference_rejected_total 0\n");
     }
 
     void pipelinedBehindAGeneration_data() { test::add_backend_rows(); }

@@ -1,12 +1,15 @@
 // The HTTP layer of gkq::Server over loopback, without weights, on each backend: routes and status codes,
 // keep-alive and pipelining, malformed requests (each answered and closed, the next connection served), size
-// limits, slow-client timeouts, the connection cap, counters.
+// limits, slow-client timeouts (the header timeout from accept), the connection caps (the oldest idle connection
+// makes room; 1,100 silent connections leave /health reachable), counters.
 #include "http_test_support.h"
 #include "server_fixture.h"
 
 #include <nlohmann/json.hpp>
 
 #include <QtTest>
+
+#include <sys/resource.h>
 
 #include <map>
 
@@ -454,9 +457,12 @@ private slots:
         cfg.max_connections = 2;
         GKQ_START_SERVER(server, cfg);
         TestConnection a(server->port()), b(server->port());
-        a.send(make_request("GET", "/health"));
-        b.send(make_request("GET", "/health"));
-        QCOMPARE(a.read_response()->status, 200);  // both are open and counted now
+        // A request, then the start of the next in the same segment: once the first is answered, the core has
+        // parsed the second's request line too, so both connections are mid-request (not idle) and counted.
+        const std::string partial = "GET /health HTTP/1.1\r\n";
+        a.send(make_request("GET", "/health") + partial);
+        b.send(make_request("GET", "/health") + partial);
+        QCOMPARE(a.read_response()->status, 200);
         QCOMPARE(b.read_response()->status, 200);
         TestConnection over(server->port());
         auto r = over.read_response();  // answered without being asked
@@ -466,16 +472,105 @@ private slots:
         QCOMPARE(json::parse(r->body)["error"]["code"].get<std::string>(), std::string("over_capacity"));
         QVERIFY(over.closed_by_peer());
         // The server closes `a` itself (Connection: close) and so has counted it out before `a` sees EOF.
-        a.send(make_request("GET", "/health", {}, "Connection: close\r\n"));
+        a.send("Host: a\r\nConnection: close\r\n\r\n");
         QCOMPARE(a.read_response()->status, 200);
         QVERIFY(a.closed_by_peer());
         auto again = http_request(server->port(), "GET", "/health");
         QVERIFY(again);
         QCOMPARE(again->status, 200);
+        b.send("Host: a\r\n\r\n");
+        QCOMPARE(b.read_response()->status, 200);
         b.send(make_request("GET", "/metrics"));
         auto m = b.read_response();
         VERIFY_CONTAINS(m->body, "gkq_http_connections_rejected_total 1\n");
         VERIFY_CONTAINS(m->body, "gkq_http_connections_total 3\n");
+    }
+
+    // At the cap, the oldest idle connection makes room for a new one: /health gets in.
+    void idleConnectionMakesRoom_data() { test::add_backend_rows(); }
+    void idleConnectionMakesRoom() {
+        QFETCH(QString, backend);
+        ServerConfig cfg = test::loopback_config(backend);
+        cfg.max_connections = 2;
+        GKQ_START_SERVER(server, cfg);
+        TestConnection a(server->port()), b(server->port());
+        a.send(make_request("GET", "/health"));
+        QCOMPARE(a.read_response()->status, 200);  // a: idle since its answer
+        b.send(make_request("GET", "/health"));
+        QCOMPARE(b.read_response()->status, 200);  // b: idle, more recently
+        auto h = http_request(server->port(), "GET", "/health");
+        QVERIFY(h);
+        QCOMPARE(h->status, 200);
+        QVERIFY(a.closed_by_peer());  // the oldest idle one went
+        b.send(make_request("GET", "/health"));
+        QCOMPARE(b.read_response()->status, 200);
+    }
+
+    // A connection that never sends a byte is closed when the header timeout, counted from accept, runs out.
+    void silentConnectionTimesOutFromAccept_data() { test::add_backend_rows(); }
+    void silentConnectionTimesOutFromAccept() {
+        QFETCH(QString, backend);
+        ServerConfig cfg = test::loopback_config(backend);
+        cfg.header_timeout_ms = 150;
+        cfg.idle_timeout_ms = 60000;
+        GKQ_START_SERVER(server, cfg);
+        QElapsedTimer t;
+        t.start();
+        TestConnection silent(server->port(), 5000);
+        QVERIFY(silent.closed_by_peer());  // well before the 60 s idle timeout
+        QVERIFY(t.elapsed() >= 150);
+        QVERIFY(t.elapsed() < 5000);
+    }
+
+    // 1,100 connections from one address that never send a byte (more than the 1,024 cap) do not lock anyone out:
+    // /health still answers 200 within a second, under the default limits, and with no per-address cap as well.
+    void idleFloodLeavesHealthReachable_data() {
+        QTest::addColumn<QString>("backend");
+        QTest::addColumn<int>("per_address");
+        for (const char* b : {"epoll", "io_uring", "io_uring_basic"}) {
+            QTest::newRow((std::string(b) + " default per-address cap").c_str()) << b << -1;
+            QTest::newRow((std::string(b) + " no per-address cap").c_str()) << b << 0;
+        }
+    }
+    void idleFloodLeavesHealthReachable() {
+        QFETCH(QString, backend);
+        QFETCH(int, per_address);
+        constexpr int kFlood = 1100;
+        rlimit rl{};
+        getrlimit(RLIMIT_NOFILE, &rl);
+        const rlim_t need = 2 * kFlood + 256;  // the clients' sockets and the server's, in this one process
+        if (rl.rlim_cur < need) {
+            rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, need);
+            setrlimit(RLIMIT_NOFILE, &rl);
+            getrlimit(RLIMIT_NOFILE, &rl);
+            if (rl.rlim_cur < need)
+                QSKIP(qPrintable(QString("RLIMIT_NOFILE is %1 (hard %2), the test needs %3 descriptors")
+                                     .arg(rl.rlim_cur)
+                                     .arg(rl.rlim_max)
+                                     .arg(need)));
+        }
+        ServerConfig cfg = test::loopback_config(backend);
+        if (per_address >= 0) cfg.max_connections_per_address = per_address;
+        QCOMPARE(cfg.max_connections, 1024);
+        GKQ_START_SERVER(server, cfg);
+        std::vector<TestConnection> flood;
+        flood.reserve(kFlood);
+        for (int i = 0; i < kFlood; ++i) {
+            flood.emplace_back(server->port(), 2000);
+            QVERIFY2(flood.back().connected(), qPrintable(QString("connection %1 failed").arg(i)));
+        }
+        QElapsedTimer t;
+        t.start();
+        TestConnection health(server->port(), 1000);
+        QVERIFY(health.connected());
+        health.send(make_request("GET", "/health"));
+        auto r = health.read_response();
+        QVERIFY2(r, "no answer to /health within 1 s");
+        QCOMPARE(r->status, 200);
+        QVERIFY(t.elapsed() < 1000);
+        auto m = http_request(server->port(), "GET", "/metrics");
+        QVERIFY(m);
+        VERIFY_CONTAINS(m->body, "gkq_http_connections_rejected_total 0\n");
     }
 
     void countersAddUp_data() { test::add_backend_rows(); }

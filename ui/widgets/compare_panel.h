@@ -6,9 +6,11 @@
 
 #include "gkq/model_file.h"
 #include "jobs/job_watch.h"
+#include "jobs/scratch_dir.h"
 #include "models/compare_result_model.h"
 
 #include <QTemporaryDir>
+
 #include <QWidget>
 #include <memory>
 
@@ -53,7 +55,7 @@ private:
 
     JobRunner* m_runner = nullptr;
     std::shared_ptr<const ModelFile> m_model;
-    QTemporaryDir m_tempDir;
+    QTemporaryDir m_tempDir{scratchTemplate()};
     quint64 m_job = 0;
 
     QListWidget* m_presetList = nullptr;

@@ -44,6 +44,7 @@ const QString kLoadKey = QStringLiteral("load");
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+    removeStaleScratch();  // what a killed or crashed workbench left in $TMPDIR
     setWindowTitle(tr("GKQ Workbench"));
     setObjectName(QStringLiteral("gkqMainWindow"));
     setAcceptDrops(true);

@@ -8,10 +8,12 @@
 
 #include "gkq/model_file.h"
 #include "jobs/open_model_job.h"
+#include "jobs/scratch_dir.h"
 
 #include <QMainWindow>
 #include <QStringList>
 #include <QTemporaryDir>
+
 #include <memory>
 
 class QLabel;
@@ -102,8 +104,8 @@ private:
     ServerPanel* m_serve = nullptr;
     RknotEditor* m_tuning = nullptr;
     std::optional<KnotSummary> m_knot;
-    QTemporaryDir m_scratch;  // decoded knots, one folder per open
-    QString m_knotDir;        // the open knot's folder in m_scratch
+    QTemporaryDir m_scratch{scratchTemplate()};  // decoded knots, one folder per open
+    QString m_knotDir;                           // the open knot's folder in m_scratch
     int m_nKnotOpens = 0;
     QTabWidget* m_tabs = nullptr;
     QMenu* m_recentMenu = nullptr;

@@ -6,6 +6,7 @@
 #include "jobs/job_runner.h"
 #include "jobs/job_watch.h"
 #include "models/quant_result_model.h"
+#include "widgets/output_guard.h"
 
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -350,6 +351,11 @@ void QuantizePanel::evaluateDialog() {
 
 quint64 QuantizePanel::exportKnot(const QString& path) {
     if (m_knotPath.isEmpty()) return 0;
+    QString refused;
+    if (refuseOutputOverInput(this, path, exportInputs(), &refused)) {
+        m_status->setText(refused);
+        return 0;
+    }
     const std::string from = m_knotPath.toStdString();
     const std::string to = path.toStdString();
     m_exportJob = m_runner->run<std::string>(
@@ -371,6 +377,11 @@ quint64 QuantizePanel::exportKnot(const QString& path) {
 
 quint64 QuantizePanel::exportReconstructed(const QString& path) {
     if (m_knotPath.isEmpty()) return 0;
+    QString refused;
+    if (refuseOutputOverInput(this, path, exportInputs(), &refused)) {
+        m_status->setText(refused);
+        return 0;
+    }
     const std::string from = m_knotPath.toStdString();
     const std::string to = path.toStdString();
     m_exportJob = m_runner->run<ReconstructReport>(
@@ -379,6 +390,12 @@ quint64 QuantizePanel::exportReconstructed(const QString& path) {
         [this](ReconstructReport& r) { emit exported(QString::fromStdString(r.path)); });
     updateButtons();
     return m_exportJob;
+}
+
+std::vector<std::string> QuantizePanel::exportInputs() const {
+    std::vector<std::string> inputs = m_model ? model_input_files(m_model->path()) : std::vector<std::string>{};
+    if (!m_knotPath.isEmpty()) inputs.push_back(m_knotPath.toStdString());
+    return inputs;
 }
 
 void QuantizePanel::exportKnotDialog() {

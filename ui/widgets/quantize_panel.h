@@ -10,9 +10,11 @@
 #include "gkq/model_file.h"
 #include "gkq/quantize.h"
 #include "jobs/job_watch.h"
+#include "jobs/scratch_dir.h"
 
 #include <QStringList>
 #include <QTemporaryDir>
+
 #include <QWidget>
 #include <memory>
 #include <optional>
@@ -83,12 +85,14 @@ private:
     void onJobEnded(quint64 id, JobEnd how);
     void updateButtons();
     void exportKnotDialog();
+    // The files an export must not replace: the model's (gkq::model_input_files) and the knot being exported.
+    std::vector<std::string> exportInputs() const;
     void exportReconstructedDialog();
     void evaluateDialog();
 
     JobRunner* m_runner = nullptr;
     std::shared_ptr<const ModelFile> m_model;
-    QTemporaryDir m_tempDir;
+    QTemporaryDir m_tempDir{scratchTemplate()};
     int m_runCount = 0;
     quint64 m_job = 0;
     quint64 m_exportJob = 0;

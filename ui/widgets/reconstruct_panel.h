@@ -7,9 +7,12 @@
 // progress; Cancel stops between backends and kills a running node child at once.
 #pragma once
 
+#include "jobs/scratch_dir.h"
+
 #include <QPointer>
 #include <QStringList>
 #include <QTemporaryDir>
+
 #include <QWidget>
 
 class QLabel;
@@ -72,8 +75,8 @@ private:
     void openKnotDialog();
     void updateButtons();
 
-    QPointer<JobRunner> m_runner;  // the main window may delete it first
-    QTemporaryDir m_scratch;       // node's .f32 outputs
+    QPointer<JobRunner> m_runner;                // the main window may delete it first
+    QTemporaryDir m_scratch{scratchTemplate()};  // node's .f32 outputs
     QString m_knotPath;
     quint64 m_job = 0;
 

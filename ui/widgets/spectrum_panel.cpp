@@ -6,6 +6,7 @@
 #include "charts/spectrum_heat_map.h"
 #include "jobs/job_runner.h"
 #include "models/spectrum_store.h"
+#include "widgets/output_guard.h"
 
 #include <QComboBox>
 #include <QFileDialog>
@@ -321,9 +322,15 @@ void SpectrumPanel::refreshHeatMap() {
 }
 
 bool SpectrumPanel::exportPng(const QString& path, QString* error) const {
+    if (m_model &&
+        refuseOutputOverInput(const_cast<SpectrumPanel*>(this), path, model_input_files(m_model->path()), error))
+        return false;
     return exportChartPng(m_chart, path, error);
 }
 bool SpectrumPanel::exportSvg(const QString& path, QString* error) const {
+    if (m_model &&
+        refuseOutputOverInput(const_cast<SpectrumPanel*>(this), path, model_input_files(m_model->path()), error))
+        return false;
     return exportChartSvg(m_chart, path, error);
 }
 

@@ -4,6 +4,8 @@
 // Arithmetic: the oracles' f32 operations in the oracles' order (docs/codec.md; kernels/cpu/*_ref.cpp) — WebAssembly
 // has no fused multiply-add in SIMD128, so every result equals the native CpuRef / gkq::decode_tensor bit for bit.
 // Built by emcc into a standalone .wasm (no JavaScript glue); wasm/ts/gkq_reconstructor.mts loads it.
+#include "gkq/block_layout.h"
+
 #include <emscripten.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,6 +15,21 @@
 #define GKQ_EXPORT EMSCRIPTEN_KEEPALIVE
 
 enum { kChunk = 4096 };  // codes decoded per pass (stays in cache between unpack, prefix sum and convert)
+
+// The code below takes a Q8_0 or Q4_0 block as 8 vectors of 4 floats, its codes as 16-byte vectors.
+enum { kQBlock = GKQ_Q8_0_BLOCK_ELEMENTS };  // elements of a Q8_0 / Q4_0 block
+_Static_assert(GKQ_Q8_0_BLOCK_ELEMENTS == 8 * 4 && GKQ_Q4_0_BLOCK_ELEMENTS == GKQ_Q8_0_BLOCK_ELEMENTS,
+               "the block loops assume 8 vectors of 4 floats per block");
+
+// The block sizes the kernels were built with, for the TypeScript reconstructor's payload checks: type 8 (Q8_0) or
+// 4 (Q4_0), as gkq_dequantize_blocks numbers them; 0 for any other type.
+GKQ_EXPORT uint32_t gkq_block_elements(uint32_t type) {
+    return type == 8 ? GKQ_Q8_0_BLOCK_ELEMENTS : type == 4 ? GKQ_Q4_0_BLOCK_ELEMENTS : 0;
+}
+
+GKQ_EXPORT uint32_t gkq_block_bytes(uint32_t type) {
+    return type == 8 ? GKQ_Q8_0_BLOCK_BYTES : type == 4 ? GKQ_Q4_0_BLOCK_BYTES : 0;
+}
 
 // ---- factor codes -------------------------------------------------------------------------------------------------
 
@@ -220,7 +237,7 @@ static inline v128_t f16x4_to_f32(v128_t h) {
     return wasm_v128_or(bits, sign);
 }
 
-// type 1: f16 values; 8: Q8_0 blocks; 4: Q4_0 blocks. n elements (a multiple of 32 for blocks).
+// type 1: f16 values; 8: Q8_0 blocks; 4: Q4_0 blocks. n elements (whole blocks for the block types).
 GKQ_EXPORT void gkq_dequantize_blocks(uint32_t type, const uint8_t* src, uint32_t n, float* out) {
     if (type == 1) {
         uint32_t i = 0;
@@ -232,20 +249,20 @@ GKQ_EXPORT void gkq_dequantize_blocks(uint32_t type, const uint8_t* src, uint32_
         for (; i < n; ++i) out[i] = f16_to_f32((uint16_t)(src[2 * i] | (src[2 * i + 1] << 8)));
         return;
     }
-    for (uint32_t b = 0; b < n / 32; ++b) {
-        float* o = out + (size_t)b * 32;
+    for (uint32_t b = 0; b < n / kQBlock; ++b) {
+        float* o = out + (size_t)b * kQBlock;
         if (type == 8) {
-            const uint8_t* blk = src + (size_t)b * 34;
+            const uint8_t* blk = src + (size_t)b * GKQ_Q8_0_BLOCK_BYTES;
             const v128_t d = wasm_f32x4_splat(block_scale(blk));
             v128_t f[8];
-            i8x16_times(wasm_v128_load(blk + 2), d, f);
-            i8x16_times(wasm_v128_load(blk + 18), d, f + 4);
+            i8x16_times(wasm_v128_load(blk + GKQ_BLOCK_SCALE_BYTES), d, f);
+            i8x16_times(wasm_v128_load(blk + GKQ_BLOCK_SCALE_BYTES + 16), d, f + 4);
             for (int v = 0; v < 8; ++v) wasm_v128_store(o + 4 * v, f[v]);
         } else {
             // elements 0-15 are the low nibbles of the 16 bytes, 16-31 the high ones; value (q - 8) * d
-            const uint8_t* blk = src + (size_t)b * 18;
+            const uint8_t* blk = src + (size_t)b * GKQ_Q4_0_BLOCK_BYTES;
             const v128_t d = wasm_f32x4_splat(block_scale(blk));
-            const v128_t x = wasm_v128_load(blk + 2);
+            const v128_t x = wasm_v128_load(blk + GKQ_BLOCK_SCALE_BYTES);
             v128_t f[8];
             nibbles_times(wasm_v128_and(x, wasm_i8x16_splat(0x0F)), d, f);
             nibbles_times(wasm_u8x16_shr(x, 4), d, f + 4);
@@ -264,22 +281,22 @@ GKQ_EXPORT void gkq_dequantize_blocks(uint32_t type, const uint8_t* src, uint32_
 // cols * 4 bytes apart — in one L1 set when cols is a power of two — and a tile's loads missed L1 every time.
 enum { kMR = 4, kNR = 8, kPanelFloats = 64 * 1024 /* 256 KB: the packed block stays in L2 */ };
 
-// o[0, n) += the residual's elements e .. e + n - 1 (both multiples of 32: whole Q4_0 / Q8_0 blocks), as the oracle
-// adds them: the low-rank sum (already rounded to f32 in o) + (q * d). Runs right after the tiles stored o, while it
-// is still in cache; one f16 scale per block instead of one per tile row.
+// o[0, n) += the residual's elements e .. e + n - 1 (both multiples of kQBlock: whole Q4_0 / Q8_0 blocks), as the
+// oracle adds them: the low-rank sum (already rounded to f32 in o) + (q * d). Runs right after the tiles stored o,
+// while it is still in cache; one f16 scale per block instead of one per tile row.
 static void add_residual_blocks(float* o, const uint8_t* res, uint32_t bits, size_t e, size_t n) {
-    for (size_t b = e / 32; b < (e + n) / 32; ++b, o += 32) {
+    for (size_t b = e / kQBlock; b < (e + n) / kQBlock; ++b, o += kQBlock) {
         v128_t f[8];
         if (bits == 8) {
-            const uint8_t* blk = res + b * 34;
+            const uint8_t* blk = res + b * GKQ_Q8_0_BLOCK_BYTES;
             const v128_t d = wasm_f32x4_splat(block_scale(blk));
-            i8x16_times(wasm_v128_load(blk + 2), d, f);
-            i8x16_times(wasm_v128_load(blk + 18), d, f + 4);
+            i8x16_times(wasm_v128_load(blk + GKQ_BLOCK_SCALE_BYTES), d, f);
+            i8x16_times(wasm_v128_load(blk + GKQ_BLOCK_SCALE_BYTES + 16), d, f + 4);
         } else {
             // elements 0-15 are the low nibbles of the 16 bytes, 16-31 the high ones; value (q - 8) * d
-            const uint8_t* blk = res + b * 18;
+            const uint8_t* blk = res + b * GKQ_Q4_0_BLOCK_BYTES;
             const v128_t d = wasm_f32x4_splat(block_scale(blk));
-            const v128_t x = wasm_v128_load(blk + 2);
+            const v128_t x = wasm_v128_load(blk + GKQ_BLOCK_SCALE_BYTES);
             nibbles_times(wasm_v128_and(x, wasm_i8x16_splat(0x0F)), d, f);
             nibbles_times(wasm_u8x16_shr(x, 4), d, f + 4);
         }
@@ -337,9 +354,9 @@ static inline void tile(const float* a, const float* b, uint32_t k, float* out, 
 // Scratch floats reconstruct() needs: the packed block and sigma * U for kMR rows.
 static size_t block_cols_for(uint32_t cols, uint32_t k) {
     const size_t main_cols = cols - cols % kNR;
-    // a multiple of 32 columns: a residual block never straddles two column blocks
-    size_t block = (size_t)kPanelFloats / (k ? k : 1) / 32 * 32;
-    if (block < 32) block = 32;
+    // a multiple of kQBlock columns: a residual block never straddles two column blocks
+    size_t block = (size_t)kPanelFloats / (k ? k : 1) / kQBlock * kQBlock;
+    if (block < kQBlock) block = kQBlock;
     return block < main_cols ? block : main_cols;
 }
 
@@ -370,7 +387,7 @@ static void reconstruct(const float* u, size_t su_row, size_t su_rank, const flo
                     add_residual_blocks(out + e + m * cols, residual, residual_bits, e + m * cols, nb);
         }
     }
-    // the last cols % kNR columns, scalar (no residual here: residual rows are whole 32-element blocks)
+    // the last cols % kNR columns, scalar (no residual here: residual rows are whole blocks)
     for (size_t j = main_cols; j < cols; ++j)
         for (uint32_t i = 0; i < rows; ++i) {
             float acc = 0.0f;
@@ -399,7 +416,7 @@ GKQ_EXPORT int gkq_matmul_reconstruct_simd(const float* u, const float* sigma, c
 }
 
 // A knot record's reconstruction: ut (rank, d_out) as the payload stores U's vectors, the residual blocks
-// (residual_bits 4 = Q4_0, 8 = Q8_0, 0 = none; d_in a multiple of 32) added to each row tile as it is written.
+// (residual_bits 4 = Q4_0, 8 = Q8_0, 0 = none; d_in whole blocks) added to each row tile as it is written.
 GKQ_EXPORT int gkq_reconstruct_residual(const float* ut, const float* sigma, const float* vt, float* out,
                                         uint32_t d_out, uint32_t d_in, uint32_t rank, const uint8_t* residual,
                                         uint32_t residual_bits) {

@@ -120,6 +120,13 @@ test('gkq_dequantize_factors: 2/4/8-bit, packed or one per byte, delta, any star
         }
 });
 
+test('gkq_block_elements, gkq_block_bytes: llama.cpp Q8_0 and Q4_0 blocks', { skip: noModule }, async () => {
+  const k = await loadKernels();
+  assert.deepEqual(k.block('q8_0'), { elements: 32, bytes: 34 });
+  assert.deepEqual(k.block('q4_0'), { elements: 32, bytes: 18 });
+  assert.equal(k.x.gkq_block_bytes(1), 0);  // f16 values are not blocks
+});
+
 test('gkq_dequantize_blocks: f16 values, Q8_0 and Q4_0 blocks', { skip: noModule }, async () => {
   const k = await loadKernels();
   for (const blocks of [1, 3, 33]) {

@@ -362,6 +362,8 @@ export interface KernelExports {
   gkq_dequantize_blocks(type: number, src: number, n: number, out: number): void;
   gkq_reconstruct_residual(ut: number, sigma: number, vt: number, out: number, dOut: number, dIn: number, rank: number,
                            residual: number, residualBits: number): number;
+  gkq_block_elements(type: number): number;
+  gkq_block_bytes(type: number): number;
 }
 
 type Bytes = ArrayBufferView;
@@ -430,6 +432,15 @@ export class GKQKernels {
                     delta: boolean, scales: Float32Array): Float32Array {
     return this.withBuffers([codes, scales], nVectors * len, (pc, ps, out) =>
       this.x.gkq_dequantize_factors(pc, bits, packed ? 1 : 0, first, nVectors, len, delta ? 1 : 0, ps, out));
+  }
+
+  /**
+   * A Q8_0 or Q4_0 block as the module was built with it (the type table's core/include/gkq/block_layout.h): values
+   * per block and bytes per block.
+   */
+  block(type: 'q8_0' | 'q4_0'): { elements: number; bytes: number } {
+    const code = type === 'q8_0' ? 8 : 4;
+    return { elements: this.x.gkq_block_elements(code), bytes: this.x.gkq_block_bytes(code) };
   }
 
   /** n values of f16, Q8_0 or Q4_0 blocks. */
@@ -504,8 +515,9 @@ export function decodeTensorInWasm(kernels: GKQKernels, t: EncodedTensor): Resid
     }
     if (t.method === Method.F16) expectSize(2 * n, shapeText);
     else {
-      if (cols % 32 !== 0) fail(`row length ${cols} is not a multiple of the 32-element block`);
-      expectSize((n / 32) * (t.method === Method.Q8_0 ? 34 : 18), shapeText);
+      const block = kernels.block(t.method === Method.Q8_0 ? 'q8_0' : 'q4_0');
+      if (cols % block.elements !== 0) fail(`row length ${cols} is not a multiple of the ${block.elements}-element block`);
+      expectSize((n / block.elements) * block.bytes, shapeText);
     }
     const src = kernels.put(p);
     try {
@@ -525,7 +537,9 @@ export function decodeTensorInWasm(kernels: GKQKernels, t: EncodedTensor): Resid
   const withResidual = t.method === Method.LowRankResidual;
   if (withResidual ? ![4, 8].includes(t.residualBits) : t.residualBits !== 0)
     fail(`residual_bits is ${t.residualBits}`);
-  if (withResidual && cols % 32 !== 0) fail(`row length ${cols} is not a multiple of the 32-element block`);
+  const residualBlock = kernels.block(t.residualBits === 4 ? 'q4_0' : 'q8_0');
+  if (withResidual && cols % residualBlock.elements !== 0)
+    fail(`row length ${cols} is not a multiple of the ${residualBlock.elements}-element block`);
 
   const r = new Reader(p, `${label} payload`);
   let sigma: Float32Array;
@@ -565,7 +579,7 @@ export function decodeTensorInWasm(kernels: GKQKernels, t: EncodedTensor): Resid
     packed = true;
   }
   const rest = p.length - r.pos;
-  const residualBytes = withResidual ? (n / 32) * (t.residualBits === 4 ? 18 : 34) : 0;
+  const residualBytes = withResidual ? (n / residualBlock.elements) * residualBlock.bytes : 0;
   if (rest !== residualBytes) fail(`payload has ${rest} bytes after the low-rank section, expected ${residualBytes}`);
   const residual = p.subarray(r.pos);
   const delta = (t.flags & Flags.Delta) !== 0;

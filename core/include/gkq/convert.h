@@ -23,7 +23,7 @@ uint16_t f32_to_bf16(float f);
 // Returns Unsupported for types without a float32 conversion (Q8_G needs its scales: use tensor_to_f32).
 Status convert_to_f32(DType t, const void* src, uint64_t n, float* dst);
 
-// Encodes n floats (a multiple of 32) into Q8_0 / Q4_0 blocks; dst holds dtype_storage_bytes(t, n) bytes.
+// Encodes n floats (a whole number of blocks) into Q8_0 / Q4_0 blocks; dst holds dtype_storage_bytes(t, n) bytes.
 void quantize_q8_0(const float* src, uint64_t n, uint8_t* dst);
 void quantize_q4_0(const float* src, uint64_t n, uint8_t* dst);
 

@@ -1,7 +1,7 @@
-// Element types of stored tensors, with their exact storage sizes.
-// Block-quantized types follow llama.cpp's layouts: Q8_0 = 32 weights in 34 bytes (f16 scale + 32 x int8),
-// Q4_0 = 32 weights in 18 bytes (f16 scale + 16 bytes of 4-bit codes, low nibbles first half, high second).
-// Q8_G is llama2.c's version-2 export: all int8 codes of a tensor, then one f32 scale per group.
+// Element types of stored tensors. Their names, block sizes and conversions are rows of one type table
+// (gkq/type_traits.h, core/src/formats/dtype.cpp); the functions here read it. Block-quantized types follow
+// llama.cpp's layouts (gkq/block_layout.h). Q8_G is llama2.c's version-2 export: all int8 codes of a tensor,
+// then one f32 scale per group.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +32,7 @@ std::string_view dtype_name(DType t);
 // True for the types that convert to float32 (F32, F16, BF16, F64, Q8_0, Q4_0, Q8_G).
 bool dtype_is_float_convertible(DType t);
 
-// Elements per block (1 for plain types, 32 for Q8_0/Q4_0).
+// Elements per block (1 for plain types).
 int64_t dtype_block_elements(DType t);
 
 // Bytes of `n_elements` values stored as `t`, or nullopt when n is not a whole number of blocks, the size

@@ -40,6 +40,10 @@ struct EvalOptions {
 // The scored text: its tokens (no BOS; the tokenizer's dummy prefix included), BOS, and its size in bytes.
 struct EvalText {
     std::vector<int32_t> tokens;
+    // The per-document protocol: the index in `tokens` where each document starts (ascending, the first 0). Windows
+    // then never cross a document boundary, so every document is scored from BOS. Empty: one token stream
+    // (llama.cpp's --kl-divergence protocol), windows running across whatever separators the text holds.
+    std::vector<int64_t> doc_starts;
     int32_t bos_id = 1;
     uint64_t n_bytes = 0;    // UTF-8 bytes of the text
     uint64_t text_hash = 0;  // FNV-1a 64 of the text bytes
@@ -113,11 +117,13 @@ struct EvalReport {
 };
 
 // Base logits saved for reuse: the scored positions' logits in token order, (n_tokens, n_vocab) float32.
-//   offset 0: magic "GKQBASE\0", u32 version 1, u32 n_vocab, u32 n_ctx, u32 stride, u64 n_tokens, i32 bos,
-//   u32 reserved 0, u64 n_bytes, u64 token hash (FNV-1a of the int32 tokens), u64 text hash; then the n_tokens
-//   int32 tokens, then the logits. All little-endian; the file is exactly that long.
+//   offset 0: magic "GKQBASE\0", u32 version 2, u32 n_vocab, u32 n_ctx, u32 stride, u64 n_tokens, i32 bos,
+//   u32 n_model_bytes, u64 n_bytes, u64 token hash (FNV-1a of the int32 tokens), u64 text hash; at offset 64 the
+//   base model's path (n_model_bytes of UTF-8, at most 4096); then the n_tokens int32 tokens, then the logits. All
+//   little-endian; the file is exactly that long. Version 1 (still read) has no model path: n_model_bytes is 0.
 struct BaseLogits {
     std::string path;
+    std::string model;  // the base model the logits came from, as given to eval; empty in version-1 files
     int64_t n_vocab = 0;
     int64_t n_ctx = 0;
     int64_t stride = 0;
@@ -126,6 +132,8 @@ struct BaseLogits {
 };
 
 Status save_base_logits(const std::string& path, const BaseLogits& b);
+// The base model a saved file names (empty for a version-1 file, which names none); the header alone is read.
+Result<std::string> base_logits_model(const std::string& path);
 // Reads and checks the file against the run it is to be reused in: every mismatch is an error naming the file.
 Result<BaseLogits> load_base_logits(const std::string& path, const EvalText& text, int64_t n_vocab,
                                     const EvalOptions& options);

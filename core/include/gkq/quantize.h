@@ -41,6 +41,11 @@ struct QuantizeOptions {
     int n_threads = 0;             // 0: one per hardware thread
     Vocabulary vocab;              // stored when the model carries none (llama2.c checkpoints)
     std::string producer = "gkq";  // the knot header's producer string
+    // A tensor already stored block-quantized (q8_0, q4_0, llama2.c q8_g) is refused unless this is set: encoding it
+    // again adds a second rounding error to the first (llama-quantize's --allow-requantize rule).
+    bool allow_requantize = false;
+    // An explicit rank above a matrix's smallest dimension is refused unless this is set (then it is capped there).
+    bool force = false;
 };
 
 struct QuantizedTensor {
@@ -133,7 +138,10 @@ struct ReconstructReport {
 
 // Decodes every record of the (whole, unsharded) knot `knot_path` to float32 and writes a model in the format
 // its extension names: .safetensors (+ config.json beside it), .gguf (with the vocabulary), .bin (llama2.c v0).
+// The model file is written first, then config.json, each atomically. Before any work, a .safetensors output is
+// refused (InvalidArgument) when the config.json beside it describes another model (architecture, shapes, vocab)
+// or tokenizer files of an unknown model lie there, unless `replace_other_model`.
 Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::string& out_path, int n_threads = 0,
-                                      const ProgressFn& progress = {});
+                                      const ProgressFn& progress = {}, bool replace_other_model = false);
 
 }  // namespace gkq

@@ -37,6 +37,12 @@ enum class IoBackend {
 std::string_view io_backend_name(IoBackend b);  // "auto", "io_uring", "io_uring_basic", "epoll"
 Result<IoBackend> parse_io_backend(std::string_view s);
 
+// Defaults sized from the machine (std::thread::hardware_concurrency, 1 when unknown): generations run at once,
+// half the cores (each generation's matrix products use threads too), 1 to 16; waiting generations 32 per worker,
+// so that a burst of 32 clients on one worker waits instead of getting 429.
+int default_server_workers();
+int default_server_queue(int n_workers);
+
 struct ServerConfig {
     std::string host = "127.0.0.1";
     uint16_t port = 8080;  // 0: any free port (read it back with Server::port())
@@ -54,21 +60,24 @@ struct ServerConfig {
     IoBackend io_backend = IoBackend::Auto;
 
     // limits
-    size_t max_target_bytes = 8192;   // 414 beyond
-    size_t max_header_bytes = 16384;  // 431 beyond
-    size_t max_headers = 100;         // 431 beyond
-    size_t max_body_bytes = 1 << 20;  // 413 beyond
-    int header_timeout_ms = 10000;    // first byte of a request to the end of its headers (408)
-    int body_timeout_ms = 30000;      // end of headers to the end of the body (408)
-    int idle_timeout_ms = 60000;      // keep-alive connection with nothing in progress: closed
-    int max_connections = 1024;       // further connections get 503 + Retry-After and are closed
-    int drain_timeout_ms = 30000;     // drain(): connections still open after this are closed
-    int64_t max_tokens_limit = 4096;  // largest max_tokens a request may ask for
+    size_t max_target_bytes = 8192;         // 414 beyond
+    size_t max_header_bytes = 16384;        // 431 beyond
+    size_t max_headers = 100;               // 431 beyond
+    size_t max_body_bytes = 1 << 20;        // 413 beyond
+    int header_timeout_ms = 10000;          // accept or first byte of a request to the end of its headers (408; a
+                                            // connection that sends nothing is closed when it runs out)
+    int body_timeout_ms = 30000;            // end of headers to the end of the body (408)
+    int idle_timeout_ms = 60000;            // keep-alive connection with nothing in progress: closed
+    int max_connections = 1024;             // at the cap the oldest idle connection is closed for a new one; with none
+                                            // idle, new ones get 503 + Retry-After and are closed
+    int max_connections_per_address = 256;  // the same per client address (0: no per-address cap)
+    int drain_timeout_ms = 30000;           // drain(): connections still open after this are closed
+    int64_t max_tokens_limit = 4096;        // largest max_tokens a request may ask for
 
     // inference
-    int n_workers = 1;        // concurrent generations (each holds its own KV cache)
-    int n_threads = 0;        // threads per generation's matrix products; 0: all cores
-    int max_queue = 16;       // waiting generations beyond the running ones; more: 429 + Retry-After
+    int n_workers = default_server_workers();         // concurrent generations (each holds its own KV cache)
+    int n_threads = 0;                                // threads per generation's matrix products; 0: all cores
+    int max_queue = default_server_queue(n_workers);  // waiting generations beyond the running ones; more: 429
     int64_t max_context = 0;  // positions per generation; 0: the model's context, capped at 4096
 
     // For tests: called on the worker thread as it starts each generation (blocking here holds the worker).
@@ -76,8 +85,8 @@ struct ServerConfig {
 };
 
 // Reads MEMORY_RESIDENT_MODE, WEIGHTS_PATH, GPU_CACHE_SIZE_MB, MAX_AGE_SECONDS, USE_CDN_FALLBACK, IO_BACKEND
-// (and GKQ_MODEL_ID) through `get` (nullptr: unset) on top of `base`. An invalid value is InvalidArgument naming
-// the variable and the value.
+// (and GKQ_MODEL_ID, GKQ_MAX_CONNECTIONS_PER_ADDRESS) through `get` (nullptr: unset) on top of `base`. An invalid value
+// is InvalidArgument naming the variable and the value.
 Result<ServerConfig> apply_server_env(ServerConfig base, const std::function<const char*(const char*)>& get);
 
 enum class ServerPhase { Loading, Ready, Failed, Draining, Stopped };

@@ -80,4 +80,14 @@ std::vector<std::string> tokenizers_beside(const std::string& model_path);
 Result<Tokenizer> tokenizer_for_model(const std::string& model_path, const Vocabulary& vocab, int64_t vocab_size,
                                       const std::string& given = {});
 
+// The vocabulary tokenizer_for_model() builds its tokenizer from (the one lookup, for callers that store it, as
+// quantize does in a knot), with the file it came from: `source` is the tokenizer file read, empty when it is the
+// model's own `vocab`. Same errors as tokenizer_for_model().
+struct FoundVocabulary {
+    Vocabulary vocab;
+    std::string source;
+};
+Result<FoundVocabulary> vocabulary_for_model(const std::string& model_path, const Vocabulary& vocab, int64_t vocab_size,
+                                             const std::string& given = {});
+
 }  // namespace gkq

@@ -52,32 +52,61 @@ Result<Tokenizer> choose_tokenizer(const std::string& model_path, const Vocabula
 
 // The bytes of a text file: NotFound "PATH: cannot open the text file", IoError "PATH: read failed".
 Result<std::string> read_eval_text(const std::string& path);
-// The text as scored: its tokens without BOS (the dummy prefix included), BOS, size and hash.
+
+// How a text is cut into what is scored; every report names it.
+struct EvalProtocol {
+    // false: llama.cpp's --kl-divergence protocol, the text as one token stream (separators scored as text, and
+    // counted); true: the text split at the separators (which, with the whitespace around them, are not scored),
+    // each document from BOS, windows never crossing documents.
+    bool per_document = false;
+    std::vector<std::string> separators;  // the document separators recognised
+    int64_t n_separators = 0;             // their occurrences in the text
+    int64_t n_documents = 1;              // documents scored (per-document: the non-empty ones)
+
+    std::string name() const;      // "per-document" or "llama.cpp --kl-divergence"
+    std::string describe() const;  // one line: what is scored, and what the separators are
+};
+
+// The separators recognised when none is given: "<|endoftext|>" and the tokenizer's EOS piece without the
+// whitespace around it (llama2.c's tokenizer.bin spells EOS "\n</s>\n": the text between documents is "</s>").
+std::vector<std::string> default_doc_separators(const Tokenizer& tokenizer);
+
+// The text as scored: its tokens without BOS (the dummy prefix included), BOS, size and hash (one token stream).
 EvalText make_eval_text(const Tokenizer& tokenizer, std::string_view text);
+// The text as scored under `protocol`, whose counts are filled in. Per-document: the documents' tokens one after the
+// other with EvalText::doc_starts, the bytes of the documents, and a hash over each document and its size (saved
+// base logits of another cut do not match).
+EvalText make_eval_text(const Tokenizer& tokenizer, std::string_view text, EvalProtocol& protocol);
 
 // ---- evaluation ---------------------------------------------------------------------------------------------------
 
 struct EvalRequest {
-    std::string base;       // model file, folder or knot: the base, or the one model of a perplexity run
+    // Model file, folder or knot: the base, or the one model of a perplexity run. Empty with base_logits: the base
+    // model those logits were saved with (the file names it; an error when it names none or it is gone).
+    std::string base;
     std::string text_path;  // UTF-8 text; the report's text label
     TokenizerChoice tokenizer;
     EvalOptions windows;
-    int n_threads = 0;        // threads per matrix product; 0: all cores
-    std::string save_base;    // write the base logits here after the first comparison that runs the base
-    std::string base_logits;  // reuse these saved base logits instead of running the base
+    int n_threads = 0;          // threads per matrix product; 0: all cores
+    std::string save_base;      // write the base logits here after the first comparison that runs the base
+    std::string base_logits;    // reuse these saved base logits instead of running the base
+    bool per_document = false;  // the per-document protocol (EvalProtocol)
+    std::string doc_separator;  // the one document separator; empty: default_doc_separators()
 };
 
 // One evaluation: the models as given and the core's report.
 struct EvalRun {
     std::string model;      // the base (or the single model)
     std::string candidate;  // empty for a perplexity run
+    EvalProtocol protocol;  // how the text was cut
     EvalReport report;
 };
 
 // A text, its tokenizer and a loaded base, against which candidates are evaluated one after the other.
 class EvalSession {
 public:
-    // Reads the text, loads the base, chooses the tokenizer and tokenizes the text, in that order.
+    // Reads the text, loads the base (named by request.base_logits when request.base is empty), chooses the
+    // tokenizer and tokenizes the text under the request's protocol, in that order.
     static Result<EvalSession> open(const EvalRequest& request);
 
     EvalSession(EvalSession&&) noexcept;
@@ -89,11 +118,13 @@ public:
     // The candidate (model file, folder or knot) against the base. With `keep_base` the base's logits of this pass
     // are kept and every later candidate reuses them (the base then runs over the text once per session); with
     // request.base_logits they are read from that file and the base never runs; request.save_base writes them
-    // after the first pass that computes them.
+    // after the first pass that computes them, naming the base model (its absolute path).
     Result<EvalRun> compare(const std::string& candidate, const ProgressFn& progress = {}, bool keep_base = false);
 
     int64_t base_passes() const;  // times the base ran over the text (perplexity runs included)
     const EvalText& text() const;
+    const EvalProtocol& protocol() const;
+    const std::string& base() const;  // the base model (request.base, or the one the saved logits name)
 
 private:
     struct State;

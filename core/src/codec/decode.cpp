@@ -21,6 +21,11 @@ struct DecodePlan {
     DType residual_type = DType::Q8_0;
 };
 
+// The block type of a residual stored with `bits` per code (4 or 8, checked before).
+DType residual_type(uint8_t bits) {
+    return bits == 4 ? DType::Q4_0 : DType::Q8_0;
+}
+
 std::string label_of(const EncodedTensor& t) {
     return "tensor '" + t.name + "' (" + std::string(method_name(t.method)) + ")";
 }
@@ -39,6 +44,14 @@ Status expect_payload(const EncodedTensor& t, uint64_t expected, const std::stri
     if (t.payload.size() == expected) return Status::ok();
     return corrupt(t, "payload is " + std::to_string(t.payload.size()) + " bytes, expected " +
                           std::to_string(expected) + " for " + what);
+}
+
+// Block types store each row as whole blocks of `type` (sizes: the type table).
+Status expect_whole_blocks(const EncodedTensor& t, DType type, int64_t cols) {
+    const int64_t block = dtype_block_elements(type);
+    if (cols % block == 0) return Status::ok();
+    return corrupt(t, "row length " + std::to_string(cols) + " is not a multiple of the " + std::to_string(block) +
+                          "-element block");
 }
 
 Status plan_decode(const EncodedTensor& t, DecodePlan& plan) {
@@ -60,10 +73,9 @@ Status plan_decode(const EncodedTensor& t, DecodePlan& plan) {
             if (Status s = expect_zero(t, "flags", t.flags); !s) return s;
             if (t.method == Method::F32) return expect_payload(t, n * 4, shape_text);
             if (t.method == Method::F16) return expect_payload(t, n * 2, shape_text);
-            if (ms->cols % 32 != 0)
-                return corrupt(t,
-                               "row length " + std::to_string(ms->cols) + " is not a multiple of the 32-element block");
-            return expect_payload(t, n / 32 * (t.method == Method::Q8_0 ? 34 : 18), shape_text);
+            const DType type = t.method == Method::Q8_0 ? DType::Q8_0 : DType::Q4_0;
+            if (Status s = expect_whole_blocks(t, type, ms->cols); !s) return s;
+            return expect_payload(t, *dtype_storage_bytes(type, n), shape_text);
         }
         case Method::LowRank:
         case Method::LowRankResidual: {
@@ -74,9 +86,7 @@ Status plan_decode(const EncodedTensor& t, DecodePlan& plan) {
             } else {
                 if (t.residual_bits != 4 && t.residual_bits != 8)
                     return corrupt(t, "residual_bits is " + std::to_string(t.residual_bits) + ", expected 4 or 8");
-                if (ms->cols % 32 != 0)
-                    return corrupt(
-                        t, "row length " + std::to_string(ms->cols) + " is not a multiple of the 32-element block");
+                if (Status s = expect_whole_blocks(t, residual_type(t.residual_bits), ms->cols); !s) return s;
             }
             uint64_t consumed = 0;
             if (Status s = read_lowrank_section(t, ms->rows, ms->cols, plan.section, consumed); !s) return s;
@@ -87,9 +97,9 @@ Status plan_decode(const EncodedTensor& t, DecodePlan& plan) {
                                           " bytes but the low-rank section ends at " + std::to_string(consumed));
                 return Status::ok();
             }
-            plan.residual_type = t.residual_bits == 4 ? DType::Q4_0 : DType::Q8_0;
+            plan.residual_type = residual_type(t.residual_bits);
             plan.residual_offset = consumed;
-            const uint64_t expected = n / 32 * (t.residual_bits == 4 ? 18 : 34);
+            const uint64_t expected = *dtype_storage_bytes(plan.residual_type, n);
             if (rest != expected)
                 return corrupt(t, "residual blocks after offset " + std::to_string(consumed) + " take " +
                                       std::to_string(rest) + " bytes, expected " + std::to_string(expected) + " for " +

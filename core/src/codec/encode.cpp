@@ -14,12 +14,15 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <optional>
 
 namespace gkq {
 
 using namespace codec;
 
 namespace {
+
+constexpr double kF16Max = 65504.0;  // the largest finite half-precision value
 
 std::string fmt(double x) {
     char buf[32];
@@ -244,11 +247,38 @@ Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& para
                    ": stored f32 instead of " + requested;
         p.method = Method::F32;
     }
-    const bool blocks = p.method == Method::Q8_0 || p.method == Method::Q4_0 || p.method == Method::LowRankResidual;
-    if (blocks && ms.cols % 32 != 0) {
-        fallback =
-            "row length " + std::to_string(ms.cols) + " is not a multiple of 32: stored f16 instead of " + requested;
+    std::optional<DType> blocks;  // the block type the payload stores: the method's own, or the residual's
+    if (p.method == Method::Q8_0) blocks = DType::Q8_0;
+    if (p.method == Method::Q4_0) blocks = DType::Q4_0;
+    if (p.method == Method::LowRankResidual) blocks = residual_dtype(p.residual);
+    if (blocks && ms.cols % dtype_block_elements(*blocks) != 0) {
+        fallback = "row length " + std::to_string(ms.cols) + " is not a multiple of " +
+                   std::to_string(dtype_block_elements(*blocks)) + ": stored f16 instead of " + requested;
         p.method = Method::F16;
+    }
+    // f16 (and the f16 block scales of q8_0 / q4_0) cannot hold magnitudes above 65504: such a value would be stored
+    // as infinity. A fallback to f16 becomes f32; a requested method is refused, naming the value.
+    const uint64_t n_values = static_cast<uint64_t>(ms.n);
+    if (p.method == Method::F16 || p.method == Method::Q8_0 || p.method == Method::Q4_0) {
+        // A block's f16 scale is amax / 127 (q8_0) or amax / 8 (q4_0).
+        const double limit = p.method == Method::F16 ? kF16Max : kF16Max * (p.method == Method::Q8_0 ? 127.0 : 8.0);
+        uint64_t at = n_values;
+        for (uint64_t i = 0; i < n_values && at == n_values; ++i)
+            if (std::isfinite(in.data[i]) && std::fabs(static_cast<double>(in.data[i])) > limit) at = i;
+        if (at < n_values) {
+            char v[48];
+            std::snprintf(v, sizeof v, "%g", static_cast<double>(in.data[at]));
+            const std::string why = "value " + std::string(v) + " at element " + std::to_string(at) +
+                                    " is beyond what " + std::string(method_name(p.method)) + " stores (|x| <= " +
+                                    (p.method == Method::F16    ? "65504"
+                                     : p.method == Method::Q8_0 ? "65504 x 127"
+                                                                : "65504 x 8") +
+                                    ")";
+            if (fallback.empty()) return error(StatusCode::InvalidArgument, label + ": " + why + "; choose f32 for it");
+            fallback = "row length " + std::to_string(ms.cols) + " is not a multiple of 32 and " + why +
+                       ": stored f32 instead of " + requested;
+            p.method = Method::F32;
+        }
     }
 
     LowRankNotes notes;
@@ -266,11 +296,11 @@ Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& para
             break;
         }
         case Method::Q8_0:
-            e.payload.resize(n / 32 * 34);
+            e.payload.resize(*dtype_storage_bytes(DType::Q8_0, n));
             quantize_q8_0(in.data, n, e.payload.data());
             break;
         case Method::Q4_0:
-            e.payload.resize(n / 32 * 18);
+            e.payload.resize(*dtype_storage_bytes(DType::Q4_0, n));
             quantize_q4_0(in.data, n, e.payload.data());
             break;
         case Method::LowRank:

@@ -1,5 +1,8 @@
 // The built-in presets (what each stores for each tensor role) and the resolution of overrides on top of them.
 #include "gkq/codec.h"
+#include "gkq/type_traits.h"
+
+#include <cstdio>
 
 namespace gkq {
 
@@ -11,6 +14,22 @@ CodecParams plain(Method m) {
     CodecParams p;
     p.method = m;
     return p;
+}
+
+// "Q8_0 blocks (N int8 codes + f16 scale, B bits per weight)", with the sizes of the type table.
+std::string blocks_text(DType t, const char* codes) {
+    const TypeTraits& traits = type_traits(t);
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s blocks (%lld %s codes + f16 scale, %g bits per weight)",
+                  std::string(traits.ggml_name).c_str(), static_cast<long long>(traits.block_elements), codes,
+                  8.0 * static_cast<double>(traits.block_bytes) / static_cast<double>(traits.block_elements));
+    return buf;
+}
+
+// The sentence on matrices whose rows cannot be cut into blocks of `t`.
+std::string f16_fallback_text(DType t) {
+    return "A matrix whose row length is not a multiple of " + std::to_string(dtype_block_elements(t)) +
+           " is stored f16. ";
 }
 
 bool is_projection(TensorRole r) {
@@ -74,28 +93,30 @@ Preset make_paper() {
 Preset make_block(Method m) {
     Preset p;
     p.name = m == Method::Q8_0 ? "q8_0" : "q4_0";
-    p.description = std::string("Baseline: every matrix, token_embd and output included, as llama.cpp ") +
-                    (m == Method::Q8_0 ? "Q8_0 blocks (32 int8 codes + f16 scale, 8.5 bits per weight)"
-                                       : "Q4_0 blocks (32 4-bit codes + f16 scale, 4.5 bits per weight)") +
-                    ", bit-compatible, no SVD (like llama-quantize --pure). A matrix whose row length is not a "
-                    "multiple of 32 is stored f16. Norms: f32.";
+    const DType t = m == Method::Q8_0 ? DType::Q8_0 : DType::Q4_0;
+    p.description = "Baseline: every matrix, token_embd and output included, as llama.cpp " +
+                    blocks_text(t, m == Method::Q8_0 ? "int8" : "4-bit") +
+                    ", bit-compatible, no SVD (like llama-quantize --pure). " + f16_fallback_text(t) + "Norms: f32.";
     p.by_role = table([m](TensorRole) { return plain(m); }, plain(m));
     return p;
 }
 
 Preset make_lowrank_q4() {
+    constexpr int kRankDivisor = 32;  // the rank is at most min(rows, cols) / this
     Preset p;
     p.name = "lowrank-q4";
     p.description =
         "Low rank plus Q4_0 residual, for every matrix: the truncated SVD of W keeps rank min(16, max(1, "
-        "floor(min(rows, cols) / 32))) with 8-bit factors and f32 sigma; the residual W - (decoded low-rank part) is "
+        "floor(min(rows, cols) / " +
+        std::to_string(kRankDivisor) +
+        "))) with 8-bit factors and f32 sigma; the residual W - (decoded low-rank part) is "
         "stored as Q4_0 blocks, so the blocks carry what the low-rank part misses including its own quantization "
-        "error. Decoded as U S V^T + deq(Q4_0). A matrix whose row length is not a multiple of 32 is stored f16. "
-        "Norms: f32.";
+        "error. Decoded as U S V^T + deq(Q4_0). " +
+        f16_fallback_text(DType::Q4_0) + "Norms: f32.";
     CodecParams c;
     c.method = Method::LowRankResidual;
     c.rank = 16;
-    c.max_rank_fraction = 1.0 / 32.0;
+    c.max_rank_fraction = 1.0 / kRankDivisor;
     c.factor_bits = 8;
     c.residual = ResidualKind::Q4_0;
     c.target = LowRankTarget::Weights;

@@ -17,8 +17,9 @@ static_assert(std::endian::native == std::endian::little, "the base logits file 
 namespace {
 
 constexpr char kMagic[8] = {'G', 'K', 'Q', 'B', 'A', 'S', 'E', '\0'};
-constexpr uint32_t kVersion = 1;
-constexpr uint64_t kHeaderBytes = 64;
+constexpr uint32_t kVersion = 2;       // written; 1 is still read
+constexpr uint64_t kHeaderBytes = 64;  // then the model path (version 2)
+constexpr uint32_t kMaxModelBytes = 4096;
 
 template <class T>
 void put(std::string& out, T v) {
@@ -38,6 +39,9 @@ Status save_base_logits(const std::string& path, const BaseLogits& b) {
     if (b.logits.size() != n * static_cast<uint64_t>(b.n_vocab))
         return error(StatusCode::Internal, path + ": " + std::to_string(b.logits.size()) + " logits for " +
                                                std::to_string(n) + " tokens of " + std::to_string(b.n_vocab));
+    if (b.model.size() > kMaxModelBytes)
+        return error(StatusCode::InvalidArgument,
+                     path + ": the base model's path is longer than " + std::to_string(kMaxModelBytes) + " bytes");
     std::string head;
     head.append(kMagic, 8);
     put<uint32_t>(head, kVersion);
@@ -46,16 +50,37 @@ Status save_base_logits(const std::string& path, const BaseLogits& b) {
     put<uint32_t>(head, static_cast<uint32_t>(b.stride));
     put<uint64_t>(head, n);
     put<int32_t>(head, b.text.bos_id);
-    put<uint32_t>(head, 0);
+    put<uint32_t>(head, static_cast<uint32_t>(b.model.size()));
     put<uint64_t>(head, b.text.n_bytes);
     put<uint64_t>(head, token_hash(b.text.tokens));
     put<uint64_t>(head, b.text.text_hash);
+    head += b.model;
     auto f = AtomicFile::create(path);
     if (!f) return f.status();
     if (Status s = f->write(head); !s) return s;
     if (Status s = f->write(b.text.tokens.data(), n * sizeof(int32_t)); !s) return s;
     if (Status s = f->write(b.logits.data(), b.logits.size() * sizeof(float)); !s) return s;
     return f->commit();
+}
+
+Result<std::string> base_logits_model(const std::string& path) {
+    auto mapped = MappedFile::open(path);
+    if (!mapped) return mapped.status();
+    const uint64_t size = mapped->size();
+    if (size < kHeaderBytes || std::memcmp(mapped->data(), kMagic, 8) != 0)
+        return error(StatusCode::Corrupt, path + ": not a usable base logits file: no GKQBASE header");
+    ByteReader r(mapped->data(), size, path);
+    uint32_t version = 0, model_bytes = 0;
+    r.skip(8, "magic");
+    r.read(version, "version");
+    r.skip(4 * 3 + 8 + 4, "header");
+    r.read(model_bytes, "n_model_bytes");
+    if (!r.ok()) return r.status();
+    if (version == 1) return std::string();
+    if (version != kVersion || model_bytes > kMaxModelBytes || model_bytes > size - kHeaderBytes)
+        return error(StatusCode::Corrupt, path + ": not a usable base logits file: version " + std::to_string(version) +
+                                              ", n_model_bytes " + std::to_string(model_bytes));
+    return std::string(reinterpret_cast<const char*>(mapped->data() + kHeaderBytes), model_bytes);
 }
 
 Result<BaseLogits> load_base_logits(const std::string& path, const EvalText& text, int64_t n_vocab,
@@ -67,15 +92,16 @@ Result<BaseLogits> load_base_logits(const std::string& path, const EvalText& tex
     auto corrupt = [&](const std::string& why) {
         return error(StatusCode::Corrupt, path + ": not a usable base logits file: " + why);
     };
+    std::string saved_from;  // "; saved with base model M" once the header is read
     auto mismatch = [&](const std::string& why) {
-        return error(StatusCode::InvalidArgument, path + ": saved for a different run: " + why);
+        return error(StatusCode::InvalidArgument, path + ": saved for a different run: " + why + saved_from);
     };
     if (size < kHeaderBytes)
         return corrupt(std::to_string(size) + " bytes, shorter than the " + std::to_string(kHeaderBytes) +
                        "-byte header");
     if (std::memcmp(d, kMagic, 8) != 0) return corrupt("bad magic at offset 0 (expected GKQBASE)");
     ByteReader r(d, size, path);
-    uint32_t version = 0, vocab = 0, ctx = 0, stride = 0, reserved = 0;
+    uint32_t version = 0, vocab = 0, ctx = 0, stride = 0, model_bytes = 0;
     uint64_t n = 0, n_bytes = 0, tok_hash = 0, txt_hash = 0;
     int32_t bos = 0;
     r.skip(8, "magic");
@@ -85,18 +111,25 @@ Result<BaseLogits> load_base_logits(const std::string& path, const EvalText& tex
     r.read(stride, "stride");
     r.read(n, "n_tokens");
     r.read(bos, "bos");
-    r.read(reserved, "reserved");
+    r.read(model_bytes, "n_model_bytes");
     r.read(n_bytes, "n_bytes");
     r.read(tok_hash, "token hash");
     r.read(txt_hash, "text hash");
     if (!r.ok()) return r.status();
-    if (version != kVersion)
+    if (version != 1 && version != kVersion)
         return error(StatusCode::Unsupported, path + ": base logits file version " + std::to_string(version) +
-                                                  " (this gkq reads version " + std::to_string(kVersion) + ")");
+                                                  " (this gkq reads versions 1 and " + std::to_string(kVersion) + ")");
+    if (version == 1 && model_bytes != 0) return corrupt("version 1 with a non-zero reserved field at offset 36");
+    if (model_bytes > kMaxModelBytes || model_bytes > size - kHeaderBytes)
+        return corrupt("n_model_bytes " + std::to_string(model_bytes) + " at offset 36 is beyond " +
+                       std::to_string(std::min<uint64_t>(kMaxModelBytes, size - kHeaderBytes)));
+    const std::string model(reinterpret_cast<const char*>(d + kHeaderBytes), model_bytes);
+    const uint64_t data_offset = kHeaderBytes + model_bytes;
+    if (!model.empty()) saved_from = " (saved with base model " + model + ": pass --base " + model + ")";
     if (vocab == 0 || n == 0) return corrupt("n_vocab " + std::to_string(vocab) + ", n_tokens " + std::to_string(n));
     uint64_t tok_bytes = 0, logit_count = 0, logit_bytes = 0, expected = 0;
     if (!checked_mul(n, 4, tok_bytes) || !checked_mul(n, vocab, logit_count) ||
-        !checked_mul(logit_count, 4, logit_bytes) || !checked_add(kHeaderBytes, tok_bytes, expected) ||
+        !checked_mul(logit_count, 4, logit_bytes) || !checked_add(data_offset, tok_bytes, expected) ||
         !checked_add(expected, logit_bytes, expected) || expected != size)
         return corrupt("the header's " + std::to_string(n) + " tokens x " + std::to_string(vocab) +
                        " logits need a different size than the file's " + std::to_string(size) + " bytes");
@@ -113,6 +146,7 @@ Result<BaseLogits> load_base_logits(const std::string& path, const EvalText& tex
     try {
         BaseLogits b;
         b.path = path;
+        b.model = model;
         b.n_vocab = vocab;
         b.n_ctx = ctx;
         b.stride = stride;
@@ -120,11 +154,11 @@ Result<BaseLogits> load_base_logits(const std::string& path, const EvalText& tex
         b.text.n_bytes = n_bytes;
         b.text.text_hash = txt_hash;
         b.text.tokens.resize(static_cast<size_t>(n));
-        std::memcpy(b.text.tokens.data(), d + kHeaderBytes, tok_bytes);
+        std::memcpy(b.text.tokens.data(), d + data_offset, tok_bytes);
         if (token_hash(b.text.tokens) != tok_hash) return corrupt("the tokens do not match their hash in the header");
         if (b.text.tokens != text.tokens) return mismatch("the tokens differ from the text's (another tokenizer?)");
         b.logits.resize(static_cast<size_t>(logit_count));
-        std::memcpy(b.logits.data(), d + kHeaderBytes + tok_bytes, logit_bytes);
+        std::memcpy(b.logits.data(), d + data_offset + tok_bytes, logit_bytes);
         return b;
     } catch (const std::bad_alloc&) {
         return error(StatusCode::Unsupported, path + ": does not fit in memory");

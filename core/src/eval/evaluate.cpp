@@ -150,13 +150,28 @@ struct Window {
     int64_t score_from = 0;  // first token this window scores
 };
 
-std::vector<Window> make_windows(int64_t n_tokens, int64_t n_ctx, int64_t stride) {
-    std::vector<Window> w;
-    int64_t prev_end = 0;
-    for (int64_t b = 0; prev_end < n_tokens; b += stride) {
-        const int64_t e = std::min(b + n_ctx, n_tokens);
+// The windows over tokens [first, last): each starts with BOS, and scores only what no earlier one scored.
+void add_windows(std::vector<Window>& w, int64_t first, int64_t last, int64_t n_ctx, int64_t stride) {
+    int64_t prev_end = first;
+    for (int64_t b = first; prev_end < last; b += stride) {
+        const int64_t e = std::min(b + n_ctx, last);
         if (e > prev_end) w.push_back({b, e, std::max(b, prev_end)});
         prev_end = e;
+    }
+}
+
+// One token stream, or (doc_starts set) each document on its own.
+std::vector<Window> make_windows(const EvalText& text, int64_t n_ctx, int64_t stride) {
+    std::vector<Window> w;
+    const auto n = static_cast<int64_t>(text.tokens.size());
+    if (text.doc_starts.empty()) {
+        add_windows(w, 0, n, n_ctx, stride);
+        return w;
+    }
+    for (size_t d = 0; d < text.doc_starts.size(); ++d) {
+        const int64_t first = std::clamp<int64_t>(text.doc_starts[d], 0, n);
+        const int64_t last = d + 1 < text.doc_starts.size() ? std::clamp<int64_t>(text.doc_starts[d + 1], first, n) : n;
+        add_windows(w, first, last, n_ctx, stride);
     }
     return w;
 }
@@ -247,7 +262,7 @@ Result<EvalReport> evaluate_perplexity(Transformer& model, const EvalText& text,
     const int64_t n_vocab = model.config().vocab_size;
     if (Status s = check_tokens(text, n_vocab, "the model"); !s) return s;
     try {
-        const std::vector<Window> windows = make_windows(static_cast<int64_t>(text.tokens.size()), o->n_ctx, o->stride);
+        const std::vector<Window> windows = make_windows(text, o->n_ctx, o->stride);
         EvalAccumulator acc(false);
         Status s =
             run_windows(windows, text, {{&model, ""}}, progress, [&](const Window& w, const float* const* logits) {
@@ -278,7 +293,7 @@ Result<EvalReport> evaluate_compare(Transformer& base, Transformer& candidate, c
     if (!o) return o.status();
     if (Status s = check_tokens(text, n_vocab, "the model"); !s) return s;
     try {
-        const std::vector<Window> windows = make_windows(static_cast<int64_t>(text.tokens.size()), o->n_ctx, o->stride);
+        const std::vector<Window> windows = make_windows(text, o->n_ctx, o->stride);
         if (save_base != nullptr) {
             save_base->n_vocab = n_vocab;
             save_base->n_ctx = o->n_ctx;
@@ -326,7 +341,7 @@ Result<EvalReport> evaluate_compare_saved(const BaseLogits& base, Transformer& c
     if (base.logits.size() != text.tokens.size() * static_cast<size_t>(n_vocab))
         return error(StatusCode::Internal, base.path + ": logits do not match the token count");
     try {
-        const std::vector<Window> windows = make_windows(static_cast<int64_t>(text.tokens.size()), o->n_ctx, o->stride);
+        const std::vector<Window> windows = make_windows(text, o->n_ctx, o->stride);
         EvalAccumulator acc(true);
         Status s =
             run_windows(windows, text, {{&candidate, ""}}, progress, [&](const Window& w, const float* const* logits) {

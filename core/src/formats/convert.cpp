@@ -1,6 +1,9 @@
 #include "gkq/convert.h"
 
+#include "convert_rows.h"
+#include "gkq/block_layout.h"
 #include "gkq/tensor.h"
+#include "gkq/type_traits.h"
 
 #include <algorithm>
 #include <bit>
@@ -84,10 +87,11 @@ void encode_bf16(const float* src, uint64_t n, uint16_t* dst) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// llama.cpp block formats
+// llama.cpp block formats (layouts: gkq/block_layout.h)
 
 namespace {
-constexpr int QK = 32;
+constexpr BlockLayout Q8 = kQ8_0Block;
+constexpr BlockLayout Q4 = kQ4_0Block;
 
 uint16_t load_u16(const uint8_t* p) {
     uint16_t v;
@@ -96,51 +100,52 @@ uint16_t load_u16(const uint8_t* p) {
 }
 
 void dequantize_q8_0(const uint8_t* src, uint64_t n, float* dst) {
-    for (uint64_t b = 0; b < n / QK; ++b) {
-        const uint8_t* blk = src + b * 34;
+    for (uint64_t b = 0; b < n / Q8.elements; ++b) {
+        const uint8_t* blk = src + b * Q8.bytes;
         float d = f16_to_f32(load_u16(blk));
-        const auto* qs = reinterpret_cast<const int8_t*>(blk + 2);
-        for (int j = 0; j < QK; ++j) dst[b * QK + j] = static_cast<float>(qs[j]) * d;
+        const auto* qs = reinterpret_cast<const int8_t*>(blk + Q8.codes_offset);
+        for (int j = 0; j < Q8.elements; ++j) dst[b * Q8.elements + j] = static_cast<float>(qs[j]) * d;
     }
 }
 
 void dequantize_q4_0(const uint8_t* src, uint64_t n, float* dst) {
-    for (uint64_t b = 0; b < n / QK; ++b) {
-        const uint8_t* blk = src + b * 18;
+    for (uint64_t b = 0; b < n / Q4.elements; ++b) {
+        const uint8_t* blk = src + b * Q4.bytes;
         float d = f16_to_f32(load_u16(blk));
-        const uint8_t* qs = blk + 2;
-        for (int j = 0; j < QK / 2; ++j) {
+        const uint8_t* qs = blk + Q4.codes_offset;
+        for (int j = 0; j < Q4.elements / 2; ++j) {
             int x0 = (qs[j] & 0x0F) - 8;
             int x1 = (qs[j] >> 4) - 8;
-            dst[b * QK + j] = static_cast<float>(x0) * d;
-            dst[b * QK + j + QK / 2] = static_cast<float>(x1) * d;
+            dst[b * Q4.elements + j] = static_cast<float>(x0) * d;
+            dst[b * Q4.elements + j + Q4.elements / 2] = static_cast<float>(x1) * d;
         }
     }
 }
 }  // namespace
 
 void quantize_q8_0(const float* src, uint64_t n, uint8_t* dst) {
-    for (uint64_t b = 0; b < n / QK; ++b) {
-        const float* x = src + b * QK;
+    for (uint64_t b = 0; b < n / Q8.elements; ++b) {
+        const float* x = src + b * Q8.elements;
         float amax = 0.0f;
-        for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(x[j]));
+        for (int j = 0; j < Q8.elements; ++j) amax = std::max(amax, std::fabs(x[j]));
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        uint8_t* blk = dst + b * 34;
+        uint8_t* blk = dst + b * Q8.bytes;
         uint16_t dh = f32_to_f16(d);
         std::memcpy(blk, &dh, 2);
-        for (int j = 0; j < QK; ++j) {
+        for (int j = 0; j < Q8.elements; ++j) {
             auto q = static_cast<int8_t>(std::roundf(x[j] * id));
-            std::memcpy(blk + 2 + j, &q, 1);
+            std::memcpy(blk + Q8.codes_offset + j, &q, 1);
         }
     }
 }
 
 void quantize_q4_0(const float* src, uint64_t n, uint8_t* dst) {
-    for (uint64_t b = 0; b < n / QK; ++b) {
-        const float* x = src + b * QK;
+    constexpr int half = Q4.elements / 2;
+    for (uint64_t b = 0; b < n / Q4.elements; ++b) {
+        const float* x = src + b * Q4.elements;
         float amax = 0.0f, max = 0.0f;  // max keeps the sign of the largest-magnitude value
-        for (int j = 0; j < QK; ++j) {
+        for (int j = 0; j < Q4.elements; ++j) {
             if (amax < std::fabs(x[j])) {
                 amax = std::fabs(x[j]);
                 max = x[j];
@@ -148,50 +153,122 @@ void quantize_q4_0(const float* src, uint64_t n, uint8_t* dst) {
         }
         const float d = max / -8.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        uint8_t* blk = dst + b * 18;
+        uint8_t* blk = dst + b * Q4.bytes;
         uint16_t dh = f32_to_f16(d);
         std::memcpy(blk, &dh, 2);
-        for (int j = 0; j < QK / 2; ++j) {
+        for (int j = 0; j < half; ++j) {
             const float x0 = x[j] * id;
-            const float x1 = x[QK / 2 + j] * id;
+            const float x1 = x[half + j] * id;
             const uint8_t xi0 = std::min<uint8_t>(15, static_cast<uint8_t>(static_cast<int8_t>(x0 + 8.5f)));
             const uint8_t xi1 = std::min<uint8_t>(15, static_cast<uint8_t>(static_cast<int8_t>(x1 + 8.5f)));
-            blk[2 + j] = static_cast<uint8_t>(xi0 | (xi1 << 4));
+            blk[Q4.codes_offset + j] = static_cast<uint8_t>(xi0 | (xi1 << 4));
         }
     }
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// The type table's row functions (convert_rows.h)
+
+namespace rows {
+
+void f32_to_f32(const void* src, float* dst, int64_t n) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+}
+void f16_to_f32(const void* src, float* dst, int64_t n) {
+    const auto* p = static_cast<const uint8_t*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = gkq::f16_to_f32(load_u16(p + 2 * i));
+}
+void bf16_to_f32(const void* src, float* dst, int64_t n) {
+    const auto* p = static_cast<const uint8_t*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = gkq::bf16_to_f32(load_u16(p + 2 * i));
+}
+void f64_to_f32(const void* src, float* dst, int64_t n) {
+    const auto* p = static_cast<const uint8_t*>(src);
+    for (int64_t i = 0; i < n; ++i) {
+        double v;
+        std::memcpy(&v, p + 8 * i, 8);
+        dst[i] = static_cast<float>(v);
+    }
+}
+void q8_0_to_f32(const void* src, float* dst, int64_t n) {
+    dequantize_q8_0(static_cast<const uint8_t*>(src), static_cast<uint64_t>(n), dst);
+}
+void q4_0_to_f32(const void* src, float* dst, int64_t n) {
+    dequantize_q4_0(static_cast<const uint8_t*>(src), static_cast<uint64_t>(n), dst);
+}
+
+void f32_from_f32(const float* src, void* dst, int64_t n) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+}
+// Through an aligned buffer: dst may be any byte address (a payload offset), encode_f16 writes uint16_t.
+template <uint16_t (*Encode)(float)>
+void halves_from_f32(const float* src, void* dst, int64_t n) {
+    auto* p = static_cast<uint8_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = Encode(src[i]);
+        std::memcpy(p + 2 * i, &h, 2);
+    }
+}
+void f16_from_f32(const float* src, void* dst, int64_t n) {
+    halves_from_f32<f32_to_f16>(src, dst, n);
+}
+void bf16_from_f32(const float* src, void* dst, int64_t n) {
+    halves_from_f32<f32_to_bf16>(src, dst, n);
+}
+void q8_0_from_f32(const float* src, void* dst, int64_t n) {
+    quantize_q8_0(src, static_cast<uint64_t>(n), static_cast<uint8_t*>(dst));
+}
+void q4_0_from_f32(const float* src, void* dst, int64_t n) {
+    quantize_q4_0(src, static_cast<uint64_t>(n), static_cast<uint8_t*>(dst));
+}
+
+namespace {
+// The scalar reference dot product: `chunk` values (a whole number of blocks of `chunk_bytes`) at a time converted
+// by ToF32 into a buffer, then multiplied and summed in ascending order into one f32 sum.
+template <ToF32Row ToF32, int64_t chunk, uint64_t chunk_bytes>
+float dot_by_chunks(const void* row, const float* x, int64_t n) {
+    const auto* p = static_cast<const uint8_t*>(row);
+    float buf[chunk];
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i += chunk) {
+        const int64_t m = std::min(chunk, n - i);
+        ToF32(p + static_cast<uint64_t>(i / chunk) * chunk_bytes, buf, m);
+        for (int64_t j = 0; j < m; ++j) s += buf[j] * x[i + j];
+    }
+    return s;
+}
+constexpr int64_t kPlainChunk = 64;  // values of a plain type converted at a time
+}  // namespace
+
+float f32_dot_f32(const void* row, const float* x, int64_t n) {
+    return dot_by_chunks<f32_to_f32, kPlainChunk, kPlainChunk * 4>(row, x, n);
+}
+float f16_dot_f32(const void* row, const float* x, int64_t n) {
+    return dot_by_chunks<f16_to_f32, kPlainChunk, kPlainChunk * 2>(row, x, n);
+}
+float bf16_dot_f32(const void* row, const float* x, int64_t n) {
+    return dot_by_chunks<bf16_to_f32, kPlainChunk, kPlainChunk * 2>(row, x, n);
+}
+float q8_0_dot_f32(const void* row, const float* x, int64_t n) {
+    return dot_by_chunks<q8_0_to_f32, Q8.elements, Q8.bytes>(row, x, n);
+}
+float q4_0_dot_f32(const void* row, const float* x, int64_t n) {
+    return dot_by_chunks<q4_0_to_f32, Q4.elements, Q4.bytes>(row, x, n);
+}
+
+}  // namespace rows
+
+// ---------------------------------------------------------------------------------------------------------
 
 Status convert_to_f32(DType t, const void* src, uint64_t n, float* dst) {
-    const auto* p = static_cast<const uint8_t*>(src);
-    switch (t) {
-        case DType::F32: std::memcpy(dst, p, n * 4); return Status::ok();
-        case DType::F16:
-            for (uint64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_u16(p + 2 * i));
-            return Status::ok();
-        case DType::BF16:
-            for (uint64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_u16(p + 2 * i));
-            return Status::ok();
-        case DType::F64:
-            for (uint64_t i = 0; i < n; ++i) {
-                double v;
-                std::memcpy(&v, p + 8 * i, 8);
-                dst[i] = static_cast<float>(v);
-            }
-            return Status::ok();
-        case DType::Q8_0:
-        case DType::Q4_0:
-            if (n % QK != 0)
-                return error(StatusCode::InvalidArgument, std::string(dtype_name(t)) + ": element count " +
-                                                              std::to_string(n) + " is not a multiple of 32");
-            if (t == DType::Q8_0)
-                dequantize_q8_0(p, n, dst);
-            else
-                dequantize_q4_0(p, n, dst);
-            return Status::ok();
-        default: return error(StatusCode::Unsupported, "no float32 conversion for type " + std::string(dtype_name(t)));
-    }
+    const TypeTraits& traits = type_traits(t);
+    if (traits.to_f32 == nullptr)
+        return error(StatusCode::Unsupported, "no float32 conversion for type " + std::string(traits.name));
+    if (n % static_cast<uint64_t>(traits.block_elements) != 0)
+        return error(StatusCode::InvalidArgument, std::string(traits.name) + ": element count " + std::to_string(n) +
+                                                      " is not a multiple of " + std::to_string(traits.block_elements));
+    traits.to_f32(src, dst, static_cast<int64_t>(n));
+    return Status::ok();
 }
 
 Result<std::vector<float>> tensor_to_f32(const Tensor& t) {

@@ -1,67 +1,117 @@
+// The type table (gkq/type_traits.h): one row per stored type. gkq's own types come first, in DType order, so
+// that a DType indexes its row; then every other ggml type a GGUF file may hold, by id, with the sizes of
+// llama.cpp's ggml-common.h block structs (ggml.h's enum ggml_type gives the ids; 4, 5 (removed Q4_2 / Q4_3),
+// 31..33 and 36..38 (removed repacked types) are not valid in files). Q8_0 / Q4_0 read gkq/block_layout.h, which
+// the kernels include.
 #include "gkq/dtype.h"
+#include "gkq/block_layout.h"
+#include "gkq/type_traits.h"
+
 #include "common/byte_reader.h"
+#include "convert_rows.h"
+
+#include <cstddef>
 
 namespace gkq {
 
+namespace {
+
+constexpr TypeTraits plain(DType t, std::string_view name, std::string_view ggml_name, int32_t ggml_id, uint64_t bytes,
+                           ToF32Row to = nullptr, FromF32Row from = nullptr, DotF32Row dot = nullptr) {
+    return {t, name, ggml_name, ggml_id, 1, bytes, to, from, dot};
+}
+
+constexpr TypeTraits listed(std::string_view name, std::string_view ggml_name, int32_t ggml_id, int64_t elements,
+                            uint64_t bytes) {
+    return {DType::Other, name, ggml_name, ggml_id, elements, bytes, nullptr, nullptr, nullptr};
+}
+
+constexpr TypeTraits kTable[] = {
+    // gkq's types, in DType order
+    plain(DType::F32, "f32", "F32", 0, 4, rows::f32_to_f32, rows::f32_from_f32, rows::f32_dot_f32),
+    plain(DType::F16, "f16", "F16", 1, 2, rows::f16_to_f32, rows::f16_from_f32, rows::f16_dot_f32),
+    plain(DType::BF16, "bf16", "BF16", 30, 2, rows::bf16_to_f32, rows::bf16_from_f32, rows::bf16_dot_f32),
+    plain(DType::F64, "f64", "F64", 28, 8, rows::f64_to_f32),
+    plain(DType::I8, "i8", "I8", 24, 1),
+    plain(DType::U8, "u8", "", -1, 1),
+    plain(DType::I16, "i16", "I16", 25, 2),
+    plain(DType::I32, "i32", "I32", 26, 4),
+    plain(DType::I64, "i64", "I64", 27, 8),
+    {DType::Q8_0, "q8_0", "Q8_0", 8, kQ8_0Block.elements, kQ8_0Block.bytes, rows::q8_0_to_f32, rows::q8_0_from_f32,
+     rows::q8_0_dot_f32},
+    {DType::Q4_0, "q4_0", "Q4_0", 2, kQ4_0Block.elements, kQ4_0Block.bytes, rows::q4_0_to_f32, rows::q4_0_from_f32,
+     rows::q4_0_dot_f32},
+    plain(DType::Q8_G, "q8_g", "", -1, 1),  // int8 codes; the f32 group scales are stored apart (Tensor::scales)
+    {DType::Other, "other", "", -1, 1, 0, nullptr, nullptr, nullptr},
+    // the other ggml types, by id (listed: sizes for checking files, no conversions yet)
+    listed("q4_1", "Q4_1", 3, 32, 20),     // f16 d, m + 16 B nibbles
+    listed("q5_0", "Q5_0", 6, 32, 22),     // f16 d + 4 B high bits + 16 B
+    listed("q5_1", "Q5_1", 7, 32, 24),     // f16 d, m + 4 B + 16 B
+    listed("q8_1", "Q8_1", 9, 32, 36),     // f16 d, s + 32 x i8
+    listed("q2_k", "Q2_K", 10, 256, 84),   // 16 B scales + 64 B quants + f16 d, dmin
+    listed("q3_k", "Q3_K", 11, 256, 110),  // 32 B hmask + 64 B + 12 B scales + f16 d
+    listed("q4_k", "Q4_K", 12, 256, 144),  // f16 d, dmin + 12 B scales + 128 B
+    listed("q5_k", "Q5_K", 13, 256, 176),  // f16 d, dmin + 12 B + 32 B high bits + 128 B
+    listed("q6_k", "Q6_K", 14, 256, 210),  // 128 B ql + 64 B qh + 16 B scales + f16 d
+    listed("q8_k", "Q8_K", 15, 256, 292),  // f32 d + 256 x i8 + 16 x i16 bsums
+    listed("iq2_xxs", "IQ2_XXS", 16, 256, 66),
+    listed("iq2_xs", "IQ2_XS", 17, 256, 74),
+    listed("iq3_xxs", "IQ3_XXS", 18, 256, 98),
+    listed("iq1_s", "IQ1_S", 19, 256, 50),
+    listed("iq4_nl", "IQ4_NL", 20, 32, 18),
+    listed("iq3_s", "IQ3_S", 21, 256, 110),
+    listed("iq2_s", "IQ2_S", 22, 256, 82),
+    listed("iq4_xs", "IQ4_XS", 23, 256, 136),
+    listed("iq1_m", "IQ1_M", 29, 256, 56),
+    listed("tq1_0", "TQ1_0", 34, 256, 54),
+    listed("tq2_0", "TQ2_0", 35, 256, 66),
+    listed("mxfp4", "MXFP4", 39, 32, 17),  // u8 E8M0 exponent + 16 B E2M1 nibbles
+};
+
+constexpr bool rows_follow_dtype_order() {
+    for (size_t i = 0; i <= static_cast<size_t>(DType::Other); ++i)
+        if (static_cast<size_t>(kTable[i].dtype) != i) return false;
+    return true;
+}
+static_assert(rows_follow_dtype_order(), "the first rows of the type table must follow the DType enum");
+
+}  // namespace
+
+std::span<const TypeTraits> type_table() {
+    return kTable;
+}
+
+const TypeTraits& type_traits(DType t) {
+    return kTable[static_cast<size_t>(t)];
+}
+
+const TypeTraits* type_traits_for_ggml_id(uint32_t id) {
+    for (const TypeTraits& t : kTable)
+        if (t.ggml_id >= 0 && static_cast<uint32_t>(t.ggml_id) == id) return &t;
+    return nullptr;
+}
+
+// ---- the DType queries of gkq/dtype.h, read from the table ----
+
 std::string_view dtype_name(DType t) {
-    switch (t) {
-        case DType::F32: return "f32";
-        case DType::F16: return "f16";
-        case DType::BF16: return "bf16";
-        case DType::F64: return "f64";
-        case DType::I8: return "i8";
-        case DType::U8: return "u8";
-        case DType::I16: return "i16";
-        case DType::I32: return "i32";
-        case DType::I64: return "i64";
-        case DType::Q8_0: return "q8_0";
-        case DType::Q4_0: return "q4_0";
-        case DType::Q8_G: return "q8_g";
-        case DType::Other: return "other";
-    }
-    return "?";
+    return type_traits(t).name;
 }
 
 bool dtype_is_float_convertible(DType t) {
-    switch (t) {
-        case DType::F32:
-        case DType::F16:
-        case DType::BF16:
-        case DType::F64:
-        case DType::Q8_0:
-        case DType::Q4_0:
-        case DType::Q8_G: return true;
-        default: return false;
-    }
+    return type_traits(t).to_f32 != nullptr || t == DType::Q8_G;  // Q8_G: with its scales, by tensor_to_f32
 }
 
 int64_t dtype_block_elements(DType t) {
-    return (t == DType::Q8_0 || t == DType::Q4_0) ? 32 : 1;
+    return type_traits(t).block_elements;
 }
 
 std::optional<uint64_t> dtype_storage_bytes(DType t, uint64_t n) {
-    uint64_t per = 0;
-    switch (t) {
-        case DType::F64:
-        case DType::I64: per = 8; break;
-        case DType::F32:
-        case DType::I32: per = 4; break;
-        case DType::F16:
-        case DType::BF16:
-        case DType::I16: per = 2; break;
-        case DType::I8:
-        case DType::U8:
-        case DType::Q8_G: per = 1; break;
-        case DType::Q8_0:
-            if (n % 32 != 0) return std::nullopt;
-            return (n / 32) * 34;
-        case DType::Q4_0:
-            if (n % 32 != 0) return std::nullopt;
-            return (n / 32) * 18;
-        case DType::Other: return std::nullopt;
-    }
+    const TypeTraits& traits = type_traits(t);
+    if (traits.block_bytes == 0) return std::nullopt;
+    const auto per_block = static_cast<uint64_t>(traits.block_elements);
+    if (n % per_block != 0) return std::nullopt;
     uint64_t out = 0;
-    if (!checked_mul(n, per, out)) return std::nullopt;
+    if (!checked_mul(n / per_block, traits.block_bytes, out)) return std::nullopt;
     return out;
 }
 

@@ -210,7 +210,7 @@ Status read_tensor_info(ByteReader& r, uint64_t index, const ArchSpec& arch, std
     uint32_t type_id = 0;
     uint64_t rel = 0;
     if (!read_scalar(r, what + " type", type_id) || !read_scalar(r, what + " offset", rel)) return r.status();
-    const gguf::GgmlType* type = gguf::find_ggml_type(type_id);
+    const TypeTraits* type = gguf::find_ggml_type(type_id);
     if (type == nullptr)  // possibly a type newer than this table: unsupported rather than corrupt
         return error(StatusCode::Unsupported, r.label() + ": " + what + " at offset " + u64s(type_at) +
                                                   ": unknown ggml type id " + u64s(type_id));
@@ -218,7 +218,7 @@ Status read_tensor_info(ByteReader& r, uint64_t index, const ArchSpec& arch, std
     if (ne[0] % type->block_elements != 0) {
         r.fail_at(type_at, what,
                   "row length ne[0] = " + u64s(ne[0]) + " (element count " + u64s(n_elements) +
-                      ") is not a multiple of the " + std::string(type->name) + " block size " +
+                      ") is not a multiple of the " + std::string(type->ggml_name) + " block size " +
                       std::to_string(type->block_elements));
         return r.status();
     }
@@ -236,7 +236,7 @@ Status read_tensor_info(ByteReader& r, uint64_t index, const ArchSpec& arch, std
     t.shape.assign(n_dims, 0);
     for (uint32_t j = 0; j < n_dims; ++j) t.shape[n_dims - 1 - j] = static_cast<int64_t>(ne[j]);
     t.dtype = type->dtype;
-    t.type_name = std::string(type->name);
+    t.type_name = std::string(type->ggml_name);
     t.n_bytes = n_bytes;
     out.relative_offset = rel;
     return Status::ok();

@@ -233,7 +233,7 @@ Status build_metadata(const std::string& path, const ModelConfig& c, const Vocab
 struct PlannedTensor {
     const WriteTensor* src = nullptr;
     std::string name;
-    const gguf::GgmlType* type = nullptr;
+    const TypeTraits* type = nullptr;
     uint64_t n_elements = 0;
     uint64_t n_bytes = 0;
     uint64_t offset = 0;   // relative to the data section
@@ -363,7 +363,7 @@ Status write_gguf(const std::string& path, const ModelConfig& config, const std:
         header.put(static_cast<uint32_t>(shape.size()));
         for (auto it = shape.rbegin(); it != shape.rend(); ++it)  // ne: innermost first
             header.put(static_cast<uint64_t>(*it));
-        header.put(p.type->id);
+        header.put(static_cast<uint32_t>(p.type->ggml_id));
         header.put(p.offset);
     }
     header.pad_to_alignment();

@@ -1,12 +1,14 @@
 // generate(): run.c's generate() loop with the prompt run as one batch. See generate.h.
 #include "gkq/generate.h"
 
+#include "gkq/naming.h"
 #include "gkq/sampler.h"
 #include "gkq/tokenizer.h"
 #include "gkq/transformer.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,58 @@ namespace gkq {
 namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// "blk.1.ffn_up.weight holds nan at element 17": the first weight, in the forward pass's order, with a value that
+// is not finite; empty when every weight is finite.
+std::string first_nonfinite_weight(const TransformerWeights& w) {
+    std::string found;
+    auto scan = [&](const std::vector<float>& v, TensorRole role, int32_t layer) {
+        if (!found.empty()) return;
+        for (size_t i = 0; i < v.size(); ++i)
+            if (!std::isfinite(v[i])) {
+                found = gguf_name(role, layer) + " holds " + (std::isnan(v[i]) ? "nan" : "inf") + " at element " +
+                        std::to_string(i);
+                return;
+            }
+    };
+    auto scan_matrix = [&](const Matrix& m, TensorRole role, int32_t layer) {
+        scan(m.dense, role, layer);
+        scan(m.u, role, layer);
+        scan(m.svt, role, layer);
+    };
+    scan(w.token_embedding, TensorRole::TokenEmbd, -1);
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+        const LayerWeights& x = w.layers[l];
+        const auto layer = static_cast<int32_t>(l);
+        scan(x.rms_att, TensorRole::AttnNorm, layer);
+        scan_matrix(x.wq, TensorRole::AttnQ, layer);
+        scan_matrix(x.wk, TensorRole::AttnK, layer);
+        scan_matrix(x.wv, TensorRole::AttnV, layer);
+        scan_matrix(x.wo, TensorRole::AttnO, layer);
+        scan(x.rms_ffn, TensorRole::FfnNorm, layer);
+        scan_matrix(x.w1, TensorRole::FfnGate, layer);
+        scan_matrix(x.w2, TensorRole::FfnDown, layer);
+        scan_matrix(x.w3, TensorRole::FfnUp, layer);
+    }
+    scan(w.rms_final, TensorRole::OutputNorm, -1);
+    scan_matrix(w.classifier, TensorRole::Output, -1);
+    return found;
+}
+
+// Logits that are not all finite cannot be sampled from: stop, naming the weight behind them when one is.
+Status check_logits(const Transformer& model, const float* logits, int64_t pos) {
+    const int64_t n = model.config().vocab_size;
+    for (int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(logits[i])) {
+            const std::string weight = first_nonfinite_weight(model.weights());
+            return error(StatusCode::Corrupt,
+                         "generate: the logits at position " + std::to_string(pos) + " are not finite (token " +
+                             std::to_string(i) + " is " + (std::isnan(logits[i]) ? "nan" : "inf") + "); " +
+                             (weight.empty() ? std::string("every weight is finite, so the activations overflowed")
+                                             : "the first weight that is not: " + weight));
+        }
+    return Status::ok();
 }
 }  // namespace
 
@@ -38,6 +92,7 @@ Result<GenerateStats> generate(Transformer& model, const Tokenizer& tokenizer, S
     auto t0 = std::chrono::steady_clock::now();
     auto logits = model.forward_batch(tokens.data(), n_feed, 0);
     if (!logits) return logits.status();
+    if (Status s = check_logits(model, *logits, n_feed - 1); !s) return s;
     stats.n_prompt_tokens = n_feed;
     stats.prompt_seconds = seconds_since(t0);
 
@@ -74,6 +129,7 @@ Result<GenerateStats> generate(Transformer& model, const Tokenizer& tokenizer, S
         if (pos >= steps) break;
         auto out = model.forward(token, pos);
         if (!out) return out.status();
+        if (Status s = check_logits(model, *out, pos); !s) return s;
         pos++;
         stats.n_generate_forwards++;
         next = sampler.sample(*out);

@@ -3,6 +3,7 @@
 #include "gkq/knot_model.h"
 
 #include "gkq/codec.h"
+#include "gkq/model_check.h"
 #include "gkq/model_file.h"
 #include "gkq/naming.h"
 
@@ -58,6 +59,7 @@ Result<Transformer> load_transformer(const KnotFile& knot, const TransformerOpti
     ModelConfig config = h.config;
     // As for model files: a separate classifier record decides, whatever the stored flag says.
     config.shared_classifier = find_record(knot, TensorRole::Output, -1) < 0;
+    if (Status s = check_model(knot.path(), config, knot.entries()); !s) return s;
     auto t = Transformer::load(config, knot_weight_source(knot), options);
     if (!t) return t.status().with_context(knot.path());
     return t;

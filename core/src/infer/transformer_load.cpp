@@ -5,6 +5,7 @@
 #include "common/byte_reader.h"
 #include "gkq/arch.h"
 #include "gkq/convert.h"
+#include "gkq/model_check.h"
 #include "gkq/model_file.h"
 #include "gkq/naming.h"
 #include "infer/thread_pool.h"
@@ -29,34 +30,20 @@ std::string weight_label(TensorRole role, int32_t layer) {
     return gguf_name(role, layer);
 }
 
-Status check_config(const ModelConfig& c) {
-    auto bad = [](const std::string& what) { return error(StatusCode::Unsupported, "transformer: " + what); };
+// Llama-family models this forward pass computes exactly: no biases, no sliding window below 4096 positions.
+Status check_architecture(const ModelConfig& c) {
     // The architectures of the table, whose blocks this forward pass computes (llama's: no biases, RMSNorm, SiLU).
     if (find_arch(c.architecture) == nullptr)
-        return bad("architecture '" + c.architecture + "' is not supported (" + arch_names_list() + " are)");
-    if (c.dim <= 0 || c.hidden_dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 ||
-        c.vocab_size <= 0 || c.context_length <= 0)
-        return bad("config has a non-positive size (dim " + std::to_string(c.dim) + ", hidden_dim " +
-                   std::to_string(c.hidden_dim) + ", n_layers " + std::to_string(c.n_layers) + ", n_heads " +
-                   std::to_string(c.n_heads) + ", n_kv_heads " + std::to_string(c.n_kv_heads) + ", vocab_size " +
-                   std::to_string(c.vocab_size) + ", context_length " + std::to_string(c.context_length) + ")");
-    if (c.dim % c.n_heads != 0)
-        return bad("dim " + std::to_string(c.dim) + " is not a multiple of n_heads " + std::to_string(c.n_heads));
-    if (c.n_heads % c.n_kv_heads != 0)
-        return bad("n_heads " + std::to_string(c.n_heads) + " is not a multiple of n_kv_heads " +
-                   std::to_string(c.n_kv_heads));
-    if (c.head_size() % 2 != 0)
-        return bad("head size " + std::to_string(c.head_size()) + " is odd; rotary embeddings rotate pairs");
-    if (!(c.rope_theta > 0.0) || !std::isfinite(c.rope_theta))
-        return bad("rope_theta " + std::to_string(c.rope_theta) + " is not a positive number");
-    if (!(c.norm_eps >= 0.0) || !std::isfinite(c.norm_eps))
-        return bad("norm_eps " + std::to_string(c.norm_eps) + " is not a non-negative number");
-    for (int64_t v : {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.vocab_size, c.context_length})
-        if (static_cast<uint64_t>(v) > kMaxFloats) return bad("a size exceeds " + std::to_string(kMaxFloats));
-    uint64_t n = 0;
-    if (!checked_mul(static_cast<uint64_t>(c.vocab_size), static_cast<uint64_t>(c.dim), n) || n > kMaxFloats ||
-        !checked_mul(static_cast<uint64_t>(c.hidden_dim), static_cast<uint64_t>(c.dim), n) || n > kMaxFloats)
-        return bad("a weight matrix would hold more than " + std::to_string(kMaxFloats) + " floats");
+        return error(StatusCode::Unsupported, "transformer: architecture '" + c.architecture + "' is not supported (" +
+                                                  arch_names_list() + " are)");
+    return Status::ok();
+}
+
+// The sizes: the one model-consistency check (gkq/model_check.h), as every command runs it.
+Status check_config(const ModelConfig& c) {
+    if (Status s = check_architecture(c); !s) return s;
+    const std::vector<std::string> problems = config_problems(c);
+    if (!problems.empty()) return error(StatusCode::Unsupported, "transformer: " + problems.front());
     return Status::ok();
 }
 
@@ -268,17 +255,8 @@ Result<Transformer> Transformer::load(const ModelFile& file, const TransformerOp
     ModelConfig config = file.config();
     // A file with its own classifier uses it whatever the config says (readers derive the flag from it).
     config.shared_classifier = file.find(TensorRole::Output, -1) == nullptr;
-    if (Status s = check_config(config); !s) return s.with_context(file.path());
-    for (const Required& req : required_weights(config)) {
-        const Tensor* t = file.find(req.role, req.layer);
-        if (t == nullptr)
-            return error(StatusCode::NotFound, file.path() + ": no tensor " + weight_label(req.role, req.layer) +
-                                                   " (role " + std::string(role_name(req.role)) + ")");
-        if (t->shape != shape_of(req))
-            return error(StatusCode::Corrupt, file.path() + ": tensor " + t->name + " has shape " +
-                                                  shape_to_string(t->shape) + ", the config needs " +
-                                                  shape_to_string(shape_of(req)));
-    }
+    if (Status s = check_architecture(config); !s) return s.with_context(file.path());
+    if (Status s = check_model(file.path(), config, file.tensors()); !s) return s;
     WeightSource source = [&](TensorRole role, int32_t layer) -> Result<WeightData> {
         auto values = tensor_to_f32(*file.find(role, layer));
         if (!values) return values.status().with_context(file.path());

@@ -1,5 +1,6 @@
 // KnotFile: maps a knot (or inflates a .knot.gz), checks trailer, header block and index up front, and reads
 // records one at a time, each checked on its own (layout in docs/knot-format.md).
+#include "common/byte_reader.h"
 #include "common/mapped_file.h"
 #include "gkq/knot.h"
 #include "knot/knot_format.h"
@@ -7,6 +8,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
 
 namespace gkq {
@@ -29,7 +31,59 @@ Status corrupt(const std::string& msg) {
     return error(StatusCode::Corrupt, msg);
 }
 
-// Inflates a whole-file gzip (all members) into `out`, refusing to grow past `limit` bytes.
+// A gzipped knot's header block (config, vocabulary, metadata) inflates to at most this much before its size is
+// checked against what the knot header declares; real ones are a few MiB even with a 256k-token vocabulary.
+constexpr uint64_t kMaxGzippedHeaderBlock = uint64_t{64} << 20;
+// Per record, the most its descriptor (name of at most 4096 bytes, 8 dimensions) and its index entry can take.
+constexpr uint64_t kMaxRecordOverhead = uint64_t{16} << 10;
+
+// The f32 elements of every tensor a llama-family model of `c` has (embeddings, classifier, blocks, norms).
+uint64_t dense_elements(const ModelConfig& c) {
+    auto pos = [](int64_t v) { return v > 0 ? static_cast<uint64_t>(v) : uint64_t{0}; };
+    const uint64_t dim = pos(c.dim), hidden = pos(c.hidden_dim), vocab = pos(c.vocab_size);
+    const uint64_t q = pos(c.n_heads) * pos(c.head_size()), kv = pos(c.n_kv_heads) * pos(c.head_size());
+    const uint64_t block = dim * q * 2 + dim * kv * 2 + dim * hidden * 3 + dim * 2;
+    return vocab * dim * (c.shared_classifier ? 1 : 2) + pos(c.n_layers) * block + dim;
+}
+
+// The largest file the knot whose first bytes are `head` (file header and header block) can be: its header, one
+// record per source tensor with at most 8 bytes per element of the model its config describes (twice f32: room for
+// tensors outside the table), and the index and trailer.
+Result<uint64_t> knot_size_bound(const uint8_t* head, uint64_t header_end, const std::string& path) {
+    ByteReader h(head, kKnotFileHeaderBytes, path);
+    uint64_t block_stored = 0, block_raw = 0;
+    uint8_t compression = 0;
+    h.skip(16, "magic, version, flags");
+    h.read(block_stored, "header block size");
+    h.read(block_raw, "header block raw size");
+    h.skip(4, "header block CRC32");
+    h.read(compression, "header block compression");
+    if (!h.ok()) return h.status();
+    std::vector<uint8_t> raw;
+    const uint8_t* block = head + kKnotFileHeaderBytes;
+    if (compression == static_cast<uint8_t>(KnotCompression::Zlib)) {
+        uint64_t most = 0;
+        if (!checked_mul(block_stored, knot::kMaxZlibRatio, most) || block_raw > most ||
+            block_raw > knot::kMaxRawHeaderBytes)
+            return corrupt(path + ": header block raw size " + std::to_string(block_raw) + " is impossible for " +
+                           std::to_string(block_stored) + " compressed bytes");
+        if (Status s = knot::inflate_bytes(block, block_stored, block_raw, raw, path + ": header block"); !s) return s;
+    } else {
+        raw.assign(block, block + block_stored);
+    }
+    KnotHeader kh;
+    if (Status s = knot::decode_header_block(raw.data(), raw.size(), kh, path); !s) return s;
+    uint64_t bound = 0, records = 0, payload = 0;
+    if (!checked_mul(kh.n_source_tensors, kMaxRecordOverhead, records) ||
+        !checked_mul(dense_elements(kh.config), uint64_t{8}, payload) || !checked_add(header_end, records, bound) ||
+        !checked_add(bound, payload, bound) || !checked_add(bound, uint64_t{1} << 20, bound))
+        return ~uint64_t{0};
+    return bound;
+}
+
+// Inflates a whole-file gzip (all members) into `out`, refusing to grow past `limit` bytes, nor past what the knot
+// header in the first inflated bytes allows: its magic is checked on the first 8 bytes, the header block against
+// kMaxGzippedHeaderBlock, and the rest against knot_size_bound(). A gzip bomb stops within a few MiB.
 Status gunzip(const uint8_t* src, uint64_t n, uint64_t limit, std::vector<uint8_t>& out, const std::string& path) {
     z_stream z{};
     if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return error(StatusCode::Internal, "zlib inflateInit2 failed");
@@ -37,14 +91,29 @@ Status gunzip(const uint8_t* src, uint64_t n, uint64_t limit, std::vector<uint8_
     z.next_in = const_cast<Bytef*>(src);
     out.clear();
     int rc = Z_OK;
+    enum class Stage { Magic, HeaderSize, HeaderBlock, Bounded } stage = Stage::Magic;
+    uint64_t header_end = 0;
+    uint64_t bound = limit;  // the knot's own bound once its header is known
+    std::string bound_why;
+    auto fail = [&](Status s) {
+        inflateEnd(&z);
+        out.clear();
+        out.shrink_to_fit();
+        return s;
+    };
     while (true) {
+        const uint64_t cap = std::min(limit, bound);
         if (used == out.size()) {
-            if (used >= limit) {
-                inflateEnd(&z);
-                return error(StatusCode::Unsupported, path + ": inflates to more than " + std::to_string(limit) +
-                                                          " bytes, the limit for a gzipped knot (gunzip it first)");
+            if (used >= cap) {
+                if (cap < limit)
+                    return fail(error(StatusCode::Corrupt, path + ": inflates to more than " + std::to_string(cap) +
+                                                               " bytes, " + bound_why +
+                                                               ": not a knot, or a gzip bomb"));
+                return fail(
+                    error(StatusCode::Unsupported, path + ": inflates to more than " + std::to_string(limit) +
+                                                       " bytes, the limit for a gzipped knot (gunzip it first)"));
             }
-            out.resize(used + std::min<uint64_t>(std::max<uint64_t>(used, 1u << 20), limit - used));
+            out.resize(used + std::min<uint64_t>(std::max<uint64_t>(used, 1u << 20), cap - used));
         }
         const uInt in_chunk = static_cast<uInt>(std::min<uint64_t>(in_left, 1u << 30));
         const uInt out_chunk = static_cast<uInt>(std::min<uint64_t>(out.size() - used, 1u << 30));
@@ -54,6 +123,34 @@ Status gunzip(const uint8_t* src, uint64_t n, uint64_t limit, std::vector<uint8_
         rc = inflate(&z, Z_NO_FLUSH);
         in_left -= in_chunk - z.avail_in;
         used += out_chunk - z.avail_out;
+        if (stage == Stage::Magic && used >= 8) {
+            if (std::memcmp(out.data(), knot::kFileMagic, 8) != 0)
+                return fail(
+                    error(StatusCode::Unsupported,
+                          path + ": not a knot file (the gzip data does not start with the \"GKQKNOT\" magic)"));
+            stage = Stage::HeaderSize;
+        }
+        if (stage == Stage::HeaderSize && used >= kKnotFileHeaderBytes) {
+            uint64_t block_stored = 0;
+            std::memcpy(&block_stored, out.data() + 16, 8);
+            if (block_stored > kMaxGzippedHeaderBlock)
+                return fail(error(StatusCode::Unsupported, path + ": the knot header declares a header block of " +
+                                                               std::to_string(block_stored) + " bytes, more than the " +
+                                                               std::to_string(kMaxGzippedHeaderBlock >> 20) +
+                                                               " MiB a gzipped knot may have (gunzip it first)"));
+            header_end = kKnotFileHeaderBytes + block_stored;
+            bound = header_end;
+            bound_why = "more than the header block its knot header declares";
+            stage = Stage::HeaderBlock;
+        }
+        if (stage == Stage::HeaderBlock && used >= header_end) {
+            auto b = knot_size_bound(out.data(), header_end, path);
+            if (!b) return fail(b.status());
+            bound = std::max(*b, used);
+            bound_why = "the most a knot of the model its header describes can hold (" + std::to_string(bound) +
+                        " bytes: header, every tensor at 8 bytes per weight, record overheads)";
+            stage = Stage::Bounded;
+        }
         if (rc == Z_STREAM_END) {
             if (in_left == 0) break;
             if (inflateReset(&z) != Z_OK) break;  // another gzip member follows (cat a.gz b.gz)

@@ -2,6 +2,7 @@
 // convert, encode and compress tensors; the calling thread writes the records in source order, so the file is the
 // same whatever the thread count, and a merge of shards equals an unsharded run byte for byte.
 #include "gkq/convert.h"
+#include "gkq/model_check.h"
 #include "gkq/model_file.h"
 #include "gkq/quantize.h"
 #include "gkq/quantize_fields.h"
@@ -71,7 +72,9 @@ Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOpti
                                                       std::to_string(options.shard_count) +
                                                       ": the index must be below the count");
 
-    // Everything checkable is checked before the file is created: parameters and convertibility of each tensor.
+    // Everything checkable is checked before the file is created: that the model can run at all, parameters and
+    // convertibility of each tensor.
+    if (Status s = check_model(model.path(), model.config(), model.tensors()); !s) return s;
     const std::vector<Tensor>& tensors = model.tensors();
     std::vector<size_t> selected;
     std::vector<CodecParams> params;
@@ -82,8 +85,23 @@ Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOpti
         if (!dtype_is_float_convertible(t.dtype))
             return error(StatusCode::Unsupported, model.path() + ": tensor '" + t.name + "' of type " + t.type_name +
                                                       " cannot be converted to float32 for encoding");
+        if (!options.allow_requantize && (t.dtype == DType::Q8_0 || t.dtype == DType::Q4_0 || t.dtype == DType::Q8_G))
+            return error(StatusCode::InvalidArgument,
+                         model.path() + ": tensor '" + t.name + "' is already quantized (" + t.type_name +
+                             "): encoding it again adds a second rounding error to the first; pass "
+                             "--allow-requantize to do it anyway");
         CodecParams p = resolve_params(*preset, t.role, t.layer, t.n_dims(), options.global, options.per_layer);
         if (Status s = validate_params(p); !s) return s.with_context(model.path() + ": tensor '" + t.name + "'");
+        // An explicit rank is checked against the matrix it applies to (rank rules cap themselves).
+        if (p.rank > 0 && (p.method == Method::LowRank || p.method == Method::LowRankResidual) && t.n_dims() >= 2 &&
+            !options.force) {
+            const int64_t smallest = std::min(t.rows(), t.cols());
+            if (p.rank > smallest)
+                return error(StatusCode::InvalidArgument,
+                             model.path() + ": tensor '" + t.name + "' (" + shape_to_string(t.shape) + "): rank " +
+                                 std::to_string(p.rank) + " exceeds its smallest dimension " +
+                                 std::to_string(smallest) + "; pass --force to cap it there");
+        }
         selected.push_back(i);
         params.push_back(p);
         total_elements += t.n_elements();

@@ -1,11 +1,19 @@
 // verify_knot and reconstruct: read every record of a knot (CRC, descriptor, codec payload checks) and decode it to
 // float32 — to count and report, or to write a dense model that the readers (and other runtimes) load.
+#include "formats/hf_config.h"
+#include "gkq/arch.h"
+#include "gkq/atomic_file.h"
+#include "gkq/model_check.h"
 #include "gkq/model_writer.h"
 #include "gkq/quantize.h"
 #include "knot/knot_format.h"
 #include "knot/parallel.h"
 
+#include <cmath>
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
+#include <fstream>
 
 namespace gkq {
 
@@ -13,6 +21,67 @@ namespace {
 
 bool ends_with(const std::string& s, std::string_view suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The fields of an HF config.json that say which model it describes: equal values in an existing config.json and
+// the one reconstruct would write mean the same architecture and shapes (dtype, rope theta, eps may differ). The
+// keys come from the architecture table: the name keys, then the writer's keys of the shape hyperparameters.
+std::vector<std::string> model_identity_keys(const ModelConfig& config) {
+    const ArchNameKeys& names = arch_name_keys();
+    std::vector<std::string> keys = {std::string(names.hf_architectures), std::string(names.hf_model_type)};
+    for (const HParamKey& k : arch_for_writing(config.architecture).hf_keys)
+        if (k.param != HParam::Context && k.param != HParam::RopeTheta && k.param != HParam::NormEps)
+            keys.emplace_back(k.key);
+    return keys;
+}
+// HF defaults these when a config.json leaves them out.
+bool hf_may_omit(const ModelConfig& config, const std::string& key) {
+    for (const HParamKey& k : arch_for_writing(config.architecture).hf_keys)
+        if (k.key == key) return k.param == HParam::KvHeads || k.param == HParam::Tied;
+    return false;
+}
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json"};
+
+// Refuses (InvalidArgument) to replace the config.json beside a safetensors output when it describes another model,
+// or to leave another model's tokenizer files beside the new one. Returns the first differing field in the message.
+Status check_files_beside(const std::string& out_path, const ModelConfig& config) {
+    namespace fs = std::filesystem;
+    fs::path dir = fs::path(out_path).parent_path();
+    if (dir.empty()) dir = ".";
+    const fs::path config_path = dir / "config.json";
+    std::error_code ec;
+    std::string tokenizers;
+    for (const char* name : kTokenizerFiles)
+        if (fs::exists(dir / name, ec)) tokenizers += std::string(tokenizers.empty() ? "" : ", ") + name;
+    const std::string force = " (pass --force to replace it anyway, or write into another folder)";
+    if (!fs::exists(config_path, ec)) {
+        if (tokenizers.empty()) return Status::ok();
+        return error(StatusCode::InvalidArgument, dir.string() + " holds " + tokenizers +
+                                                      " but no config.json: they may belong to another model, and "
+                                                      "would be left beside this one" +
+                                                      force);
+    }
+    std::ifstream in(config_path, std::ios::binary);
+    const nlohmann::json old = nlohmann::json::parse(in, nullptr, false);
+    const nlohmann::json now = nlohmann::json::parse(hf_config_json(config, DType::F32));
+    std::string differs;
+    if (old.is_discarded() || !old.is_object()) {
+        differs = "it is not a JSON object";
+    } else {
+        for (const std::string& key : model_identity_keys(config)) {
+            if (!old.contains(key) && hf_may_omit(config, key)) continue;
+            if (!old.contains(key) || old[key] != now[key]) {
+                differs = "\"" + key + "\" is " + (old.contains(key) ? old[key].dump() : "absent") +
+                          ", this model's is " + now[key].dump();
+                break;
+            }
+        }
+    }
+    if (differs.empty()) return Status::ok();
+    return error(StatusCode::InvalidArgument,
+                 config_path.string() + " describes a different model (" + differs + ")" +
+                     (tokenizers.empty() ? "" : "; its tokenizer files (" + tokenizers + ") are beside it") +
+                     ": reconstruct would replace it" + force);
 }
 
 struct Checked {
@@ -39,6 +108,12 @@ Result<VerifyReport> verify_knot(const std::string& path, int n_threads, const P
         report.raw_bytes += e.raw_bytes;
         ++report.count_by_method[static_cast<size_t>(e.method)];
     }
+    // A knot whose records are fine but that cannot run is not ok: the model-consistency check, on the whole
+    // model (a shard holds only part of the tensors, so only its config is checked).
+    const std::vector<std::string> problems = report.shard_count == 1
+                                                  ? model_problems(knot->header().config, knot->entries())
+                                                  : config_problems(knot->header().config);
+    for (const std::string& p : problems) report.failures.push_back(path + ": model: " + p);
     const int threads = knot::worker_count(n_threads, knot->n_records());
     std::optional<SingleThreadedBlas> one_blas_thread;
     if (threads > 1) one_blas_thread.emplace();
@@ -52,8 +127,18 @@ Result<VerifyReport> verify_knot(const std::string& path, int n_threads, const P
             return c;
         }
         auto decoded = decode_tensor(*t);
-        if (!decoded)
+        if (!decoded) {
             c.failure = knot::record_label(path, i, t->name) + ": payload does not decode: " + decoded.message();
+            return c;
+        }
+        // A value that is not finite (an f16 overflow written by an older gkq, a source weight that was) makes every
+        // logit of the model nan: the record is bad even though its bytes are intact.
+        for (size_t k = 0; k < decoded->size(); ++k)
+            if (!std::isfinite((*decoded)[k])) {
+                c.failure = knot::record_label(path, i, t->name) + ": decodes to " +
+                            ((*decoded)[k] != (*decoded)[k] ? "nan" : "inf") + " at element " + std::to_string(k);
+                break;
+            }
         return c;
     };
     auto consume = [&](size_t i, Checked&& c) -> Status {
@@ -74,7 +159,7 @@ Result<VerifyReport> verify_knot(const std::string& path, int n_threads, const P
 }
 
 Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::string& out_path, int n_threads,
-                                      const ProgressFn& progress) {
+                                      const ProgressFn& progress, bool replace_other_model) {
     ReconstructReport report;
     report.path = out_path;
     if (ends_with(out_path, ".safetensors"))
@@ -94,6 +179,17 @@ Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::s
         return error(StatusCode::InvalidArgument, knot_path + ": shard " + std::to_string(h.shard_index) + "/" +
                                                       std::to_string(h.shard_count) +
                                                       " of a model; merge the shards first (gkq merge)");
+    if (report.format == "safetensors") {
+        // config.json is written too: never over the knot itself, nor over another model's unless asked to.
+        const std::filesystem::path parent = std::filesystem::path(out_path).parent_path();
+        const std::string config_path =
+            ((parent.empty() ? std::filesystem::path(".") : parent) / "config.json").string();
+        if (Status s = check_output_not_input(config_path, {knot_path}); !s) return s;
+        if (!replace_other_model)
+            if (Status s = check_files_beside(out_path, h.config); !s) return s;
+    }
+    // A model that cannot run is not written out for other runtimes to fail on.
+    if (Status s = check_model(knot_path, h.config, knot->entries()); !s) return s;
 
     const size_t n = knot->n_records();
     std::vector<std::vector<float>> data(n);

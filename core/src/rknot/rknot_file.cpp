@@ -26,7 +26,10 @@ using nlohmann::json;
 namespace {
 
 constexpr uint64_t kMaxRknotFileBytes = uint64_t{256} << 20;
-constexpr uint64_t kMaxInflatedBytes = uint64_t{1} << 30;
+// An rknot is small JSON: a few hundred bytes per matrix (8 singular values, method, rank, metrics) and a run-length
+// mask per block; the rknot of a 70B model (560 matrices, 80 masks of 28,672 neurons) is about 10 MB. Inflation
+// stops at 64 MiB, several times any sane rknot, so a gzip bomb costs no more than that.
+constexpr uint64_t kMaxInflatedBytes = uint64_t{64} << 20;
 
 Result<std::string> read_whole(const std::string& path, uint64_t limit, const char* what) {
     std::error_code ec;
@@ -69,14 +72,34 @@ Result<std::string> gunzip(const std::string& bytes, const std::string& path) {
     std::string out;
     char buf[65536];
     int rc = Z_OK;
+    bool seen_start = false;
     while (true) {
         zs.next_out = reinterpret_cast<Bytef*>(buf);
         zs.avail_out = sizeof buf;
         rc = inflate(&zs, Z_NO_FLUSH);
-        out.append(buf, sizeof buf - zs.avail_out);
-        if (out.size() > kMaxInflatedBytes) {
+        const size_t got = sizeof buf - zs.avail_out;
+        if (out.size() + got > kMaxInflatedBytes) {
             inflateEnd(&zs);
-            return error(StatusCode::Unsupported, path + ": inflates to more than 1 GiB");
+            return error(StatusCode::Unsupported, path + ": inflates to more than " +
+                                                      std::to_string(kMaxInflatedBytes >> 20) +
+                                                      " MiB, the limit for an rknot (a sane one is under 10 MB): "
+                                                      "not an rknot, or a gzip bomb");
+        }
+        const size_t before = out.size();
+        out.append(buf, got);
+        // JSON text starts with an object: anything else is not an rknot, however long it inflates.
+        if (!seen_start) {
+            const size_t first = out.find_first_not_of(" \t\r\n", before);
+            if (first != std::string::npos) {
+                seen_start = true;
+                if (out[first] != '{') {
+                    inflateEnd(&zs);
+                    return error(StatusCode::Corrupt, path +
+                                                          ": not an rknot (the gzip data inflates to something "
+                                                          "other than a JSON object at byte " +
+                                                          std::to_string(first) + ")");
+                }
+            }
         }
         if (rc == Z_STREAM_END) break;
         if (rc == Z_BUF_ERROR || (rc == Z_OK && zs.avail_in == 0 && zs.avail_out != 0)) {
@@ -368,6 +391,30 @@ Result<std::vector<LayerOverride>> rknot_layer_overrides(const Rknot& r, const s
         out.push_back(std::move(o));
     }
     return out;
+}
+
+Status check_rknot_model(const Rknot& r, const ModelFile& model, const std::string& label) {
+    const std::string made_for = "the rknot was made for '" + r.model_name + "'";
+    for (size_t i = 0; i < r.layers.size(); ++i) {
+        const RknotLayer& l = r.layers[i];
+        const std::string where = label + ": folded_waves.layers[" + std::to_string(i) + "]";
+        const Tensor* t = model.find(l.tensor);
+        if (t == nullptr)
+            return error(StatusCode::InvalidArgument, where + ": " + model.path() + " has no tensor '" + l.tensor +
+                                                          "' (" + made_for + "; --force applies it anyway)");
+        if (std::string(role_name(t->role)) != l.role || t->layer != l.layer_id)
+            return error(StatusCode::InvalidArgument,
+                         where + ": tensor '" + l.tensor + "' is " + std::string(role_name(t->role)) + " of layer " +
+                             std::to_string(t->layer) + " in " + model.path() + ", " + l.role + " of layer " +
+                             std::to_string(l.layer_id) + " in the rknot (" + made_for +
+                             "; --force applies it anyway)");
+    }
+    if (r.measured.n_params > 0 && r.measured.n_params != model.n_params())
+        return error(StatusCode::InvalidArgument, label + ": measured.n_params " + std::to_string(r.measured.n_params) +
+                                                      " but " + model.path() + " has " +
+                                                      std::to_string(model.n_params()) + " parameters (" + made_for +
+                                                      "; --force applies it anyway)");
+    return Status::ok();
 }
 
 }  // namespace gkq

@@ -1,6 +1,10 @@
 // HttpCore: connection logic shared by the io_uring and epoll backends (see http_core.h).
 #include "server/http_core.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 namespace gkq::server {
 
 namespace {
@@ -15,6 +19,24 @@ constexpr size_t kMaxQueuedOutput = size_t{1} << 20;
 
 bool output_full(const Connection& c) {
     return c.out.size() + (c.sending.size() - c.sending_off) > kMaxQueuedOutput;
+}
+
+// The peer's address without the port ("127.0.0.1", "::1"); "" when the socket cannot say.
+std::string peer_address(int fd) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (ss.ss_family == AF_INET)
+        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, buf, sizeof buf);
+    else if (ss.ss_family == AF_INET6)
+        ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr, buf, sizeof buf);
+    return buf;
+}
+
+bool idle(const Connection& c) {
+    return !c.abort && !c.released && !c.busy && !c.close_after_flush && c.out.empty() && c.sending.empty() &&
+           c.in.empty() && c.parser.phase() == RequestParser::Phase::Idle;
 }
 
 }  // namespace
@@ -36,12 +58,58 @@ const std::string& HttpCore::over_capacity_response() {
     return bytes;
 }
 
+Connection* HttpCore::oldest_idle(const std::string* peer) {
+    Connection* best = nullptr;
+    for (auto& [id, cp] : m_conns) {
+        Connection& c = *cp;
+        if (!idle(c) || (peer != nullptr && c.peer != *peer)) continue;
+        if (best == nullptr || c.last_activity < best->last_activity ||
+            (c.last_activity == best->last_activity && c.id < best->id))
+            best = &c;
+    }
+    return best;
+}
+
+void HttpCore::release(Connection& c) {
+    if (c.released) return;
+    c.released = true;
+    m_n_released++;
+    auto it = m_per_peer.find(c.peer);
+    if (it != m_per_peer.end() && --it->second == 0) m_per_peer.erase(it);
+}
+
 Connection* HttpCore::open(int fd, double now) {
-    if (m_conns.size() - m_n_closing >= static_cast<size_t>(std::max(0, m_config.max_connections))) {
+    std::string peer = peer_address(fd);
+    const size_t per_peer_cap = m_config.max_connections_per_address > 0
+                                    ? static_cast<size_t>(m_config.max_connections_per_address)
+                                    : ~size_t{0};
+    // Room first at the address's own cap (its oldest idle connection goes), then at the server's.
+    auto peer_count = [&] {
+        auto it = m_per_peer.find(peer);
+        return it == m_per_peer.end() ? size_t{0} : it->second;
+    };
+    const size_t cap = static_cast<size_t>(std::max(0, m_config.max_connections));
+    for (int pass = 0; pass < 2; ++pass) {
+        const bool at_peer_cap = peer_count() >= per_peer_cap;
+        const bool at_cap = m_conns.size() - m_n_released >= cap;
+        if (!at_peer_cap && !at_cap) break;
+        Connection* victim = oldest_idle(at_peer_cap ? &peer : nullptr);
+        if (victim == nullptr) {
+            m_metrics.connection_rejected();
+            return nullptr;
+        }
+        victim->abort = true;  // an idle keep-alive connection (or one that never sent a byte): closed quietly
+        release(*victim);
+        mark(*victim);
+    }
+    if (m_conns.size() - m_n_released >= cap || peer_count() >= per_peer_cap) {
         m_metrics.connection_rejected();
         return nullptr;
     }
     auto c = std::make_unique<Connection>(m_next_id++, fd, m_limits);
+    c->peer = std::move(peer);
+    m_per_peer[c->peer]++;
+    c->opened_at = now;
     c->last_activity = now;
     c->last_send_progress = now;
     Connection* raw = c.get();
@@ -72,13 +140,14 @@ std::vector<uint64_t> HttpCore::take_dirty() {
 void HttpCore::closing(Connection& c) {
     if (c.closing) return;
     c.closing = true;
-    m_n_closing++;
+    release(c);
 }
 
 void HttpCore::destroy(uint64_t id) {
     auto it = m_conns.find(id);
     if (it == m_conns.end()) return;
-    if (it->second->closing) m_n_closing--;
+    release(*it->second);
+    m_n_released--;
     if (it->second->busy && it->second->cancel) it->second->cancel->store(true);
     m_conns.erase(it);
 }
@@ -86,6 +155,7 @@ void HttpCore::destroy(uint64_t id) {
 void HttpCore::data(Connection& c, const char* bytes, size_t n, double now) {
     if (c.abort || c.close_after_flush) return;  // the answer is decided; further bytes are not read as requests
     c.last_activity = now;
+    c.received_any = true;
     if (c.busy || !c.in.empty() || output_full(c)) {
         if (c.in.size() + n > pipeline_limit(m_limits)) {
             c.abort = true;  // a client that pipelines this much behind a running request is not waiting for it
@@ -260,6 +330,12 @@ void HttpCore::tick(double now) {
             m_metrics.timeout(true);
             fail(c, 408, "the request body did not arrive within " + std::to_string(m_config.body_timeout_ms) + " ms",
                  now);
+        } else if (phase == RequestParser::Phase::Idle && !c.received_any && now - c.opened_at > header_limit) {
+            // Connected but never sent a byte: the header timeout runs from accept, so such connections cannot
+            // hold slots for the idle timeout. Closed without a response (there is no request to answer).
+            m_metrics.timeout(false);
+            c.abort = true;
+            mark(c);
         } else if (phase == RequestParser::Phase::Idle && (m_draining || now - c.last_activity > idle_limit)) {
             c.abort = true;  // idle keep-alive connection: closed without a response, as nginx does
             mark(c);

@@ -46,6 +46,10 @@ struct Connection {
     RouteId job_route = RouteId::Other;
     double job_started = 0;
 
+    std::string peer;            // the client's address (no port): what the per-address limit counts
+    double opened_at = 0;        // accepted: the header timeout runs from here until the first byte
+    bool received_any = false;   // a byte has arrived on this connection
+    bool released = false;       // no longer counted against the connection limits (closing or evicted)
     double request_started = 0;  // first byte of the request being parsed (0: none)
     double headers_done = 0;     // its headers complete (0: not yet)
     double last_activity = 0;    // last byte received or response finished
@@ -65,7 +69,9 @@ public:
     using SubmitFn = std::function<bool(InferenceJob)>;
     HttpCore(const ServerConfig& config, ApiContext& ctx, Metrics& metrics, SubmitFn submit);
 
-    // A new socket; nullptr (and a rejection counted) when the connection cap is reached.
+    // A new socket. At the connection cap (or its address's cap) the oldest idle connection (of that address) is
+    // closed to make room, so that /health, /ready and /metrics always get in; only when none is idle is the new
+    // one refused: nullptr, and a rejection counted.
     Connection* open(int fd, double now);
     void data(Connection& c, const char* bytes, size_t n, double now);
     void eof(Connection& c, double now);
@@ -76,7 +82,7 @@ public:
     void begin_drain();
     void abort_all();
     // The backend has started closing `c` (its socket is shut down; operations may still complete): it no longer
-    // counts against the connection cap.
+    // counts against the connection caps.
     void closing(Connection& c);
     void destroy(uint64_t id);
 
@@ -98,6 +104,10 @@ private:
     void finish_request(Connection& c, RouteId route, int status, double started);
     void fail(Connection& c, int status, const std::string& message, double now);
     void mark(Connection& c);
+    void release(Connection& c);
+    // The idle connection (nothing received in part, nothing running or being sent) with the oldest activity, among
+    // those of `peer` (all when empty); nullptr when there is none.
+    Connection* oldest_idle(const std::string* peer);
 
     const ServerConfig& m_config;
     ParserLimits m_limits;
@@ -106,7 +116,8 @@ private:
     SubmitFn m_submit;
     std::unordered_map<uint64_t, std::unique_ptr<Connection>> m_conns;
     std::vector<uint64_t> m_dirty;
-    size_t m_n_closing = 0;
+    size_t m_n_released = 0;                             // connections in m_conns no longer counted
+    std::unordered_map<std::string, size_t> m_per_peer;  // counted connections per client address
     uint64_t m_next_id = 1;
     uint64_t m_next_job = 1;
     bool m_draining = false;

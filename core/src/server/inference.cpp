@@ -3,6 +3,7 @@
 
 #include "gkq/generate.h"
 #include "gkq/knot_model.h"
+#include "gkq/model_check.h"
 #include "gkq/sampler.h"
 #include "gkq/tokenizer.h"
 #include "gkq/transformer.h"
@@ -106,20 +107,19 @@ Status InferenceEngine::load() {
     m_model_config.shared_classifier = m_store->find(TensorRole::Output, -1) < 0;
     for (size_t i = 0; i < m_store->weights().size(); ++i)
         if (m_store->weights()[i].role != TensorRole::Other) m_needed.push_back(i);
-
-    if (!m_store->vocabulary().empty()) {
-        auto t = Tokenizer::from_vocabulary(m_store->vocabulary(), m_store->label());
-        if (!t) return t.status();
-        m_tokenizer = std::make_unique<Tokenizer>(std::move(*t));
-    } else if (!c.tokenizer_path.empty()) {
-        auto t = Tokenizer::load_llama2c(c.tokenizer_path, m_model_config.vocab_size);
-        if (!t) return t.status();
-        m_tokenizer = std::make_unique<Tokenizer>(std::move(*t));
-    } else {
-        return error(StatusCode::NotFound, m_store->label() +
-                                               " has no vocabulary: pass a llama2.c tokenizer.bin "
-                                               "(--tokenizer)");
+    {
+        std::vector<CheckedTensor> shapes;
+        for (const WeightInfo& w : m_store->weights()) shapes.push_back({w.name, w.role, w.layer, w.shape});
+        if (Status s = check_model(m_store->label(), m_model_config, shapes); !s) return s;
     }
+
+    // The tokenizer as generate finds it: --tokenizer, else the model's own vocabulary, else tok*.bin beside it.
+    auto t = tokenizer_for_model(m_store->label(), m_store->vocabulary(), m_model_config.vocab_size, c.tokenizer_path);
+    if (!t) {
+        if (!c.tokenizer_path.empty()) return t.status();
+        return error(t.status().code(), t.status().message() + ": pass a llama2.c tokenizer.bin (--tokenizer)");
+    }
+    m_tokenizer = std::make_unique<Tokenizer>(std::move(*t));
 
     WeightCacheOptions co;
     co.budget_bytes = c.cache_budget_mb << 20;

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -28,6 +29,15 @@ namespace gkq {
 using json = nlohmann::json;
 
 // ---- configuration ------------------------------------------------------------------------------------------------
+
+int default_server_workers() {
+    const unsigned cores = std::thread::hardware_concurrency();
+    return static_cast<int>(std::clamp(cores / 2, 1u, 16u));
+}
+
+int default_server_queue(int n_workers) {
+    return 32 * std::max(1, n_workers);
+}
 
 std::string_view io_backend_name(IoBackend b) {
     switch (b) {
@@ -103,6 +113,14 @@ Result<ServerConfig> apply_server_env(ServerConfig c, const std::function<const 
         if (v->empty() || *end != '\0' || errno != 0 || !(s >= 0) || s > 1e9)
             return bad_env("MAX_AGE_SECONDS", *v, "not a number of seconds from 0 (no limit) to 1e9");
         c.max_age_seconds = s;
+    }
+    if (auto v = value("GKQ_MAX_CONNECTIONS_PER_ADDRESS")) {
+        char* end = nullptr;
+        errno = 0;
+        const long long n = std::strtoll(v->c_str(), &end, 10);
+        if (v->empty() || *end != '\0' || errno != 0 || n < 0 || n > (1 << 20))
+            return bad_env("GKQ_MAX_CONNECTIONS_PER_ADDRESS", *v, "not a whole number from 0 (no limit) to 1048576");
+        c.max_connections_per_address = static_cast<int>(n);
     }
     if (auto v = value("IO_BACKEND")) {
         auto b = parse_io_backend(*v);
@@ -362,8 +380,9 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config, Server
     if (!config.use_cdn_fallback && is_url(config.weights_path))
         return error(StatusCode::InvalidArgument, "WEIGHTS_PATH (--weights) '" + config.weights_path +
                                                       "' is a URL: set USE_CDN_FALLBACK=true (--cdn) to stream it");
-    if (config.max_connections < 1 || config.n_workers < 1 || config.max_queue < 0 || config.header_timeout_ms < 1 ||
-        config.body_timeout_ms < 1 || config.idle_timeout_ms < 1 || config.max_tokens_limit < 1)
+    if (config.max_connections < 1 || config.max_connections_per_address < 0 || config.n_workers < 1 ||
+        config.max_queue < 0 || config.header_timeout_ms < 1 || config.body_timeout_ms < 1 ||
+        config.idle_timeout_ms < 1 || config.max_tokens_limit < 1)
         return error(StatusCode::InvalidArgument,
                      "server limits must be positive (connections, workers, timeouts, "
                      "max tokens)");
@@ -371,12 +390,16 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config, Server
     auto impl = std::make_unique<Impl>();
     Impl& s = *impl;
     s.config = config;
+    // Threads per generation left at 0 (all cores): the cores are shared among the workers instead, so that
+    // default_server_workers() generations at once do not oversubscribe the machine.
+    if (s.config.n_threads == 0 && s.config.n_workers > 1)
+        s.config.n_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / s.config.n_workers);
     s.log = std::move(log);
     s.started_at = server::InferenceEngine::now_seconds();
     s.created_at_unix =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     s.id = config.model_id.empty() ? server::default_model_id(config.weights_path) : config.model_id;
-    s.engine = std::make_unique<server::InferenceEngine>(config, s.metrics,
+    s.engine = std::make_unique<server::InferenceEngine>(s.config, s.metrics,
                                                          [&s](server::InferenceEvent e) { s.post(std::move(e)); });
     auto fd = listen_on(config, s.port);
     if (!fd) return fd.status();

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace gkq {
 
@@ -45,6 +47,39 @@ public:
         }
         out = v->get<std::string>();
     }
+    void strings(const json& parent, const std::string& path, const char* key, std::vector<std::string>& out) {
+        const json* v = member(parent, path, key);
+        if (v == nullptr) return;
+        if (!v->is_array()) {
+            fail(path + "." + key, "is not an array");
+            return;
+        }
+        out.clear();
+        for (size_t i = 0; i < v->size(); ++i) {
+            if (!(*v)[i].is_string()) {
+                fail(path + "." + key + "[" + std::to_string(i) + "]", "is not a string");
+                return;
+            }
+            out.push_back((*v)[i].get<std::string>());
+        }
+    }
+    void protocol(const json& parent, const std::string& path, const char* key, EvalProtocol& p) {
+        const json* o = object(parent, path, key);
+        if (o == nullptr) return;
+        const std::string at = path + "." + key;
+        std::string name, description;
+        string(*o, at, "name", name);
+        string(*o, at, "description", description);  // derived from the fields below
+        strings(*o, at, "separators", p.separators);
+        number(*o, at, "n_separators", p.n_separators);
+        number(*o, at, "n_documents", p.n_documents);
+        if (m_error) return;
+        EvalProtocol stream, per_document;
+        per_document.per_document = true;
+        p.per_document = name == per_document.name();
+        if (!p.per_document && name != stream.name())
+            fail(at + ".name", "is '" + name + "', not '" + stream.name() + "' or '" + per_document.name() + "'");
+    }
     void perplexity(const json& parent, const std::string& path, const char* key, PerplexityStats& s) {
         const json* o = object(parent, path, key);
         if (o == nullptr) return;
@@ -80,6 +115,12 @@ std::string eval_run_json(const EvalRun& run) {
     const EvalReport& r = run.report;
     json j = {{"text", r.text_label}, {"ctx", r.n_ctx},     {"stride", r.stride},  {"windows", r.n_windows},
               {"tokens", r.n_tokens}, {"bytes", r.n_bytes}, {"seconds", r.seconds}};
+    const EvalProtocol& p = run.protocol;
+    j["protocol"] = {{"name", p.name()},
+                     {"description", p.describe()},
+                     {"separators", p.separators},
+                     {"n_separators", p.n_separators},
+                     {"n_documents", p.n_documents}};
     if (!r.compared) {
         j["model"] = run.model;
         j["perplexity"] = perplexity_json(r.single);
@@ -114,6 +155,7 @@ Result<EvalRun> parse_eval_run_json(std::string_view text, const std::string& la
     rd.number(j, top, "tokens", r.n_tokens);
     rd.number(j, top, "bytes", r.n_bytes);
     if (j.contains("seconds")) rd.number(j, top, "seconds", r.seconds);  // dropped by tools that compare reports
+    rd.protocol(j, top, "protocol", run.protocol);
     r.compared = !j.contains("model");
     if (!r.compared) {
         rd.string(j, top, "model", run.model);

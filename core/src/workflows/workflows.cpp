@@ -6,9 +6,12 @@
 #include "gkq/transformer.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 namespace gkq {
 
@@ -50,12 +53,111 @@ Result<std::string> read_eval_text(const std::string& path) {
     return ss.str();
 }
 
+namespace {
+
+// Control characters as \n, \t, \xNN, so that a description stays one line.
+std::string shown(const std::string& s) {
+    std::string out;
+    for (unsigned char ch : s) {
+        if (ch == '\n') {
+            out += "\\n";
+        } else if (ch == '\t') {
+            out += "\\t";
+        } else if (ch < 0x20 || ch == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+            out += buf;
+        } else {
+            out += static_cast<char>(ch);
+        }
+    }
+    return out;
+}
+
+// The earliest occurrence at or after `from` of any separator (the longest one there): (position, length), or npos.
+std::pair<size_t, size_t> find_separator(std::string_view text, const std::vector<std::string>& seps, size_t from) {
+    std::pair<size_t, size_t> best{std::string_view::npos, 0};
+    for (const std::string& s : seps) {
+        const size_t at = text.find(s, from);
+        if (at != std::string_view::npos && (at < best.first || (at == best.first && s.size() > best.second)))
+            best = {at, s.size()};
+    }
+    return best;
+}
+
+std::string_view trim(std::string_view s) {
+    const char* ws = " \t\r\n";
+    const size_t a = s.find_first_not_of(ws);
+    if (a == std::string_view::npos) return {};
+    return s.substr(a, s.find_last_not_of(ws) - a + 1);
+}
+
+}  // namespace
+
+std::string EvalProtocol::name() const {
+    return per_document ? "per-document" : "llama.cpp --kl-divergence";
+}
+
+std::string EvalProtocol::describe() const {
+    std::string seps;
+    for (const std::string& x : separators) seps += (seps.empty() ? "'" : ", '") + shown(x) + "'";
+    if (per_document)
+        return "per-document: " + std::to_string(n_documents) + " documents split at " + seps +
+               " (separators and the whitespace around them not scored), BOS at each document's start, windows "
+               "never cross documents";
+    std::string s = "llama.cpp --kl-divergence: the text as one token stream, BOS at each window's start";
+    if (n_separators > 0)
+        s += "; its " + std::to_string(n_separators) + " document separators (" + seps +
+             ") are scored as text and documents get no BOS: --per-document scores each document on its own";
+    return s;
+}
+
+std::vector<std::string> default_doc_separators(const Tokenizer& tokenizer) {
+    std::vector<std::string> seps = {"<|endoftext|>"};
+    const std::string eos(trim(tokenizer.piece(tokenizer.eos_id())));
+    if (!eos.empty() && eos != seps.front()) seps.push_back(eos);
+    return seps;
+}
+
 EvalText make_eval_text(const Tokenizer& tokenizer, std::string_view text) {
+    EvalProtocol stream;
+    return make_eval_text(tokenizer, text, stream);
+}
+
+EvalText make_eval_text(const Tokenizer& tokenizer, std::string_view text, EvalProtocol& protocol) {
     EvalText et;
-    et.tokens = tokenizer.encode(text, false, false);
     et.bos_id = tokenizer.bos_id();
-    et.n_bytes = text.size();
-    et.text_hash = fnv1a64(text.data(), text.size());
+    std::vector<std::string_view> docs;
+    protocol.n_separators = 0;
+    for (size_t from = 0;;) {
+        const auto [at, len] = find_separator(text, protocol.separators, from);
+        docs.push_back(text.substr(from, at == std::string_view::npos ? std::string_view::npos : at - from));
+        if (at == std::string_view::npos) break;
+        ++protocol.n_separators;
+        from = at + len;
+    }
+    if (!protocol.per_document) {
+        protocol.n_documents = 1;
+        et.tokens = tokenizer.encode(text, false, false);
+        et.n_bytes = text.size();
+        et.text_hash = fnv1a64(text.data(), text.size());
+        return et;
+    }
+    // The hash covers each document and where it ends, so saved base logits of another cut do not match.
+    et.text_hash = fnv1a64("per-document", 12);
+    protocol.n_documents = 0;
+    for (std::string_view d : docs) {
+        d = trim(d);
+        if (d.empty()) continue;
+        ++protocol.n_documents;
+        et.doc_starts.push_back(static_cast<int64_t>(et.tokens.size()));
+        const std::vector<int32_t> t = tokenizer.encode(d, false, false);
+        et.tokens.insert(et.tokens.end(), t.begin(), t.end());
+        et.n_bytes += d.size();
+        et.text_hash = fnv1a64(d.data(), d.size(), et.text_hash);
+        const uint64_t size = d.size();
+        et.text_hash = fnv1a64(&size, sizeof size, et.text_hash);
+    }
     return et;
 }
 
@@ -81,6 +183,7 @@ struct EvalSession::State {
     EvalRequest request;
     LoadedModel base;
     EvalText text;
+    EvalProtocol protocol;
     std::optional<BaseLogits> kept;  // the base's logits, once computed (or read from request.base_logits)
     bool saved = false;              // request.save_base written
     int64_t base_passes = 0;
@@ -91,16 +194,43 @@ EvalSession::EvalSession(EvalSession&&) noexcept = default;
 EvalSession& EvalSession::operator=(EvalSession&&) noexcept = default;
 EvalSession::~EvalSession() = default;
 
+namespace {
+
+// The base model saved base logits name (version 2 files), when the request names none.
+Result<std::string> base_named_by(const std::string& base_logits) {
+    auto named = base_logits_model(base_logits);
+    if (!named) return named.status();
+    if (named->empty())
+        return error(StatusCode::InvalidArgument, base_logits +
+                                                      " does not name its base model (saved by an older gkq): pass "
+                                                      "--base MODEL, the model it was saved with");
+    std::error_code ec;
+    if (!std::filesystem::exists(*named, ec))
+        return error(StatusCode::NotFound, base_logits + " was saved with base model " + *named +
+                                               ", which is not there: pass --base MODEL with that model");
+    return named;
+}
+
+}  // namespace
+
 Result<EvalSession> EvalSession::open(const EvalRequest& request) {
+    auto state = std::make_unique<State>();
+    state->request = request;
+    if (request.base.empty() && !request.base_logits.empty()) {
+        auto named = base_named_by(request.base_logits);
+        if (!named) return named.status();
+        state->request.base = std::move(named).value();
+    }
     auto text = read_eval_text(request.text_path);
     if (!text) return text.status();
-    auto base = open_runnable(request.base, request.n_threads);
+    auto base = open_runnable(state->request.base, request.n_threads);
     if (!base) return base.status();
     auto tokenizer = choose_tokenizer(base->path, base->vocab, base->config.vocab_size, request.tokenizer);
     if (!tokenizer) return tokenizer.status();
-    auto state = std::make_unique<State>();
-    state->request = request;
-    state->text = make_eval_text(*tokenizer, *text);
+    state->protocol.per_document = request.per_document;
+    state->protocol.separators = request.doc_separator.empty() ? default_doc_separators(*tokenizer)
+                                                               : std::vector<std::string>{request.doc_separator};
+    state->text = make_eval_text(*tokenizer, *text, state->protocol);
     state->base = std::move(base).value();
     return EvalSession(std::move(state));
 }
@@ -113,13 +243,21 @@ const EvalText& EvalSession::text() const {
     return m_state->text;
 }
 
+const EvalProtocol& EvalSession::protocol() const {
+    return m_state->protocol;
+}
+
+const std::string& EvalSession::base() const {
+    return m_state->request.base;
+}
+
 Result<EvalRun> EvalSession::perplexity(const ProgressFn& progress) {
     State& s = *m_state;
     auto report = evaluate_perplexity(*s.base.transformer, s.text, s.request.windows, progress);
     if (!report) return report.status();
     ++s.base_passes;
     report->text_label = s.request.text_path;
-    return EvalRun{s.request.base, "", std::move(report).value()};
+    return EvalRun{s.request.base, "", s.protocol, std::move(report).value()};
 }
 
 Result<EvalRun> EvalSession::compare(const std::string& candidate, const ProgressFn& progress, bool keep_base) {
@@ -132,6 +270,7 @@ Result<EvalRun> EvalSession::compare(const std::string& candidate, const Progres
         if (!resolved) return resolved.status();
         auto saved = load_base_logits(s.request.base_logits, s.text, cand->config.vocab_size, *resolved);
         if (!saved) return saved.status();
+        saved->text.doc_starts = s.text.doc_starts;  // the tokens and the cut (in the text hash) are the saved ones
         s.kept = std::move(saved).value();
     }
     Result<EvalReport> report = error(StatusCode::Internal, "eval: not run");
@@ -146,6 +285,9 @@ Result<EvalRun> EvalSession::compare(const std::string& candidate, const Progres
         ++s.base_passes;
         if (!s.request.save_base.empty() && !s.saved) {
             logits.path = s.request.save_base;
+            std::error_code ec;  // the file names its base model, which later runs without --base then use
+            const std::filesystem::path abs = std::filesystem::absolute(s.request.base, ec);
+            logits.model = ec ? s.request.base : abs.lexically_normal().string();
             if (Status st = save_base_logits(s.request.save_base, logits); !st) return st;
             s.saved = true;
         }
@@ -156,7 +298,7 @@ Result<EvalRun> EvalSession::compare(const std::string& candidate, const Progres
     }
     if (!report) return report.status();
     report->text_label = s.request.text_path;
-    return EvalRun{s.request.base, candidate, std::move(report).value()};
+    return EvalRun{s.request.base, candidate, s.protocol, std::move(report).value()};
 }
 
 Result<std::vector<EvalRun>> evaluate_candidates(const EvalRequest& request, const std::vector<std::string>& candidates,

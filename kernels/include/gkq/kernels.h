@@ -69,12 +69,12 @@ struct FactorCodes {
 Status dequantize_factors(Backend b, const FactorCodes& codes, uint64_t first, int64_t n_vectors, int64_t len,
                           bool delta, const float* scales, float* out, const KernelOptions& options = {});
 
-// n elements (a multiple of 32 for Q8_0/Q4_0) of F16, Q8_0 or Q4_0 into f32.
+// n elements (a whole number of blocks for Q8_0/Q4_0: gkq/block_layout.h) of F16, Q8_0 or Q4_0 into f32.
 Status dequantize_blocks(Backend b, DType type, const uint8_t* src, uint64_t n, float* out,
                          const KernelOptions& options = {});
 
-// The residual a reconstruction adds: rows * cols / 32 blocks of Q8_0 (bits 8) or Q4_0 (bits 4), row-major, cols a
-// multiple of 32. bits 0: none.
+// The residual a reconstruction adds: rows * cols values in blocks of Q8_0 (bits 8) or Q4_0 (bits 4), row-major,
+// each row whole blocks (gkq/block_layout.h). bits 0: none.
 struct ResidualBlocks {
     const uint8_t* data = nullptr;
     int bits = 0;

@@ -1,0 +1,44 @@
+// The one model-consistency check: does a config with a list of tensors describe a model the transformer can
+// run? Every command that reads a model (quantize, verify, inspect, generate, eval, serve) and the transformer's
+// loader ask this, so a model that cannot run is refused early with the same message in every format.
+// Checked: every size positive, dim divisible by n_heads, n_heads by n_kv_heads, an even head size, finite
+// rope_theta and norm_eps, matrices within 2^36 floats; every tensor the forward pass needs present with the
+// shape the config gives it (the classifier counts as separate when an `output` tensor is listed); no block
+// tensor beyond n_layers. Not checked here: the architecture name (the transformer refuses what it cannot compute).
+#pragma once
+
+#include "gkq/knot.h"
+#include "gkq/model_config.h"
+#include "gkq/status.h"
+#include "gkq/tensor.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gkq {
+
+// One stored tensor as the check sees it.
+struct CheckedTensor {
+    std::string name;
+    TensorRole role = TensorRole::Other;
+    int32_t layer = -1;
+    std::vector<int64_t> shape;  // row-major, outermost first
+};
+
+// Problems with the config alone ("dim 64 is not a multiple of n_heads 5"); empty when none.
+std::vector<std::string> config_problems(const ModelConfig& config);
+
+// Every problem of the config and the tensors, one line each, in a fixed order (config, then tensors in the
+// forward pass's order, then tensors the config has no block for); empty when the model can run.
+std::vector<std::string> model_problems(const ModelConfig& config, const std::vector<CheckedTensor>& tensors);
+std::vector<std::string> model_problems(const ModelConfig& config, const std::vector<Tensor>& tensors);
+std::vector<std::string> model_problems(const ModelConfig& config, const std::vector<KnotEntry>& entries);
+
+// The first problem as an error "LABEL: PROBLEM" (with "(and N more)" when there are others): Unsupported for a
+// config problem, NotFound for a missing tensor, Corrupt for a tensor of the wrong shape; ok when there is none.
+Status check_model(const std::string& label, const ModelConfig& config, const std::vector<CheckedTensor>& tensors);
+Status check_model(const std::string& label, const ModelConfig& config, const std::vector<Tensor>& tensors);
+Status check_model(const std::string& label, const ModelConfig& config, const std::vector<KnotEntry>& entries);
+
+}  // namespace gkq

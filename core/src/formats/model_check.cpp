@@ -1,0 +1,169 @@
+// The model-consistency check (see gkq/model_check.h).
+#include "gkq/model_check.h"
+
+#include "common/byte_reader.h"
+#include "gkq/naming.h"
+
+#include <cmath>
+#include <map>
+#include <utility>
+
+namespace gkq {
+
+namespace {
+
+// Sizes beyond this many floats in one buffer are refused rather than attempted (the transformer's limit).
+constexpr uint64_t kMaxFloats = uint64_t{1} << 36;
+
+struct Problem {
+    StatusCode code;
+    std::string text;
+};
+
+std::vector<Problem> config_issues(const ModelConfig& c) {
+    std::vector<Problem> p;
+    auto bad = [&](std::string what) { p.push_back({StatusCode::Unsupported, std::move(what)}); };
+    if (c.dim <= 0 || c.hidden_dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 ||
+        c.vocab_size <= 0 || c.context_length <= 0) {
+        bad("config has a non-positive size (dim " + std::to_string(c.dim) + ", hidden_dim " +
+            std::to_string(c.hidden_dim) + ", n_layers " + std::to_string(c.n_layers) + ", n_heads " +
+            std::to_string(c.n_heads) + ", n_kv_heads " + std::to_string(c.n_kv_heads) + ", vocab_size " +
+            std::to_string(c.vocab_size) + ", context_length " + std::to_string(c.context_length) + ")");
+        return p;  // the ratios below would divide by zero
+    }
+    if (c.dim % c.n_heads != 0)
+        bad("dim " + std::to_string(c.dim) + " is not a multiple of n_heads " + std::to_string(c.n_heads));
+    else if (c.head_size() % 2 != 0)
+        bad("head size " + std::to_string(c.head_size()) + " is odd; rotary embeddings rotate pairs");
+    if (c.n_heads % c.n_kv_heads != 0)
+        bad("n_heads " + std::to_string(c.n_heads) + " is not a multiple of n_kv_heads " +
+            std::to_string(c.n_kv_heads));
+    if (!(c.rope_theta > 0.0) || !std::isfinite(c.rope_theta))
+        bad("rope_theta " + std::to_string(c.rope_theta) + " is not a positive number");
+    if (!(c.norm_eps >= 0.0) || !std::isfinite(c.norm_eps))
+        bad("norm_eps " + std::to_string(c.norm_eps) + " is not a non-negative number");
+    bool too_big = false;
+    for (int64_t v : {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.vocab_size, c.context_length})
+        too_big = too_big || static_cast<uint64_t>(v) > kMaxFloats;
+    uint64_t n = 0;
+    if (too_big) {
+        bad("a size exceeds " + std::to_string(kMaxFloats));
+    } else if (!checked_mul(static_cast<uint64_t>(c.vocab_size), static_cast<uint64_t>(c.dim), n) || n > kMaxFloats ||
+               !checked_mul(static_cast<uint64_t>(c.hidden_dim), static_cast<uint64_t>(c.dim), n) || n > kMaxFloats) {
+        bad("a weight matrix would hold more than " + std::to_string(kMaxFloats) + " floats");
+    }
+    return p;
+}
+
+struct Required {
+    TensorRole role;
+    int32_t layer;
+    std::vector<int64_t> shape;
+};
+
+// The tensors the forward pass reads, in its order.
+std::vector<Required> required_tensors(const ModelConfig& c, bool shared_classifier) {
+    std::vector<Required> r;
+    const int64_t kv = c.kv_dim();
+    r.push_back({TensorRole::TokenEmbd, -1, {c.vocab_size, c.dim}});
+    for (int32_t l = 0; l < c.n_layers; ++l) {
+        r.push_back({TensorRole::AttnNorm, l, {c.dim}});
+        r.push_back({TensorRole::AttnQ, l, {c.dim, c.dim}});
+        r.push_back({TensorRole::AttnK, l, {kv, c.dim}});
+        r.push_back({TensorRole::AttnV, l, {kv, c.dim}});
+        r.push_back({TensorRole::AttnO, l, {c.dim, c.dim}});
+        r.push_back({TensorRole::FfnNorm, l, {c.dim}});
+        r.push_back({TensorRole::FfnGate, l, {c.hidden_dim, c.dim}});
+        r.push_back({TensorRole::FfnDown, l, {c.dim, c.hidden_dim}});
+        r.push_back({TensorRole::FfnUp, l, {c.hidden_dim, c.dim}});
+    }
+    r.push_back({TensorRole::OutputNorm, -1, {c.dim}});
+    if (!shared_classifier) r.push_back({TensorRole::Output, -1, {c.vocab_size, c.dim}});
+    return r;
+}
+
+std::vector<Problem> issues(const ModelConfig& config, const std::vector<CheckedTensor>& tensors) {
+    std::vector<Problem> p = config_issues(config);
+    std::map<std::pair<TensorRole, int32_t>, const CheckedTensor*> by_role;
+    for (const CheckedTensor& t : tensors)
+        if (t.role != TensorRole::Other) by_role.emplace(std::make_pair(t.role, t.layer), &t);
+    // Without a sane config the expected shapes mean nothing; a lone tensor is still told what is missing.
+    if (!p.empty() && (config.n_layers <= 0 || config.n_layers > 100000)) {
+        if (by_role.find({TensorRole::TokenEmbd, -1}) == by_role.end())
+            p.push_back({StatusCode::NotFound, "no tensor " + gguf_name(TensorRole::TokenEmbd, -1) + " (role " +
+                                                   std::string(role_name(TensorRole::TokenEmbd)) + ")"});
+        return p;
+    }
+    const bool shared = by_role.find({TensorRole::Output, -1}) == by_role.end();
+    const bool sizes_ok = p.empty();
+    for (const Required& req : required_tensors(config, shared)) {
+        auto it = by_role.find({req.role, req.layer});
+        if (it == by_role.end()) {
+            p.push_back({StatusCode::NotFound, "no tensor " + gguf_name(req.role, req.layer) + " (role " +
+                                                   std::string(role_name(req.role)) + ")"});
+            continue;
+        }
+        if (sizes_ok && it->second->shape != req.shape)
+            p.push_back({StatusCode::Corrupt, "tensor " + it->second->name + " has shape " +
+                                                  shape_to_string(it->second->shape) + ", the config needs " +
+                                                  shape_to_string(req.shape)});
+    }
+    for (const CheckedTensor& t : tensors)
+        if (t.role != TensorRole::Other && t.layer >= config.n_layers)
+            p.push_back({StatusCode::Corrupt, "tensor " + t.name + " is in block " + std::to_string(t.layer) +
+                                                  " but the config has " + std::to_string(config.n_layers) +
+                                                  " blocks"});
+    return p;
+}
+
+std::vector<CheckedTensor> checked(const std::vector<Tensor>& tensors) {
+    std::vector<CheckedTensor> out;
+    out.reserve(tensors.size());
+    for (const Tensor& t : tensors) out.push_back({t.name, t.role, t.layer, t.shape});
+    return out;
+}
+
+std::vector<CheckedTensor> checked(const std::vector<KnotEntry>& entries) {
+    std::vector<CheckedTensor> out;
+    out.reserve(entries.size());
+    for (const KnotEntry& e : entries) out.push_back({e.name, e.role, e.layer, e.shape});
+    return out;
+}
+
+std::vector<std::string> texts(const std::vector<Problem>& p) {
+    std::vector<std::string> out;
+    out.reserve(p.size());
+    for (const Problem& x : p) out.push_back(x.text);
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::string> config_problems(const ModelConfig& config) {
+    return texts(config_issues(config));
+}
+
+std::vector<std::string> model_problems(const ModelConfig& config, const std::vector<CheckedTensor>& tensors) {
+    return texts(issues(config, tensors));
+}
+std::vector<std::string> model_problems(const ModelConfig& config, const std::vector<Tensor>& tensors) {
+    return model_problems(config, checked(tensors));
+}
+std::vector<std::string> model_problems(const ModelConfig& config, const std::vector<KnotEntry>& entries) {
+    return model_problems(config, checked(entries));
+}
+
+Status check_model(const std::string& label, const ModelConfig& config, const std::vector<CheckedTensor>& tensors) {
+    const std::vector<Problem> p = issues(config, tensors);
+    if (p.empty()) return Status::ok();
+    std::string more = p.size() > 1 ? " (and " + std::to_string(p.size() - 1) + " more)" : "";
+    return error(p.front().code, label + ": " + p.front().text + more);
+}
+Status check_model(const std::string& label, const ModelConfig& config, const std::vector<Tensor>& tensors) {
+    return check_model(label, config, checked(tensors));
+}
+Status check_model(const std::string& label, const ModelConfig& config, const std::vector<KnotEntry>& entries) {
+    return check_model(label, config, checked(entries));
+}
+
+}  // namespace gkq
