@@ -10,6 +10,7 @@
 #include "gkq/sampler.h"
 #include "gkq/tokenizer.h"
 #include "gkq/transformer.h"
+#include "gkq/workflows.h"
 
 #include <algorithm>
 #include <cctype>
@@ -21,13 +22,6 @@
 namespace gkq::cli {
 
 namespace {
-
-// The tokenizer of `model` (see gkq::tokenizer_for_model), with what to pass when there is none or several.
-Result<Tokenizer> pick_tokenizer(const LoadedModel& model, const std::string& given) {
-    auto t = tokenizer_for_model(model.path, model.vocab, model.config.vocab_size, given);
-    if (!t && given.empty()) return error(t.status().code(), t.status().message() + ": pass --tokenizer FILE");
-    return t;
-}
 
 // run.c's safe_printf: a lone control byte (a raw byte token) is not printed. Bytes >= 0x80 are kept, unlike
 // run.c, so characters that came out of byte-fallback tokens reach the terminal as UTF-8.
@@ -96,12 +90,15 @@ int cmd_generate(int argc, char** argv) {
     }
     TransformerOptions options;
     options.n_threads = static_cast<int>(threads);
-    auto model = load_model(model_path, options);
+    auto model = open_model_to_run(model_path, options);
     if (!model) {
         std::fprintf(stderr, "gkq generate: %s\n", model.message().c_str());
         return exit_code(model.status());
     }
-    auto tokenizer = pick_tokenizer(*model, tokenizer_path);
+    TokenizerChoice choice;
+    choice.given = tokenizer_path;
+    choice.hint = "pass --tokenizer FILE";
+    auto tokenizer = choose_tokenizer(model->path, model->vocab, model->config.vocab_size, choice);
     if (!tokenizer) {
         std::fprintf(stderr, "gkq generate: %s\n", tokenizer.message().c_str());
         return exit_code(tokenizer.status());

@@ -9,26 +9,12 @@
 
 #include "gkq/model_file.h"
 #include "gkq/saturation.h"
-#include "gkq/tokenizer.h"
-#include "gkq/transformer.h"
+#include "gkq/workflows.h"
 
-#include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <string>
 
 namespace gkq::cli {
-
-namespace {
-
-// --tokenizer, else the model's own vocabulary, else the one tokenizer.bin / tok*.bin beside it (as generate).
-Result<Tokenizer> pick_tokenizer(const ModelFile& model, const std::string& given) {
-    auto t = tokenizer_for_model(model.path(), model.vocabulary(), model.config().vocab_size, given);
-    if (!t && given.empty()) return error(t.status().code(), t.status().message() + ": pass --tokenizer FILE");
-    return t;
-}
-
-}  // namespace
 
 int cmd_profile(int argc, char** argv) {
     std::string model_path, text_path, out_path, tokenizer_path;
@@ -66,51 +52,28 @@ int cmd_profile(int argc, char** argv) {
         std::fprintf(stderr, "gkq profile: %s\n", model.message().c_str());
         return exit_code(model.status());
     }
-    auto tokenizer = pick_tokenizer(*model, tokenizer_path);
-    if (!tokenizer) {
-        std::fprintf(stderr, "gkq profile: %s\n", tokenizer.message().c_str());
-        return exit_code(tokenizer.status());
-    }
-    std::ifstream in(text_path, std::ios::binary);
-    if (!in) {
-        std::fprintf(stderr, "gkq profile: %s: cannot open the text\n", text_path.c_str());
-        return kExitBadInput;
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::vector<int32_t> tokens = tokenizer->encode(ss.str(), true, false);
-    if (max_tokens > 0 && static_cast<int64_t>(tokens.size()) > max_tokens)
-        tokens.resize(static_cast<size_t>(max_tokens));
-    TransformerOptions topt;
-    topt.n_threads = static_cast<int>(threads);
-    auto transformer = Transformer::load(*model, topt);
-    if (!transformer) {
-        std::fprintf(stderr, "gkq profile: %s\n", transformer.message().c_str());
-        return exit_code(transformer.status());
-    }
-    SaturationOptions sopt;
-    sopt.thresholds = {threshold};
-    sopt.min_frequency = min_frequency;
-    Result<std::vector<SaturationProfile>> profiles = error(StatusCode::Internal, "not run");
+    ProfileRequest request;
+    request.model_label = model_path;
+    request.text_path = text_path;
+    request.tokenizer.given = tokenizer_path;
+    request.tokenizer.hint = "pass --tokenizer FILE";
+    request.max_tokens = max_tokens;
+    request.threshold = threshold;
+    request.min_frequency = min_frequency;
+    request.n_threads = static_cast<int>(threads);
+    Result<SaturationProfile> profile = error(StatusCode::Internal, "not run");
     {
         ProgressBar bar("profile");
-        profiles = profile_saturation(*transformer, tokens, sopt, bar.callback());
+        profile = profile_model(*model, request, bar.callback());
     }
-    if (!profiles) {
-        if (profiles.status().code() == StatusCode::Cancelled)
+    if (!profile) {
+        if (profile.status().code() == StatusCode::Cancelled)
             std::fprintf(stderr, "gkq profile: %s; %s was not written\n", interrupted_text().c_str(), out_path.c_str());
         else
-            std::fprintf(stderr, "gkq profile: %s\n", profiles.message().c_str());
-        return exit_code(profiles.status());
+            std::fprintf(stderr, "gkq profile: %s\n", profile.message().c_str());
+        return exit_code(profile.status());
     }
-    SaturationProfile& prof = profiles->front();
-    prof.model = model_path;
-    prof.text = text_path;
-    std::ostringstream cmd;
-    cmd << "gkq profile " << model_path << " --text " << text_path << " --threshold " << threshold
-        << " --min-frequency " << min_frequency;
-    if (max_tokens > 0) cmd << " --max-tokens " << max_tokens;
-    prof.command = cmd.str();
+    const SaturationProfile& prof = *profile;
     if (Status s = write_saturation_profile(out_path, prof); !s) {
         std::fprintf(stderr, "gkq profile: %s\n", s.message().c_str());
         return exit_code(s);

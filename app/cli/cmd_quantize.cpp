@@ -8,6 +8,7 @@
 
 #include "gkq/model_file.h"
 #include "gkq/quantize.h"
+#include "gkq/quantize_fields.h"
 #include "gkq/rknot.h"
 #include "gkq/tokenizer.h"
 
@@ -17,6 +18,9 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <span>
+#include <string>
+#include <vector>
 
 #ifndef GKQ_VERSION
 #define GKQ_VERSION "unknown"
@@ -249,8 +253,7 @@ std::string presets_help() {
 
 int cmd_quantize(int argc, char** argv) {
     std::string model_path, out_path, preset, shard, tokenizer, tuning;
-    int64_t rank = 0, bits = 0, threads = 0;
-    double energy = 0.0;
+    int64_t threads = 0;
     bool json = false, no_tokenizer = false, allow_requantize = false, force = false;
     std::string names;
     for (const std::string& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
@@ -271,10 +274,12 @@ int cmd_quantize(int argc, char** argv) {
                  ": the lowest measured KLD at or under 5 bits per weight on the demo model; "
                  "docs/presets-measured.md)",
              &preset);
-    p.option_int("--rank", "K", "fixed rank of every low-rank matrix (overrides the preset's rank rule)", &rank, 1,
-                 1 << 30);
-    p.option_double("--energy", "E", "rank = smallest reaching this energy fraction, in (0, 1]", &energy, 1e-12, 1.0);
-    p.option_int("--bits", "B", "bits of the low-rank factors: 2, 4 or 8", &bits, 2, 8);
+    // The override flags: one per row of the override table (gkq/quantize_fields.h), parsed by the table.
+    const std::span<const OverrideField> fields = override_fields();
+    std::vector<std::string> field_values(fields.size());
+    for (size_t i = 0; i < fields.size(); ++i)
+        p.option("--" + std::string(fields[i].flag), std::string(fields[i].metavar), std::string(fields[i].help),
+                 &field_values[i]);
     p.option("--shard", "i/N", "encode only shard i of N (tensor groups g with g mod N = i; see docs/knot-format.md)",
              &shard);
     p.option("--tokenizer", "FILE",
@@ -305,19 +310,21 @@ int cmd_quantize(int argc, char** argv) {
         std::fprintf(stderr, "gkq: %s\n(see 'gkq quantize --help')\n", msg.c_str());
         return kExitBadInput;
     };
+    // Bad values are reported first, as the parser reports its own options' values.
+    QuantizeOptions options;
+    for (size_t i = 0; i < fields.size(); ++i) {
+        const std::string flag = "--" + std::string(fields[i].flag);
+        if (!p.given(flag)) continue;
+        if (Status s = set_override(fields[i], options.global, field_values[i]); !s)
+            return usage_error("option '" + flag + "': " + s.message());
+    }
     if (out_path.empty()) return usage_error("missing -o OUT.knot");
     if (no_tokenizer && p.given("--tokenizer")) return usage_error("--tokenizer and --no-tokenizer exclude each other");
     if (preset.empty()) preset = kDefaultPreset;
-    if (p.given("--bits") && bits != 2 && bits != 4 && bits != 8)
-        return usage_error("option '--bits': " + std::to_string(bits) + " is not 2, 4 or 8");
 
-    QuantizeOptions options;
     options.preset = preset;
     options.n_threads = static_cast<int>(threads);
     options.producer = std::string("gkq ") + GKQ_VERSION;
-    if (p.given("--rank")) options.global.rank = static_cast<int32_t>(rank);
-    if (p.given("--energy")) options.global.energy = energy;
-    if (p.given("--bits")) options.global.factor_bits = static_cast<int>(bits);
     if (!shard.empty() && !parse_shard(shard, options.shard_index, options.shard_count))
         return usage_error("option '--shard': '" + shard + "' is not i/N with 0 <= i < N");
     if (!find_preset(preset)) return usage_error(find_preset(preset).message());

@@ -4,6 +4,7 @@
 #include "gkq/knot.h"
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
+#include "gkq/quantize_fields.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -296,6 +297,50 @@ private slots:
         QCOMPARE(t.code, 2);
         QCOMPARE(count_lines(t.err), size_t(1));
         VERIFY_CONTAINS(t.err, "gkq verify: " + knot + ": no knot trailer");
+    }
+
+    // Every row of the override table is a flag of `gkq quantize`, listed by --help with its value name, and
+    // reaches the recorded command line as it was given.
+    void everyOverrideFieldIsAFlag() {
+        Run h = run_gkq({"quantize", "--help"});
+        QCOMPARE(h.code, 0);
+        test::TempDir dir;
+        const std::string model = tiny_gguf(dir);
+        for (const OverrideField& f : override_fields()) {
+            const std::string flag = "--" + std::string(f.flag);
+            VERIFY_CONTAINS(h.out, flag + " " + std::string(f.metavar));
+            VERIFY_CONTAINS(h.out, std::string(f.help));
+            const std::string knot = dir.file(std::string(f.flag) + ".knot");
+            Run r = run_gkq({"quantize", q(model), "-o", q(knot), "--preset", "lowrank-q4", "--threads", "1", q(flag),
+                             q(std::string(f.example)), "--json"});
+            QVERIFY2(r.code == 0, r.err.c_str());
+            QCOMPARE(nlohmann::json::parse(r.out)["command"].get<std::string>(),
+                     "quantize --preset lowrank-q4 " + flag + " " + std::string(f.example));
+        }
+    }
+
+    // The command line a knot records re-runs: `gkq quantize MODEL -o OUT` + its words after "quantize" writes the
+    // same knot byte for byte (--residual, recorded by the workbench, included).
+    void recordedCommandReRuns() {
+        test::TempDir dir;
+        const std::string model = tiny_gguf(dir), first = dir.file("first.knot"), again = dir.file("again.knot");
+        Run r = run_gkq({"quantize",  q(model),      "-o",
+                         q(first),    "--preset",    "svd-energy",
+                         "--threads", "1",           "--rank",
+                         "3",         "--bits",      "4",
+                         "--delta",   "on",          "--sigma-quantized",
+                         "on",        "--residual",  "q8_0",
+                         "--target",  "quant-error", "--fold-tolerance",
+                         "0.05",      "--json"});
+        QVERIFY2(r.code == 0, r.err.c_str());
+        const std::string command = nlohmann::json::parse(r.out)["command"].get<std::string>();
+        QCOMPARE(command, std::string("quantize --preset svd-energy --rank 3 --bits 4 --delta on --fold-tolerance "
+                                      "0.05 --sigma-quantized on --residual q8_0 --target quant-error"));
+        QStringList words = q(command).split(QLatin1Char(' '), Qt::SkipEmptyParts);
+        QCOMPARE(words.takeFirst(), QStringLiteral("quantize"));
+        Run re = run_gkq(QStringList{"quantize", q(model), "-o", q(again), "--threads", "2"} + words);
+        QVERIFY2(re.code == 0, re.err.c_str());
+        QVERIFY(test::read_file(again) == test::read_file(first));
     }
 
     void shardMergeEqualsOneRun() {

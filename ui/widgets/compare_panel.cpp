@@ -4,7 +4,7 @@
 #include "charts/pareto_chart.h"
 #include "gkq/atomic_file.h"
 #include "gkq/quantize.h"
-#include "jobs/evaluate_job.h"
+#include "gkq/workflows.h"
 #include "jobs/job_runner.h"
 #include "jobs/job_watch.h"
 
@@ -156,6 +156,12 @@ quint64 ComparePanel::run() {
     m_job = m_runner->run<std::vector<ComparePoint>>(
         QStringLiteral("compare"), tr("Comparing %1 presets").arg(chosen.size()),
         [model, names, text, dir](const ProgressFn& progress) -> Result<std::vector<ComparePoint>> {
+            // One evaluation session: the base's logits are computed with the first preset's knot and reused.
+            EvalRequest request;
+            request.base = model->path();
+            request.text_path = text;
+            auto session = EvalSession::open(request);
+            if (!session) return session.status();
             std::vector<ComparePoint> points;
             const double step = 1.0 / static_cast<double>(names.size());
             for (size_t i = 0; i < names.size(); ++i) {
@@ -172,17 +178,18 @@ quint64 ComparePanel::run() {
                 const std::string knot = dir + "/compare-" + names[i] + ".knot";
                 auto q = quantize_model(*model, options, knot, part(0.0, names[i] + ": quantizing"));
                 if (!q) return q.status();
-                auto e = evaluateKnot(model->path(), knot, text, part(0.5, names[i] + ": evaluating"));
+                auto e = session->compare(knot, part(0.5, names[i] + ": evaluating"), i + 1 < names.size());
                 if (!e) return e.status();
+                const EvalReport& r = e->report;
                 ComparePoint p;
                 p.preset = QString::fromStdString(names[i]);
                 p.fileBytes = q->file_bytes;
                 p.bitsPerWeight = q->bits_per_weight();
-                p.meanKld = e->compare.mean_kld;
-                p.meanKldSe = e->compare.mean_kld_se;
-                p.sameTop = e->compare.same_top;
-                p.pplRatio = e->compare.ppl_ratio;
-                p.tokens = e->n_tokens;
+                p.meanKld = r.compare.mean_kld;
+                p.meanKldSe = r.compare.mean_kld_se;
+                p.sameTop = r.compare.same_top;
+                p.pplRatio = r.compare.ppl_ratio;
+                p.tokens = r.n_tokens;
                 points.push_back(p);
             }
             return points;

@@ -1,6 +1,7 @@
 // ComparePanel: quantize the open model with several presets and evaluate each knot against it on one text, then
 // plot bits per weight against mean KLD (ParetoChart) with the points' table; export the chart as PNG or SVG and the
-// data as CSV. One JobRunner job (key "compare") runs the presets in turn; Cancel stops it.
+// data as CSV. One JobRunner job (key "compare") runs the presets in turn in one core EvalSession (gkq/workflows.h), so
+// the open model runs over the text once, not once per preset; Cancel stops it.
 #pragma once
 
 #include "gkq/model_file.h"

@@ -1,7 +1,8 @@
 #include "widgets/quantize_panel.h"
 
 #include "gkq/atomic_file.h"
-#include "jobs/evaluate_job.h"
+#include "gkq/quantize_fields.h"
+#include "gkq/workflows.h"
 #include "jobs/job_runner.h"
 #include "jobs/job_watch.h"
 #include "models/quant_result_model.h"
@@ -23,7 +24,9 @@
 #include <QSpinBox>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <fstream>
+#include <span>
 #include <sstream>
 
 namespace gkq::ui {
@@ -42,24 +45,40 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
         QSettings().setValue(QStringLiteral("quantize/preset"), name);
     });
 
-    m_rank = new QSpinBox(this);
-    m_rank->setRange(0, 1 << 20);
-    m_rank->setSpecialValueText(tr("preset"));
-    m_rank->setToolTip(tr("Fixed rank for every low-rank matrix (preset: the preset's rule)"));
-    m_energy = new QDoubleSpinBox(this);
-    m_energy->setRange(0.0, 1.0);
-    m_energy->setDecimals(4);
-    m_energy->setSingleStep(0.001);
-    m_energy->setSpecialValueText(tr("preset"));
-    m_energy->setToolTip(tr("Energy the truncated SVD keeps (preset: the preset's rule)"));
-    m_factorBits = new QComboBox(this);
-    m_factorBits->addItem(tr("preset"), 0);
-    for (int b : {2, 4, 8}) m_factorBits->addItem(QString::number(b), b);
-    m_residual = new QComboBox(this);
-    m_residual->addItem(tr("preset"), -1);
-    m_residual->addItem(QStringLiteral("none"), static_cast<int>(ResidualKind::None));
-    m_residual->addItem(QStringLiteral("q4_0"), static_cast<int>(ResidualKind::Q4_0));
-    m_residual->addItem(QStringLiteral("q8_0"), static_cast<int>(ResidualKind::Q8_0));
+    // One control per row of the override table (gkq/quantize_fields.h): a list for words, a spin box for numbers,
+    // each starting at "preset" (unset).
+    for (const OverrideField& f : override_fields()) {
+        OverrideControl c;
+        c.flag = QString::fromUtf8(f.flag.data(), static_cast<qsizetype>(f.flag.size()));
+        c.label = QString::fromUtf8(f.label.data(), static_cast<qsizetype>(f.label.size()));
+        const QString tip = QStringLiteral("--%1: %2")
+                                .arg(c.flag, QString::fromUtf8(f.help.data(), static_cast<qsizetype>(f.help.size())));
+        if (!f.choices.empty()) {  // words, or the few numbers a row admits (bits)
+            c.choice = new QComboBox(this);
+            c.choice->addItem(tr("preset"));
+            for (std::string_view w : f.choices)
+                c.choice->addItem(QString::fromUtf8(w.data(), static_cast<qsizetype>(w.size())));
+            c.choice->setToolTip(tip);
+            c.choice->setObjectName(QStringLiteral("override-") + c.flag);
+        } else if (f.kind == OverrideKind::Integer) {
+            c.integer = new QSpinBox(this);
+            c.integer->setRange(static_cast<int>(f.min_value) - 1, static_cast<int>(std::min(f.max_value, 1e9)));
+            c.integer->setSpecialValueText(tr("preset"));
+            c.integer->setValue(c.integer->minimum());
+            c.integer->setToolTip(tip);
+            c.integer->setObjectName(QStringLiteral("override-") + c.flag);
+        } else {
+            c.real = new QDoubleSpinBox(this);
+            c.real->setDecimals(6);
+            c.real->setRange(f.min_value > 0.0 ? 0.0 : f.min_value - 1.0, f.max_value);
+            c.real->setSingleStep(0.001);
+            c.real->setSpecialValueText(tr("preset"));
+            c.real->setValue(c.real->minimum());
+            c.real->setToolTip(tip);
+            c.real->setObjectName(QStringLiteral("override-") + c.flag);
+        }
+        m_overrides.push_back(c);
+    }
     m_threads = new QSpinBox(this);
     m_threads->setRange(0, 256);
     m_threads->setSpecialValueText(tr("all cores"));
@@ -67,10 +86,10 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     auto* form = new QFormLayout();
     form->setFieldGrowthPolicy(QFormLayout::FieldsStayAtSizeHint);
     form->addRow(tr("Preset"), m_presetCombo);
-    form->addRow(tr("Rank"), m_rank);
-    form->addRow(tr("Energy kept"), m_energy);
-    form->addRow(tr("Factor bits"), m_factorBits);
-    form->addRow(tr("Residual"), m_residual);
+    for (const OverrideControl& c : m_overrides)
+        form->addRow(c.label, c.choice    ? static_cast<QWidget*>(c.choice)
+                              : c.integer ? static_cast<QWidget*>(c.integer)
+                                          : static_cast<QWidget*>(c.real));
     form->addRow(tr("Threads"), m_threads);
 
     m_runButton = new QPushButton(tr("Quantize"), this);
@@ -176,15 +195,51 @@ QString QuantizePanel::totalsText() const {
 QuantizeOptions QuantizePanel::options() const {
     QuantizeOptions o;
     o.preset = preset().toStdString();
-    if (m_rank->value() > 0) o.global.rank = m_rank->value();
-    if (m_energy->value() > 0.0) o.global.energy = m_energy->value();
-    if (m_factorBits->currentData().toInt() > 0) o.global.factor_bits = m_factorBits->currentData().toInt();
-    if (m_residual->currentData().toInt() >= 0)
-        o.global.residual = static_cast<ResidualKind>(m_residual->currentData().toInt());
+    const std::span<const OverrideField> fields = override_fields();
+    for (size_t i = 0; i < fields.size(); ++i)
+        if (const QString v = overrideValue(m_overrides[i]); !v.isEmpty())
+            (void)set_override(fields[i], o.global, v.toStdString());  // a control holds only values the row admits
     o.n_threads = m_threads->value();
     o.per_layer = m_tuning;
     o.producer = "gkq-workbench";
     return o;
+}
+
+QString QuantizePanel::overrideValue(const OverrideControl& c) {
+    if (c.choice) return c.choice->currentIndex() > 0 ? c.choice->currentText() : QString();
+    if (c.integer) return c.integer->value() > c.integer->minimum() ? QString::number(c.integer->value()) : QString();
+    return c.real->value() > c.real->minimum() ? QString::number(c.real->value(), 'g', 17) : QString();
+}
+
+bool QuantizePanel::setOverride(const QString& flag, const QString& value) {
+    const std::span<const OverrideField> fields = override_fields();
+    for (size_t i = 0; i < fields.size(); ++i) {
+        OverrideControl& c = m_overrides[i];
+        if (c.flag != flag) continue;
+        if (value.isEmpty()) {  // back to the preset's
+            if (c.choice) c.choice->setCurrentIndex(0);
+            if (c.integer) c.integer->setValue(c.integer->minimum());
+            if (c.real) c.real->setValue(c.real->minimum());
+            return true;
+        }
+        ParamOverride check;
+        if (!set_override(fields[i], check, value.toStdString())) return false;
+        if (c.choice) c.choice->setCurrentText(value);
+        if (c.integer) c.integer->setValue(value.toInt());
+        if (c.real) c.real->setValue(value.toDouble());
+        // What the control now holds must read back as the same value (a spin box rounds to its decimals).
+        ParamOverride shown;
+        const QString now = overrideValue(c);
+        return !now.isEmpty() && set_override(fields[i], shown, now.toStdString()).is_ok() &&
+               fields[i].get(shown) == fields[i].get(check);
+    }
+    return false;
+}
+
+QStringList QuantizePanel::overrideFlags() const {
+    QStringList out;
+    for (const OverrideControl& c : m_overrides) out << c.flag;
+    return out;
 }
 
 quint64 QuantizePanel::startQuantize() {
@@ -246,7 +301,14 @@ quint64 QuantizePanel::evaluate(const QString& textPath) {
     m_status->setText(tr("Evaluating on %1...").arg(textPath));
     m_evalJob = m_runner->run<EvalReport>(
         QStringLiteral("evaluate"), tr("Evaluating (KLD)"),
-        [base, knot, text](const ProgressFn& progress) { return evaluateKnot(base, knot, text, progress); },
+        [base, knot, text](const ProgressFn& progress) -> Result<EvalReport> {
+            EvalRequest request;  // the default windows, the base's own tokenizer
+            request.base = base;
+            request.text_path = text;
+            auto runs = evaluate_candidates(request, {knot}, progress);
+            if (!runs) return runs.status();
+            return std::move(runs->front().report);
+        },
         [this](EvalReport& r) {
             const CompareStats& c = r.compare;
             m_evalLabel->setText(

@@ -1,6 +1,7 @@
-// QuantizePanel: choose a preset, override its parameters, quantize the open model into a knot (a JobRunner job
-// with a progress bar and a working Cancel), see the core's per-tensor report and whole-model totals, and export
-// the knot or a reconstructed safetensors / GGUF / llama2.c model (written atomically by the core), and evaluate
+// QuantizePanel: choose a preset, override its parameters (one control per row of the core's override table,
+// gkq/quantize_fields.h: the fields and values `gkq quantize` accepts), quantize the open model into a knot (a
+// JobRunner job with a progress bar and a working Cancel), see the core's per-tensor report and whole-model totals, and
+// export the knot or a reconstructed safetensors / GGUF / llama2.c model (written atomically by the core), and evaluate
 // the knot against the open model on a chosen text (the core's KLD report).
 // The knot of the last run lives in a temporary directory until exported or replaced.
 #pragma once
@@ -11,11 +12,13 @@
 #include "jobs/job_watch.h"
 #include "jobs/scratch_dir.h"
 
+#include <QStringList>
 #include <QTemporaryDir>
 
 #include <QWidget>
 #include <memory>
 #include <optional>
+#include <vector>
 
 class QCheckBox;
 class QComboBox;
@@ -42,6 +45,11 @@ public:
     QString preset() const;
     // The options the controls describe (preset + overrides that are set).
     QuantizeOptions options() const;
+    // Sets the control of override `flag` (a row of gkq::override_fields(), "rank") to `value` as the command line
+    // writes it ("8", "q4_0", "on"); an empty value sets it back to the preset's. False when the row does not
+    // accept the value or the control cannot show it.
+    bool setOverride(const QString& flag, const QString& value);
+    QStringList overrideFlags() const;  // the rows' flags, in table order
 
     quint64 startQuantize();  // 0 without a model
     // One run with per-layer overrides (an rknot tuning, rknot_layer_overrides) above the controls' options;
@@ -96,10 +104,16 @@ private:
 
     QComboBox* m_presetCombo = nullptr;
     QLabel* m_presetDescription = nullptr;
-    QSpinBox* m_rank = nullptr;
-    QDoubleSpinBox* m_energy = nullptr;
-    QComboBox* m_factorBits = nullptr;
-    QComboBox* m_residual = nullptr;
+    // The override controls, one per row of override_fields() and in its order; exactly one pointer is set.
+    struct OverrideControl {
+        QString flag;
+        QString label;
+        QComboBox* choice = nullptr;
+        QSpinBox* integer = nullptr;
+        QDoubleSpinBox* real = nullptr;
+    };
+    static QString overrideValue(const OverrideControl& c);  // the control's text; empty: the preset's
+    std::vector<OverrideControl> m_overrides;
     QSpinBox* m_threads = nullptr;
     QPushButton* m_runButton = nullptr;
     QPushButton* m_cancelButton = nullptr;

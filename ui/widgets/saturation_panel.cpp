@@ -1,8 +1,7 @@
 #include "widgets/saturation_panel.h"
 
 #include "charts/saturation_histogram.h"
-#include "gkq/tokenizer.h"
-#include "gkq/transformer.h"
+#include "gkq/workflows.h"
 #include "jobs/job_runner.h"
 #include "jobs/job_watch.h"
 
@@ -27,9 +26,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <sstream>
 
 namespace gkq::ui {
 
@@ -94,52 +91,20 @@ struct ProfileInput {
     double minFrequency = 0.0;
 };
 
-// The user's tokenizer.bin, else the model's own vocabulary, the origin's (a knot's header), else a tokenizer.bin
-// beside the model or the origin.
-Result<Tokenizer> tokenizerFor(const ProfileInput& in) {
-    const ModelFile& m = *in.model;
-    if (!in.tokenizer.empty() || !m.vocabulary().empty())
-        return tokenizer_for_model(m.path(), m.vocabulary(), m.config().vocab_size, in.tokenizer);
-    if (!in.originVocab.empty()) return Tokenizer::from_vocabulary(in.originVocab, in.origin);
-    for (const std::string& base : {m.path(), in.origin}) {
-        if (base.empty()) continue;
-        const std::vector<std::string> found = tokenizers_beside(base);
-        if (found.size() == 1) return Tokenizer::load_llama2c(found.front(), m.config().vocab_size);
-    }
-    return Status(StatusCode::NotFound, in.modelLabel +
-                                            ": no vocabulary and not exactly one tokenizer.bin / tok*.bin "
-                                            "beside it: choose a llama2.c tokenizer file (Tokenizer)");
-}
-
+// The core's profile workflow: the user's tokenizer.bin, else the model's own vocabulary, the origin's (a knot's
+// header), else a tokenizer.bin beside the model or the origin; the profile carries its `gkq profile` command.
 Result<SaturationProfile> runProfile(const ProfileInput& in, const ProgressFn& progress) {
-    std::ifstream file(in.text, std::ios::binary);
-    if (!file) return Status(StatusCode::NotFound, in.text + ": cannot open the calibration text");
-    std::ostringstream ss;
-    ss << file.rdbuf();
-    auto tokenizer = tokenizerFor(in);
-    if (!tokenizer) return tokenizer.status();
-    // As `gkq profile`: BOS, the whole text, then the first maxTokens tokens.
-    std::vector<int32_t> tokens = tokenizer->encode(ss.str(), true, false);
-    if (in.maxTokens > 0 && static_cast<int64_t>(tokens.size()) > in.maxTokens)
-        tokens.resize(static_cast<size_t>(in.maxTokens));
-    if (!report_progress(progress, 0.0, "loading the model")) return Status(StatusCode::Cancelled, "cancelled");
-    auto transformer = Transformer::load(*in.model);
-    if (!transformer) return transformer.status();
-    SaturationOptions options;
-    options.thresholds = {in.threshold};
-    options.min_frequency = in.minFrequency;
-    auto profiles = profile_saturation(*transformer, tokens, options, progress);
-    if (!profiles) return profiles.status();
-    SaturationProfile p = std::move(profiles->front());
-    p.model = in.modelLabel;
-    p.text = in.text;
-    std::ostringstream cmd;  // the command that reproduces this profile
-    cmd << "gkq profile " << in.modelLabel << " --text " << in.text << " --threshold " << in.threshold
-        << " --min-frequency " << in.minFrequency;
-    if (in.maxTokens > 0) cmd << " --max-tokens " << in.maxTokens;
-    if (!in.tokenizer.empty()) cmd << " --tokenizer " << in.tokenizer;
-    p.command = cmd.str();
-    return p;
+    ProfileRequest request;
+    request.model_label = in.modelLabel;
+    request.text_path = in.text;
+    request.tokenizer.given = in.tokenizer;
+    request.tokenizer.hint = "choose a llama2.c tokenizer file (Tokenizer)";
+    request.tokenizer.origin = in.origin;
+    request.tokenizer.origin_vocab = in.originVocab;
+    request.max_tokens = in.maxTokens;
+    request.threshold = in.threshold;
+    request.min_frequency = in.minFrequency;
+    return profile_model(*in.model, request, progress);
 }
 
 }  // namespace

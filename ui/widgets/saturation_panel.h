@@ -1,6 +1,6 @@
 // SaturationPanel: the FFN neurons' activation ("saturation") masks of the open model. Profile a calibration text
 // (default: heldout.txt beside the model, its first N tokens; tokenized by the model's vocabulary, else a tokenizer.bin
-// beside it, else the one the user picks) with the core's profile_saturation through the
+// beside it, else the one the user picks) with the core's profile workflow (profile_model, gkq/workflows.h) through the
 // JobRunner (job key "saturation", progress and Cancel), or load a masks file written by `gkq profile`. Shows the
 // masks as an image (one row per block, one pixel column per FFN hidden neuron, coloured by the core's frequency bin,
 // hot neurons bright and cold ones dark), the core's frequency histogram, and per block the hot count and share.

@@ -5,11 +5,11 @@
 #include "gkq/model_check.h"
 #include "gkq/model_file.h"
 #include "gkq/quantize.h"
+#include "gkq/quantize_fields.h"
 #include "knot/knot_format.h"
 #include "knot/parallel.h"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -17,35 +17,6 @@
 namespace gkq {
 
 namespace {
-
-std::string number(double v) {
-    char buf[64];
-    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest form that reads back the same
-    return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
-}
-
-std::string on_off(bool b) {
-    return b ? "on" : "off";
-}
-
-// The overrides that are set, as options, in the field order of ParamOverride.
-std::string describe(const ParamOverride& o) {
-    std::string s;
-    auto add = [&](const std::string& name, const std::string& value) { s += " --" + name + " " + value; };
-    if (o.method) add("method", std::string(method_name(*o.method)));
-    if (o.rank) add("rank", std::to_string(*o.rank));
-    if (o.energy) add("energy", number(*o.energy));
-    if (o.max_rel_error) add("max-rel-error", number(*o.max_rel_error));
-    if (o.max_components) add("max-components", std::to_string(*o.max_components));
-    if (o.factor_bits) add("bits", std::to_string(*o.factor_bits));
-    if (o.delta) add("delta", on_off(*o.delta));
-    if (o.fold) add("fold", on_off(*o.fold));
-    if (o.fold_tolerance) add("fold-tolerance", number(*o.fold_tolerance));
-    if (o.sigma_quantized) add("sigma-quantized", on_off(*o.sigma_quantized));
-    if (o.residual) add("residual", std::string(residual_name(*o.residual)));
-    if (o.target) add("target", *o.target == LowRankTarget::Weights ? "weights" : "quant-error");
-    return s;
-}
 
 uint64_t index_entry_bytes(const KnotEntry& e) {
     return knot::kIndexEntryPrefixBytes + knot::descriptor_bytes(e);
@@ -82,11 +53,11 @@ double QuantizeReport::ratio_vs_fp32() const {
 }
 
 std::string quantize_command(const QuantizeOptions& options) {
-    std::string s = "quantize --preset " + options.preset + describe(options.global);
+    std::string s = "quantize --preset " + options.preset + override_arguments(options.global);
     for (const LayerOverride& o : options.per_layer) {
         s += "; layer " + (o.layer < 0 ? std::string("*") : std::to_string(o.layer));
         if (o.role) s += " " + std::string(role_name(*o.role));
-        s += ":" + (o.params.empty() ? std::string(" (nothing)") : describe(o.params));
+        s += ":" + (o.params.empty() ? std::string(" (nothing)") : override_arguments(o.params));
     }
     return s;
 }

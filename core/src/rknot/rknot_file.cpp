@@ -6,6 +6,7 @@
 #include "gkq/convert.h"
 #include "gkq/knot.h"
 #include "gkq/model_file.h"
+#include "gkq/quantize_fields.h"
 #include "gkq/saturation.h"
 #include "gkq/spectrum.h"
 
@@ -373,15 +374,20 @@ Result<std::vector<LayerOverride>> rknot_layer_overrides(const Rknot& r, const s
     for (size_t i = 0; i < r.layers.size(); ++i) {
         const RknotLayer& l = r.layers[i];
         const std::string where = label + ": folded_waves.layers[" + std::to_string(i) + "]";
-        auto method = parse_method(l.method);
-        if (!method) return error(StatusCode::InvalidArgument, where + ".method: " + method.message());
         LayerOverride o;
         o.layer = l.layer_id;
         o.role = role_from_name(l.role);
-        o.params.method = *method;
-        const bool low_rank = *method == Method::LowRank || *method == Method::LowRankResidual;
-        if (low_rank && l.rank > 0) o.params.rank = l.rank;
-        if (low_rank && l.bit_width) o.params.factor_bits = *l.bit_width;
+        // The layer's fields as the override table's rows "method", "rank" and "bits" read them.
+        auto set = [&](std::string_view flag, const std::string& json_field, const std::string& text) {
+            Status s = set_override(*find_override_field(flag), o.params, text);
+            return s ? s : error(StatusCode::InvalidArgument, where + "." + json_field + ": " + s.message());
+        };
+        if (Status s = set("method", "method", l.method); !s) return s;
+        const bool low_rank = *o.params.method == Method::LowRank || *o.params.method == Method::LowRankResidual;
+        if (low_rank && l.rank > 0)
+            if (Status s = set("rank", "rank", std::to_string(l.rank)); !s) return s;
+        if (low_rank && l.bit_width)
+            if (Status s = set("bits", "bit_width", std::to_string(*l.bit_width)); !s) return s;
         out.push_back(std::move(o));
     }
     return out;
