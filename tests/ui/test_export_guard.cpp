@@ -1,13 +1,17 @@
 // The workbench's exports against data loss, offscreen: Export knot and Export model refuse a file that is one of
 // the inputs (the open model, through a symlink too, or the knot being exported) with a message box and leave it
-// untouched; the chart export of the Spectrum tab the same; the quantize runs' scratch folder (run-N.knot) carries the
-// process id, goes away with the panel, and one left by a dead process is removed by the next start.
+// untouched; the chart exports of the Spectrum and Compare tabs and Saturation's Save masks the same; the quantize
+// runs' scratch folder (run-N.knot) carries the process id, goes away with the panel, and one left by a dead process is
+// removed by the next start.
 #include "gkq/model_file.h"
+#include "gkq/saturation.h"
 #include "jobs/job_runner.h"
 #include "jobs/scratch_dir.h"
 #include "test_support.h"
 #include "tiny_model.h"
+#include "widgets/compare_panel.h"
 #include "widgets/quantize_panel.h"
+#include "widgets/saturation_panel.h"
 #include "widgets/spectrum_panel.h"
 
 #include <QApplication>
@@ -81,6 +85,47 @@ private slots:
         QVERIFY2(error.contains(QStringLiteral("this output is the input")), qPrintable(error));
         QVERIFY(refusal(&spectrum) != nullptr);
         QVERIFY(test::read_file(model_path) == before);
+
+        // Compare's CSV / PNG / SVG exports and Saturation's "Save masks": the model, and the evaluation text
+        const std::string text_path = dir.file("text.txt");
+        test::write_file(text_path, "Once upon a time");
+        const auto text_before = test::read_file(text_path);
+        ui::ComparePanel compare(&runner);
+        compare.setModel(shared);
+        compare.setTextPath(QString::fromStdString(text_path));
+        QVERIFY(!compare.exportCsv(QString::fromStdString(model_path)));
+        QVERIFY(refusal(&compare) != nullptr);
+        refusal(&compare)->close();
+        QVERIFY(!compare.exportPng(QString::fromStdString(text_path)));
+        QVERIFY(refusal(&compare) != nullptr);
+        refusal(&compare)->close();
+        QVERIFY(!compare.exportSvg(QString::fromStdString(dir.file("link.knot")), &error));
+        QVERIFY2(error.contains(QStringLiteral("this output is the input")), qPrintable(error));
+        QVERIFY(compare.exportCsv(QString::fromStdString(dir.file("compare.csv"))));  // another name is written
+        QVERIFY(test::read_file(text_path) == text_before);
+
+        // masks loaded from a file, then saved over the calibration text: refused
+        SaturationProfile p;
+        p.model = "m";
+        p.text = "t";
+        p.command = "c";
+        p.n_tokens = 4;
+        p.threshold = 1.0;
+        LayerSaturation l;
+        l.neuron_count = 3;
+        l.counts = {0, 2, 4};
+        l.hot = {0, 1, 1};
+        l.histogram.assign(kSaturationHistogramBins, 0);
+        p.layers.push_back(l);
+        const std::string masks_path = dir.file("masks.json");
+        QVERIFY(write_saturation_profile(masks_path, p).is_ok());
+        ui::SaturationPanel saturation(&runner);
+        saturation.setTextPath(QString::fromStdString(text_path));
+        QVERIFY(saturation.loadMasks(QString::fromStdString(masks_path)));
+        QVERIFY(!saturation.saveMasks(QString::fromStdString(text_path)));
+        QVERIFY(refusal(&saturation) != nullptr);
+        QVERIFY(test::read_file(text_path) == text_before);
+        QVERIFY(saturation.saveMasks(QString::fromStdString(dir.file("masks2.json"))));
     }
 
     void scratchFoldersDoNotOutliveTheirProcess() {

@@ -7,6 +7,7 @@
 #include "gkq/workflows.h"
 #include "jobs/job_runner.h"
 #include "jobs/job_watch.h"
+#include "widgets/output_guard.h"
 
 #include <QBuffer>
 #include <QDir>
@@ -209,11 +210,19 @@ void ComparePanel::cancel() {
     if (m_job) m_runner->cancel(m_job);
 }
 
+bool ComparePanel::refusesExport(const QString& path, QString* error) const {
+    std::vector<std::string> inputs = m_model ? model_input_files(m_model->path()) : std::vector<std::string>{};
+    if (!m_text->text().isEmpty()) inputs.push_back(m_text->text().toStdString());
+    return refuseOutputOverInput(const_cast<ComparePanel*>(this), path, inputs, error);
+}
+
 bool ComparePanel::exportCsv(const QString& path) const {
+    if (refusesExport(path, nullptr)) return false;
     return write_file_atomic(path.toStdString(), m_results->toCsv().toStdString()).is_ok();
 }
 
 bool ComparePanel::exportPng(const QString& path) const {
+    if (refusesExport(path, nullptr)) return false;
     QByteArray bytes;
     QBuffer buffer(&bytes);
     buffer.open(QIODevice::WriteOnly);
@@ -223,6 +232,7 @@ bool ComparePanel::exportPng(const QString& path) const {
 }
 
 bool ComparePanel::exportSvg(const QString& path, QString* error) const {
+    if (refusesExport(path, error)) return false;
     return exportChartSvg(m_chart, path, error);
 }
 

@@ -52,6 +52,8 @@ signals:
 
 private:
     void onEnded(quint64 id, JobEnd how);
+    // True (with a message box) when an export to `path` would replace the model or the evaluation text.
+    bool refusesExport(const QString& path, QString* error) const;
 
     JobRunner* m_runner = nullptr;
     std::shared_ptr<const ModelFile> m_model;

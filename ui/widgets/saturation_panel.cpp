@@ -4,6 +4,7 @@
 #include "gkq/workflows.h"
 #include "jobs/job_runner.h"
 #include "jobs/job_watch.h"
+#include "widgets/output_guard.h"
 
 #include <QComboBox>
 #include <QDir>
@@ -409,6 +410,13 @@ bool SaturationPanel::loadMasks(const QString& path) {
 bool SaturationPanel::saveMasks(const QString& path) {
     if (!m_profile) {
         setError(tr("%1: no masks to save (profile or load first)").arg(path));
+        return false;
+    }
+    std::vector<std::string> inputs = m_model ? model_input_files(m_model->path()) : std::vector<std::string>{};
+    if (!m_text->text().isEmpty()) inputs.push_back(m_text->text().toStdString());
+    QString refused;
+    if (refuseOutputOverInput(this, path, inputs, &refused)) {
+        setError(refused);
         return false;
     }
     if (Status s = write_saturation_profile(path.toStdString(), *m_profile); !s) {
