@@ -16,5 +16,6 @@ int cmd_profile(int argc, char** argv);
 int cmd_rknot(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
 
 }  // namespace gkq::cli
