@@ -61,7 +61,8 @@ private slots:
         double sr = 0.0;
         for (double s : want) sr += s * s / (want[0] * want[0]);
         QVERIFY(std::fabs(sm.stable_rank / sr - 1.0) < 1e-4);
-        // The WeightWatcher power-law fit `gkq analyze` reports finds the prescribed alpha within 5 % (measured: 0.5-1 %).
+        // The WeightWatcher power-law fit `gkq analyze` reports finds the prescribed alpha within 5 % (measured: 0.5-1
+        // %).
         const HeavyTailMetrics ht = heavy_tail_metrics(got.data(), static_cast<int64_t>(got.size()), rows, cols);
         QVERIFY2(ht.power_law.reliable, ht.power_law.reason.c_str());
         qInfo("alpha %.2f: fitted %.3f (xmin %.3g, %lld tail values), stable rank %.1f of %zu", alpha,
