@@ -325,6 +325,7 @@ Result<SynthReport> synth_model(const SynthModel& m, const std::string& dir, con
     }
 
     std::error_code ec;
+    const bool created = !fs::exists(dir, ec);
     fs::create_directories(dir, ec);
     if (ec || !fs::is_directory(dir))
         return error(StatusCode::IoError, dir + ": cannot create the folder" + (ec ? " (" + ec.message() + ")" : ""));
@@ -396,7 +397,11 @@ Result<SynthReport> synth_model(const SynthModel& m, const std::string& dir, con
             report.files.push_back((fs::path(dir) / "config.json").string());
         }
     }
-    if (!st) return cancelled ? error(StatusCode::Cancelled, "synth: cancelled") : st;
+    if (!st) {
+        if (created)
+            fs::remove(dir, ec);  // the folder this call made, empty again (the writers removed their temporaries)
+        return cancelled ? error(StatusCode::Cancelled, "synth: cancelled") : st;
+    }
     for (const auto& e : fs::directory_iterator(dir, ec)) {
         const std::string ext = e.path().extension().string();
         if (ext == ".safetensors" || ext == ".gguf") report.bytes += fs::file_size(e.path(), ec);
