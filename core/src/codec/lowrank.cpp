@@ -175,7 +175,15 @@ Result<RankedFactors> ranked_factors(const std::function<void(double*)>& fill, c
                         break;
                     }
                 }
-                if (kept < need && kk < cap) continue;  // not reached yet: more values
+                if (kept < need && kk < cap) {
+                    // Not reached yet. Every further value is at most s_kk, so the most the values this path may
+                    // still compute (up to min(rows, cols) / 4) can add is (limit - p - kk) s_kk^2: when that
+                    // cannot reach E, the full SVD is the cheaper way and it is taken now.
+                    const double last = t->s[static_cast<size_t>(kk - 1)];
+                    const double room = static_cast<double>(std::max<int64_t>(0, limit - ro.oversampling - kk));
+                    if (kept + room * last * last < need) break;
+                    continue;
+                }
             }
             take_randomized(*t, k, out);
             kept = 0.0;

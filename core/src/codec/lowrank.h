@@ -43,8 +43,9 @@ double energy_fraction(const std::vector<double>& s, int64_t k);
 //   oversampling 10) on the float32 matrix `w32`. A fixed rank is computed directly. An energy or error rule
 //   needs the smallest k with sum_{i<=k} s_i^2 >= E ||W||_F^2: ||W||_F^2 is summed exactly from the matrix, and
 //   k grows (64, 128, ... capped by max_components / max_rank_fraction) until the computed values reach E or the
-//   cap; past min(rows, cols) / 4 the full SVD takes over. The randomized values never exceed the true ones, so
-//   the k found is never smaller than the exact rule's.
+//   cap; past min(rows, cols) / 4 the full SVD takes over. It takes over at once when even (min(rows, cols) / 4 - k)
+//   more values of the last size s_k could not reach E (a bound that can only err towards the full, exact path). The
+//   randomized values never exceed the true ones, so the k found is never smaller than the exact rule's.
 // energy_kept is exact for the factors returned: ||W - Q B_k||_F^2 = ||W||_F^2 - sum_{i<=k} s_i^2 (the tail is
 // never estimated from approximate values).
 constexpr int64_t kRandomizedMinDim = 1024;
