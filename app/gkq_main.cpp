@@ -39,6 +39,7 @@ const Command kCommands[] = {
      gkq::cli::cmd_tokenize},
     {"serve", "HTTP inference endpoint (io_uring/epoll): /health /infer /metrics /v1/completions ...",
      gkq::cli::cmd_serve},
+    {"synth", "random checkpoint with the exact shapes of a named model and heavy-tailed spectra", gkq::cli::cmd_synth},
 };
 
 void print_help() {

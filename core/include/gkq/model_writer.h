@@ -10,6 +10,7 @@
 #include "gkq/tensor.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,12 +22,21 @@ struct WriteTensor {
     std::vector<int64_t> shape;   // row-major, outermost first
     const float* data = nullptr;  // n_elements floats
     std::string name;             // used only for role Other
+    // Used when data is null: writes the n_elements floats into `out` when the tensor's turn comes, so a writer
+    // holds one tensor at a time (gkq synth streams a model this way). A failed Status stops the write.
+    std::function<Status(float* out)> fill;
 };
 
 struct WriteOptions {
     DType dtype = DType::F32;  // matrices' storage type: safetensors F32/F16/BF16; GGUF F32/F16/BF16/Q8_0/Q4_0
     // 1-D tensors (norms) stay F32 in GGUF and follow `dtype` in safetensors when it is a float type.
     Metadata extra_metadata;  // GGUF: extra keys; safetensors: __metadata__ (string values only)
+    // safetensors: data larger than this is split into shards model-0000i-of-0000N.safetensors, as HF's
+    // save_pretrained does (a new shard when the next tensor would pass the limit), with model.safetensors.index.json
+    // beside them in path's folder (then `path` itself is not written). 0: one file.
+    uint64_t max_shard_bytes = 0;
+    // safetensors: written as config.json instead of the one made from the config (a model the table has no row for).
+    std::string config_json;
 };
 
 // safetensors at `path` plus config.json in the same directory (HF LlamaForCausalLM naming).

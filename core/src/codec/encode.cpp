@@ -130,14 +130,22 @@ Status encode_low_rank(const TensorInput& in, const MatrixShape& ms, const Codec
             a[i] = dequantized.empty() ? static_cast<double>(in.data[i])
                                        : static_cast<double>(in.data[i]) - static_cast<double>(dequantized[i]);
     };
-    Result<Svd> svd = svd_thin(fill, rows, cols, label);
-    if (!svd) return svd.status();
+    // The randomized SVD (large matrices) works on float32: W itself, or the residual formed once in float.
+    std::vector<float> residual32;
+    const float* w32 = in.data;
+    if (!dequantized.empty() && randomized_svd_applies(rows, cols)) {
+        residual32.resize(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) residual32[static_cast<size_t>(i)] = in.data[i] - dequantized[i];
+        w32 = residual32.data();
+    }
+    Result<RankedFactors> ranked = ranked_factors(fill, w32, rows, cols, p, label);
+    if (!ranked) return ranked.status();
     dequantized = {};
-    const int64_t k = select_rank(svd->s, p, rows, cols);
-    notes.energy_kept = energy_fraction(svd->s, k);
-    std::vector<double> u, v;
-    top_factors(*svd, k, u, v);
-    const double* sigma = svd->s.data();
+    residual32 = {};
+    const int64_t k = ranked->k;
+    notes.energy_kept = ranked->energy_kept;
+    std::vector<double> u = std::move(ranked->u), v = std::move(ranked->v);
+    const double* sigma = ranked->s.data();
 
     LowRankSection chosen = quantize_section(rows, cols, k, sigma, u, v, p, nullptr, FoldAxis::U);
     std::vector<uint8_t> bytes = section_bytes(chosen);

@@ -108,4 +108,99 @@ int64_t select_rank(const std::vector<double>& s, const CodecParams& p, int64_t 
     return std::clamp<int64_t>(k, 0, min_dim);
 }
 
+namespace {
+
+// The top-k of the randomized SVD as RankedFactors (u, v in double with top_factors' sign rule).
+void take_randomized(const TopKSvd& t, int64_t k, RankedFactors& out) {
+    const int64_t rows = t.rows, cols = t.cols, kk = t.k;
+    out.k = k;
+    out.s = t.s;
+    out.u.assign(static_cast<size_t>(rows * k), 0.0);
+    out.v.assign(static_cast<size_t>(cols * k), 0.0);
+    for (int64_t r = 0; r < k; ++r) {
+        double best = 0.0, sign = 1.0;
+        for (int64_t i = 0; i < rows; ++i) {
+            const double x = t.u[static_cast<size_t>(i * kk + r)];
+            if (std::fabs(x) > best) {
+                best = std::fabs(x);
+                sign = x < 0.0 ? -1.0 : 1.0;
+            }
+        }
+        for (int64_t i = 0; i < rows; ++i)
+            out.u[static_cast<size_t>(i * k + r)] = sign * t.u[static_cast<size_t>(i * kk + r)];
+        for (int64_t j = 0; j < cols; ++j)
+            out.v[static_cast<size_t>(j * k + r)] = sign * t.v[static_cast<size_t>(j * kk + r)];
+    }
+}
+
+}  // namespace
+
+Result<RankedFactors> ranked_factors(const std::function<void(double*)>& fill, const float* w32, int64_t rows,
+                                     int64_t cols, const CodecParams& p, const std::string& label) {
+    const int64_t min_dim = std::min(rows, cols);
+    RankedFactors out;
+    if (randomized_svd_applies(rows, cols) && w32 != nullptr) {
+        // The caps every rule shares (select_rank's), and what the rule asks for.
+        int64_t cap = min_dim;
+        if (p.max_rank_fraction > 0.0)
+            cap = std::min<int64_t>(cap, std::max<int64_t>(1, static_cast<int64_t>(p.max_rank_fraction * min_dim)));
+        const bool fixed = p.rank > 0;
+        if (fixed) cap = std::min<int64_t>(cap, p.rank);
+        if (!fixed && p.max_components > 0) cap = std::min<int64_t>(cap, p.max_components);
+        const double total = gkq::frobenius_sq(w32, rows, cols);
+        RandomizedSvdOptions ro;
+        ro.n_power_iterations = kCodecPowerIterations;
+        const int64_t limit = min_dim / 4;  // beyond this many values the full SVD is the cheaper one
+        if (cap == 0) {
+            out.k = 0;
+            out.energy_kept = 1.0;
+            out.randomized = true;
+            return out;
+        }
+        const double fraction = p.max_rel_error > 0.0 ? 1.0 - p.max_rel_error * p.max_rel_error : p.energy;
+        const double need = fraction * total * (1.0 - 1e-12);  // ties within rounding count as reached
+        // (a zero matrix goes to the full SVD, whose factors select_rank gives the fixed rank as it always did)
+        for (int64_t kk = fixed ? cap : std::min<int64_t>(cap, 64); total > 0.0 && kk + ro.oversampling <= limit;
+             kk *= 2) {
+            kk = std::min(kk, cap);
+            Result<TopKSvd> t = randomized_svd(w32, rows, cols, kk, ro);
+            if (!t) return error(t.status().code(), label + ": " + t.message());
+            int64_t k = kk;
+            double kept = 0.0;
+            if (!fixed) {
+                for (int64_t i = 0; i < kk; ++i) {
+                    kept += t->s[static_cast<size_t>(i)] * t->s[static_cast<size_t>(i)];
+                    if (kept >= need) {
+                        k = i + 1;
+                        break;
+                    }
+                }
+                if (kept < need && kk < cap) {
+                    // Not reached yet. Every further value is at most s_kk, so the most the values this path may
+                    // still compute (up to min(rows, cols) / 4) can add is (limit - p - kk) s_kk^2: when that
+                    // cannot reach E, the full SVD is the cheaper way and it is taken now.
+                    const double last = t->s[static_cast<size_t>(kk - 1)];
+                    const double room = static_cast<double>(std::max<int64_t>(0, limit - ro.oversampling - kk));
+                    if (kept + room * last * last < need) break;
+                    continue;
+                }
+            }
+            take_randomized(*t, k, out);
+            kept = 0.0;
+            for (int64_t i = 0; i < k; ++i) kept += out.s[static_cast<size_t>(i)] * out.s[static_cast<size_t>(i)];
+            out.energy_kept = std::min(1.0, kept / total);
+            out.randomized = true;
+            return out;
+        }
+        // the rule needs more than min_dim / 4 values: the full SVD below
+    }
+    Result<Svd> svd = svd_thin(fill, rows, cols, label);
+    if (!svd) return svd.status();
+    out.k = select_rank(svd->s, p, rows, cols);
+    out.energy_kept = energy_fraction(svd->s, out.k);
+    top_factors(*svd, out.k, out.u, out.v);
+    out.s = std::move(svd->s);
+    return out;
+}
+
 }  // namespace gkq::codec

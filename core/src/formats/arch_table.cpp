@@ -1,6 +1,7 @@
 // The architecture rows (see gkq/arch.h) and our own role names: the one file that spells the file formats'
 // tensor names and hyperparameter keys. Names follow llama.cpp's llama-arch.cpp (GGUF) and the HF transformers
 // modeling files (HF); shapes are PyTorch's (out_features, in_features).
+#include "formats/model_families.h"
 #include "gkq/arch.h"
 
 #include <array>
@@ -113,6 +114,16 @@ const std::vector<ArchSpec>& arch_table() {
 
 const ArchSpec& default_arch() {
     return arch_table().front();
+}
+
+FamilyNames family_names(ModelFamily f) {
+    auto of = [](const ArchSpec* a) { return FamilyNames{a->hf_classes.front(), a->hf_model_type, a}; };
+    switch (f) {
+        case ModelFamily::Llama: return of(find_arch("llama"));
+        case ModelFamily::Mistral: return of(find_arch("mistral"));
+        case ModelFamily::Qwen2: return {"Qwen2ForCausalLM", "qwen2", nullptr};  // q/k/v biases: no row yet
+    }
+    return of(&default_arch());
 }
 
 const ArchNameKeys& arch_name_keys() {

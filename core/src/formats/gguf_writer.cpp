@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <unordered_set>
 
 namespace gkq {
@@ -279,7 +280,7 @@ Status plan_tensors(const std::string& path, const ModelConfig& config, const st
         for (int64_t dim : w.shape)
             if (dim <= 0 || !checked_mul(p.n_elements, static_cast<uint64_t>(dim), p.n_elements))
                 return error(StatusCode::InvalidArgument, where + ": invalid shape " + shape_to_string(w.shape));
-        if (w.data == nullptr) return error(StatusCode::InvalidArgument, where + ": no data");
+        if (w.data == nullptr && !w.fill) return error(StatusCode::InvalidArgument, where + ": no data");
         const DType dtype = w.shape.size() == 1 ? DType::F32 : matrix_dtype;
         p.type = gguf::find_ggml_type(dtype);
         const auto row = static_cast<uint64_t>(w.shape.back());
@@ -376,11 +377,23 @@ Status write_gguf(const std::string& path, const ModelConfig& config, const std:
     for (const PlannedTensor& p : planned) {
         if (f.bytes_written() != data_start + p.offset)
             return error(StatusCode::Internal, path + ": tensor '" + p.name + "' written at the wrong offset");
+        std::vector<float> filled;     // a `fill` tensor's floats
         std::vector<float> reordered;  // one tensor at a time, so memory stays at one matrix
+        const float* src = p.src->data;
+        if (!src) {
+            try {
+                filled.resize(static_cast<size_t>(p.n_elements));
+            } catch (const std::bad_alloc&) {
+                return error(StatusCode::InvalidArgument, path + ": tensor '" + p.name + "': out of memory");
+            }
+            if (Status s = p.src->fill(filled.data()); !s)
+                return error(s.code(), path + ": tensor '" + p.name + "': " + s.message());
+            src = filled.data();
+        }
         if (p.reorder)
-            reordered = rope_reorder(p.src->data, p.src->shape[0], p.src->shape[1], config.head_size(),
-                                     config.rope_style, arch_for_writing(config.architecture).gguf_rope);
-        if (Status s = write_tensor_data(f, p, p.reorder ? reordered.data() : p.src->data); !s) return s;
+            reordered = rope_reorder(src, p.src->shape[0], p.src->shape[1], config.head_size(), config.rope_style,
+                                     arch_for_writing(config.architecture).gguf_rope);
+        if (Status s = write_tensor_data(f, p, p.reorder ? reordered.data() : src); !s) return s;
         if (Status s = f.write_zeros(align_up(p.n_bytes) - p.n_bytes); !s) return s;
     }
     return f.commit();

@@ -12,7 +12,9 @@
 #include "gkq/model_writer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <new>
 #include <unordered_set>
 
 namespace gkq {
@@ -25,9 +27,21 @@ namespace {
 struct Planned {
     std::string name;
     uint64_t n_elements = 0;
-    uint64_t begin = 0;  // data_offsets, relative to the data section
+    uint64_t begin = 0;  // data_offsets, relative to the data section of its file
     uint64_t end = 0;
 };
+
+// The tensor's floats: its data, or `fill` run into `buf`.
+Result<const float*> tensor_floats(const WriteTensor& t, uint64_t n, std::vector<float>& buf) {
+    if (t.data) return t.data;
+    try {
+        buf.resize(static_cast<size_t>(n));
+    } catch (const std::bad_alloc&) {
+        return error(StatusCode::InvalidArgument, "out of memory for a tensor of " + std::to_string(n) + " floats");
+    }
+    if (Status s = t.fill(buf.data()); !s) return s;
+    return static_cast<const float*>(buf.data());
+}
 
 const char* safetensors_dtype_name(DType t) {
     switch (t) {
@@ -84,12 +98,30 @@ Status write_safetensors(const std::string& path, const ModelConfig& config, con
         uint64_t n_bytes = 0;
         if (!checked_mul(p.n_elements, elem_bytes, n_bytes) || !checked_add(offset, n_bytes, p.end))
             return error(StatusCode::InvalidArgument, path + ": tensor '" + p.name + "' is too large");
-        if (t.data == nullptr)
+        if (t.data == nullptr && !t.fill)
             return error(StatusCode::InvalidArgument, path + ": tensor '" + p.name + "' has no data");
         p.begin = offset;
         offset = p.end;
         plan.push_back(std::move(p));
     }
+
+    // Shards as HF's save_pretrained makes them: a new one when the next tensor would pass the limit.
+    std::vector<std::vector<size_t>> shards(1);
+    if (options.max_shard_bytes > 0 && offset > options.max_shard_bytes) {
+        uint64_t in_shard = 0;
+        for (size_t i = 0; i < plan.size(); ++i) {
+            const uint64_t n = plan[i].end - plan[i].begin;
+            if (!shards.back().empty() && in_shard + n > options.max_shard_bytes) {
+                shards.emplace_back();
+                in_shard = 0;
+            }
+            shards.back().push_back(i);
+            in_shard += n;
+        }
+    } else {
+        for (size_t i = 0; i < plan.size(); ++i) shards[0].push_back(i);
+    }
+    const uint64_t total_bytes = offset;
 
     // q/k of an interleaved model are reordered into HF's layout, so that the file means what HF readers (and
     // ours, which label safetensors models with the row's hf_rope) take it to mean.
@@ -119,39 +151,72 @@ Status write_safetensors(const std::string& path, const ModelConfig& config, con
     }
 
     // Strings are escaped by nlohmann (valid UTF-8 checked above, so dump() does not throw).
-    std::string header = "{\"__metadata__\":{";
+    std::string meta_json = "{\"__metadata__\":{";
     for (size_t i = 0; i < meta.size(); ++i) {
-        if (i) header += ',';
-        header += json(meta[i].first).dump() + ":" + json(meta[i].second).dump();
+        if (i) meta_json += ',';
+        meta_json += json(meta[i].first).dump() + ":" + json(meta[i].second).dump();
     }
-    header += '}';
-    for (size_t i = 0; i < plan.size(); ++i) {
-        header += "," + json(plan[i].name).dump() + ":{\"dtype\":\"" + safetensors_dtype_name(dtype) + "\",\"shape\":[";
-        const auto& shape = tensors[i].shape;
-        for (size_t k = 0; k < shape.size(); ++k) header += (k ? "," : "") + std::to_string(shape[k]);
-        header += "],\"data_offsets\":[" + std::to_string(plan[i].begin) + "," + std::to_string(plan[i].end) + "]}";
-    }
-    header += '}';
-    header.append((8 - header.size() % 8) % 8, ' ');
+    meta_json += '}';
 
-    auto file = AtomicFile::create(path);
-    if (!file) return file.status();
-    const uint64_t n_header = header.size();
-    if (Status s = file->write(&n_header, sizeof n_header); !s) return s;
-    if (Status s = file->write(header); !s) return s;
-    for (size_t i = 0; i < plan.size(); ++i) {
-        const WriteTensor& t = tensors[i];
-        std::vector<float> reordered;  // one tensor at a time, so memory stays at one matrix
-        if (reorder[i])
-            reordered =
-                rope_reorder(t.data, t.shape[0], t.shape[1], config.head_size(), config.rope_style, arch.hf_rope);
-        if (Status s = write_data(*file, dtype, reorder[i] ? reordered.data() : t.data, plan[i].n_elements); !s)
-            return s;
+    // Every shard is written under its temporary name first and all are renamed into place at the end, the
+    // index and config.json after them: a failed write leaves none of the files.
+    const fs::path dir = fs::path(path).parent_path();
+    const size_t n_shards = shards.size();
+    auto shard_name = [&](size_t s) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", s + 1, n_shards);
+        return std::string(buf);
+    };
+    std::vector<AtomicFile> files;
+    nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+    for (size_t s = 0; s < n_shards; ++s) {
+        const std::vector<size_t>& members = shards[s];
+        const uint64_t base = members.empty() ? 0 : plan[members.front()].begin;
+        std::string header = meta_json;
+        for (size_t i : members) {
+            header +=
+                "," + json(plan[i].name).dump() + ":{\"dtype\":\"" + safetensors_dtype_name(dtype) + "\",\"shape\":[";
+            const auto& shape = tensors[i].shape;
+            for (size_t k = 0; k < shape.size(); ++k) header += (k ? "," : "") + std::to_string(shape[k]);
+            header += "],\"data_offsets\":[" + std::to_string(plan[i].begin - base) + "," +
+                      std::to_string(plan[i].end - base) + "]}";
+            if (n_shards > 1) weight_map[plan[i].name] = shard_name(s);
+        }
+        header += '}';
+        header.append((8 - header.size() % 8) % 8, ' ');
+
+        auto file = AtomicFile::create(n_shards > 1 ? (dir / shard_name(s)).string() : path);
+        if (!file) return file.status();
+        const uint64_t n_header = header.size();
+        if (Status st = file->write(&n_header, sizeof n_header); !st) return st;
+        if (Status st = file->write(header); !st) return st;
+        for (size_t i : members) {
+            const WriteTensor& t = tensors[i];
+            std::vector<float> filled;     // a `fill` tensor's floats
+            std::vector<float> reordered;  // one tensor at a time, so memory stays at one matrix
+            Result<const float*> src = tensor_floats(t, plan[i].n_elements, filled);
+            if (!src) return error(src.status().code(), path + ": tensor '" + plan[i].name + "': " + src.message());
+            if (reorder[i])
+                reordered =
+                    rope_reorder(*src, t.shape[0], t.shape[1], config.head_size(), config.rope_style, arch.hf_rope);
+            if (Status st = write_data(*file, dtype, reorder[i] ? reordered.data() : *src, plan[i].n_elements); !st)
+                return st;
+        }
+        files.push_back(std::move(file.value()));
     }
-    if (Status s = file->commit(); !s) return s;
+    for (AtomicFile& f : files)
+        if (Status st = f.commit(); !st) return st;
+    if (n_shards > 1) {
+        nlohmann::ordered_json index;
+        index["metadata"] = {{"total_size", total_bytes}};
+        index["weight_map"] = std::move(weight_map);
+        if (Status st = write_file_atomic((dir / "model.safetensors.index.json").string(), index.dump(2) + "\n"); !st)
+            return st;
+    }
 
     const std::string config_path = (fs::path(path).parent_path() / "config.json").string();
-    return write_file_atomic(config_path, hf_config_json(config, dtype));
+    return write_file_atomic(config_path,
+                             options.config_json.empty() ? hf_config_json(config, dtype) : options.config_json);
 }
 
 }  // namespace gkq
