@@ -657,7 +657,7 @@ void TestGguf::writerRejectsBadInput() {
     TinyModel m = make_tiny_model(32, 32, 1, 2, 2, 8);
     std::vector<float> odd(4 * 48, 0.5f);
     std::vector<WriteTensor> t = m.tensors;
-    t.push_back({TensorRole::Other, -1, {4, 48}, odd.data(), "extra.weight"});
+    t.push_back({TensorRole::Other, -1, {4, 48}, odd.data(), "extra.weight", {}});
     WriteOptions q8;
     q8.dtype = DType::Q8_0;
     expect_invalid(write_gguf(path, m.config, t, {}, q8),
@@ -675,7 +675,7 @@ void TestGguf::writerRejectsBadInput() {
     expect_invalid(write_gguf(path, m.config, t, {}), "tensor 'token_embd.weight' is given more than once");
 
     t = m.tensors;
-    t.push_back({TensorRole::Other, -1, {2, 2, 2, 2, 2}, odd.data(), "five.d"});
+    t.push_back({TensorRole::Other, -1, {2, 2, 2, 2, 2}, odd.data(), "five.d", {}});
     expect_invalid(write_gguf(path, m.config, t, {}), "tensor 'five.d': GGUF tensors have 1 to 4 dimensions, not 5");
 
     WriteOptions bad_meta;

@@ -395,7 +395,7 @@ void TestLlama2c::writerRejects() {
     }
     {
         WriterModel m = writer_model(true);
-        m.tensors.push_back({TensorRole::Other, -1, {8}, m.storage[0].data(), "rope.freqs"});
+        m.tensors.push_back({TensorRole::Other, -1, {8}, m.storage[0].data(), "rope.freqs", {}});
         expect(m, {"'rope.freqs' has no role"});
     }
     {

@@ -111,7 +111,7 @@ SmallModel small_model() {
     gkq::test::TinyModel tiny = gkq::test::make_tiny_model(m.config);
     m.values = std::move(tiny.storage);
     m.tensors = std::move(tiny.tensors);
-    m.tensors.push_back({TensorRole::Other, -1, {3}, nullptr, "extra.rotary_scale"});
+    m.tensors.push_back({TensorRole::Other, -1, {3}, nullptr, "extra.rotary_scale", {}});
     // values that exercise f16 / bf16 rounding: ties, overflow to inf, subnormals, signed zero
     m.values.push_back({65520.0f, 3e-8f, -0.0f});
     for (size_t i = 0; i < m.tensors.size(); ++i) m.tensors[i].data = m.values[i].data();
