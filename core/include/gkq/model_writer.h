@@ -24,7 +24,7 @@ struct WriteTensor {
     std::string name;             // used only for role Other
     // Used when data is null: writes the n_elements floats into `out` when the tensor's turn comes, so a writer
     // holds one tensor at a time (gkq synth streams a model this way). A failed Status stops the write.
-    std::function<Status(float* out)> fill;
+    std::function<Status(float* out)> fill = {};
 };
 
 struct WriteOptions {
