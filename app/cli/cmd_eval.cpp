@@ -6,9 +6,9 @@
 #include "cli/progress_bar.h"
 
 #include "gkq/evaluate.h"
-#include "gkq/knot_model.h"
 #include "gkq/tokenizer.h"
 #include "gkq/transformer.h"
+#include "gkq/weights.h"
 
 #include <nlohmann/json.hpp>
 
@@ -34,8 +34,8 @@ int fail(const Status& s) {
 }
 
 // The tokenizer: --tokenizer, else the model's own vocabulary, else the one tokenizer.bin / tok*.bin beside it.
-Result<Tokenizer> pick_tokenizer(const LoadedModel& m, const std::string& given) {
-    auto t = tokenizer_for_model(m.path, m.vocab, m.config.vocab_size, given);
+Result<Tokenizer> pick_tokenizer(const Weights& m, int64_t vocab_size, const std::string& given) {
+    auto t = tokenizer_for_model(m.label(), m.vocabulary(), vocab_size, given);
     if (!t && given.empty()) return error(t.status().code(), t.status().message() + ": pass --tokenizer FILE");
     return t;
 }
@@ -173,9 +173,11 @@ int cmd_eval(int argc, char** argv) {
     topt.n_threads = static_cast<int>(threads);
     topt.max_batch = 64;
 
-    auto first = load_model(single ? model_path : base_path, topt);
+    auto first_weights = open_weights(single ? model_path : base_path);
+    if (!first_weights) return fail(first_weights.status());
+    auto first = Transformer::load(**first_weights, topt);
     if (!first) return fail(first.status());
-    auto tokenizer = pick_tokenizer(*first, tokenizer_path);
+    auto tokenizer = pick_tokenizer(**first_weights, first->config().vocab_size, tokenizer_path);
     if (!tokenizer) return fail(tokenizer.status());
     EvalText et;
     et.tokens = tokenizer->encode(*text, false, false);
@@ -189,21 +191,21 @@ int cmd_eval(int argc, char** argv) {
     ProgressBar bar("eval");
     Result<EvalReport> report = Status(StatusCode::Internal, "unset");
     if (single) {
-        report = evaluate_perplexity(*first->transformer, et, eo, bar.callback());
+        report = evaluate_perplexity(*first, et, eo, bar.callback());
     } else {
-        auto cand = load_model(cand_path, topt);
+        auto cand_weights = open_weights(cand_path);
+        if (!cand_weights) return fail(cand_weights.status());
+        auto cand = Transformer::load(**cand_weights, topt);
         if (!cand) return fail(cand.status());
         if (!base_logits.empty()) {
-            auto resolved =
-                resolve_eval_options(eo, std::min(first->config.context_length, first->transformer->n_context()));
+            auto resolved = resolve_eval_options(eo, std::min(first->config().context_length, first->n_context()));
             if (!resolved) return fail(resolved.status());
-            auto saved = load_base_logits(base_logits, et, cand->config.vocab_size, *resolved);
+            auto saved = load_base_logits(base_logits, et, cand->config().vocab_size, *resolved);
             if (!saved) return fail(saved.status());
-            report = evaluate_compare_saved(*saved, *cand->transformer, bar.callback());
+            report = evaluate_compare_saved(*saved, *cand, bar.callback());
         } else {
             BaseLogits keep;
-            report = evaluate_compare(*first->transformer, *cand->transformer, et, eo, bar.callback(),
-                                      save_base.empty() ? nullptr : &keep);
+            report = evaluate_compare(*first, *cand, et, eo, bar.callback(), save_base.empty() ? nullptr : &keep);
             if (report && !save_base.empty()) {
                 keep.path = save_base;
                 if (Status s = save_base_logits(save_base, keep); !s) return fail(s);

@@ -5,11 +5,10 @@
 #include "cli/demo_model.h"
 
 #include "gkq/generate.h"
-#include "gkq/knot_model.h"
-#include "gkq/model_file.h"
 #include "gkq/sampler.h"
 #include "gkq/tokenizer.h"
 #include "gkq/transformer.h"
+#include "gkq/weights.h"
 
 #include <algorithm>
 #include <cctype>
@@ -27,8 +26,8 @@ int exit_code_for(const Status& s) {
 }
 
 // The tokenizer of `model` (see gkq::tokenizer_for_model), with what to pass when there is none or several.
-Result<Tokenizer> pick_tokenizer(const LoadedModel& model, const std::string& given) {
-    auto t = tokenizer_for_model(model.path, model.vocab, model.config.vocab_size, given);
+Result<Tokenizer> pick_tokenizer(const Weights& model, int64_t vocab_size, const std::string& given) {
+    auto t = tokenizer_for_model(model.label(), model.vocabulary(), vocab_size, given);
     if (!t && given.empty()) return error(t.status().code(), t.status().message() + ": pass --tokenizer FILE");
     return t;
 }
@@ -100,26 +99,31 @@ int cmd_generate(int argc, char** argv) {
     }
     TransformerOptions options;
     options.n_threads = static_cast<int>(threads);
-    auto model = load_model(model_path, options);
+    auto weights = open_weights(model_path);
+    if (!weights) {
+        std::fprintf(stderr, "gkq generate: %s\n", weights.message().c_str());
+        return exit_code_for(weights.status());
+    }
+    auto model = Transformer::load(**weights, options);
     if (!model) {
         std::fprintf(stderr, "gkq generate: %s\n", model.message().c_str());
         return exit_code_for(model.status());
     }
-    auto tokenizer = pick_tokenizer(*model, tokenizer_path);
+    auto tokenizer = pick_tokenizer(**weights, model->config().vocab_size, tokenizer_path);
     if (!tokenizer) {
         std::fprintf(stderr, "gkq generate: %s\n", tokenizer.message().c_str());
         return exit_code_for(tokenizer.status());
     }
-    if (tokenizer->vocab_size() != model->config.vocab_size)
+    if (tokenizer->vocab_size() != model->config().vocab_size)
         std::fprintf(stderr, "gkq generate: warning: the tokenizer has %d tokens, the model %lld\n",
-                     tokenizer->vocab_size(), static_cast<long long>(model->config.vocab_size));
-    Transformer* transformer = model->transformer.get();
+                     tokenizer->vocab_size(), static_cast<long long>(model->config().vocab_size));
+    Transformer* transformer = &*model;
 
     SamplerOptions sampling;
     sampling.temperature = static_cast<float>(temperature);
     sampling.top_p = static_cast<float>(top_p);
     sampling.seed = static_cast<uint64_t>(seed);
-    Sampler sampler(static_cast<int32_t>(model->config.vocab_size), sampling);
+    Sampler sampler(static_cast<int32_t>(model->config().vocab_size), sampling);
     GenerateOptions generate_options;
     generate_options.steps = steps;
     auto stats = generate(*transformer, *tokenizer, sampler, prompt, generate_options, [](std::string_view piece) {

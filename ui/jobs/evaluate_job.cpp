@@ -1,8 +1,8 @@
 #include "jobs/evaluate_job.h"
 
-#include "gkq/knot_model.h"
 #include "gkq/tokenizer.h"
 #include "gkq/transformer.h"
+#include "gkq/weights.h"
 
 #include <fstream>
 #include <sstream>
@@ -20,11 +20,15 @@ Result<EvalReport> evaluateKnot(const std::string& basePath, const std::string& 
 
     TransformerOptions options;
     options.max_batch = 64;
-    auto base = load_model(basePath, options);
+    auto baseWeights = open_weights(basePath);
+    if (!baseWeights) return baseWeights.status();
+    auto base = Transformer::load(**baseWeights, options);
     if (!base) return base.status();
-    auto candidate = load_model(knotPath, options);
+    auto knotWeights = open_weights(knotPath);
+    if (!knotWeights) return knotWeights.status();
+    auto candidate = Transformer::load(**knotWeights, options);
     if (!candidate) return candidate.status();
-    auto tokenizer = tokenizer_for_model(base->path, base->vocab, base->config.vocab_size);
+    auto tokenizer = tokenizer_for_model(basePath, (*baseWeights)->vocabulary(), base->config().vocab_size);
     if (!tokenizer) return tokenizer.status();
 
     EvalText et;
@@ -32,7 +36,7 @@ Result<EvalReport> evaluateKnot(const std::string& basePath, const std::string& 
     et.bos_id = tokenizer->bos_id();
     et.n_bytes = text.size();
     et.text_hash = fnv1a64(text.data(), text.size());
-    auto report = evaluate_compare(*base->transformer, *candidate->transformer, et, EvalOptions{}, progress);
+    auto report = evaluate_compare(*base, *candidate, et, EvalOptions{}, progress);
     if (report) report->text_label = textPath;
     return report;
 }
