@@ -139,6 +139,7 @@ public:
     Status whole() const override;
     Result<StoredTensor> read_stored(size_t i) const override;
     Result<std::vector<float>> read_f32(size_t i) const override;
+    Result<std::optional<StoredFactors>> read_factors(size_t i) const override;
 
     struct Data;  // private
 
@@ -166,6 +167,10 @@ Result<std::vector<KnotEntry>> parse_knot_index(std::span<const uint8_t> index, 
 // Decodes a record from its bytes alone ([record_offset, record_offset + record_bytes) of the file).
 Result<EncodedTensor> decode_knot_record(const KnotEntry& entry, std::span<const uint8_t> bytes,
                                          const std::string& label, size_t record_number);
+
+// The factors of tensor i of a knot's Weights when it is a LowRank record of a 2-D tensor (read_stored, then
+// decode_lowrank_factors); nullopt for every other record. Every knot Weights' read_factors.
+Result<std::optional<StoredFactors>> read_knot_factors(const Weights& knot, size_t i);
 
 // CRC-32 (ISO-HDLC, as zlib's crc32()) of a byte range.
 uint32_t knot_crc32(const uint8_t* data, size_t n, uint32_t crc = 0);

@@ -71,7 +71,7 @@ public:
     // Tensor i as float32 in its shape, row-major.
     virtual Result<std::vector<float>> read_f32(size_t i) const = 0;
     // The factors of tensor i when it is stored as a pure low-rank product (a knot's LowRank record of a 2-D
-    // tensor), decoded without multiplying them out; nullopt for every other tensor.
+    // tensor), decoded without multiplying them out; nullopt for every other tensor (the default: model files).
     virtual Result<std::optional<StoredFactors>> read_factors(size_t i) const;
 
     // Index of the tensor of `role` in block `layer` (-1 for non-block tensors), or of the one named `name`; -1 when

@@ -118,6 +118,8 @@ public:
         return s;
     }
 
+    Result<std::optional<StoredFactors>> read_factors(size_t i) const override { return read_knot_factors(*this, i); }
+
     Result<std::vector<float>> read_f32(size_t i) const override {
         auto t = record(i);
         if (!t) return t.status();

@@ -1,5 +1,5 @@
-// Weights over knots (KnotFile's own, and a knot held in memory), what every Weights shares (lookups, the factors
-// of a low-rank record), and open_weights: "a model file or a knot" for every command that runs a model.
+// Weights over knots (KnotFile's own, and a knot held in memory), the factors of a low-rank record, and open_weights:
+// "a model file or a knot" for every command that runs a model.
 #include "gkq/codec.h"
 #include "gkq/knot.h"
 #include "gkq/model_file.h"
@@ -11,38 +11,19 @@
 
 namespace gkq {
 
-// ---- every Weights ----------------------------------------------------------------------------------------------
+// ---- the factors of a low-rank record -------------------------------------------------------------------
 
-int64_t Weights::index_of(TensorRole role, int32_t layer) const {
-    for (size_t i = 0; i < n_tensors(); ++i) {
-        const TensorInfo& t = tensor_info(i);
-        if (t.role == role && t.layer == layer) return static_cast<int64_t>(i);
-    }
-    return -1;
-}
-
-int64_t Weights::index_of(std::string_view name) const {
-    for (size_t i = 0; i < n_tensors(); ++i)
-        if (tensor_info(i).name == name) return static_cast<int64_t>(i);
-    return -1;
-}
-
-int64_t Weights::n_params() const {
-    int64_t n = 0;
-    for (size_t i = 0; i < n_tensors(); ++i) n += tensor_info(i).n_elements();
-    return n;
-}
-
-Result<std::optional<StoredFactors>> Weights::read_factors(size_t i) const {
-    if (i >= n_tensors()) return error(StatusCode::InvalidArgument, label() + ": no tensor " + std::to_string(i));
-    const TensorInfo& info = tensor_info(i);
+Result<std::optional<StoredFactors>> read_knot_factors(const Weights& knot, size_t i) {
+    if (i >= knot.n_tensors())
+        return error(StatusCode::InvalidArgument, knot.label() + ": no tensor " + std::to_string(i));
+    const TensorInfo& info = knot.tensor_info(i);
     // Only a pure low-rank record is a product of factors: a residual would have to be added back densely.
     if (info.dtype != DType::Other || info.shape.size() != 2) return std::optional<StoredFactors>();
-    auto stored = read_stored(i);
+    auto stored = knot.read_stored(i);
     if (!stored) return stored.status();
     if (!stored->record || stored->record->method != Method::LowRank) return std::optional<StoredFactors>();
     auto f = decode_lowrank_factors(*stored->record);
-    if (!f) return f.status().with_context(label() + ": record " + std::to_string(i) + " '" + info.name + "'");
+    if (!f) return f.status().with_context(knot.label() + ": record " + std::to_string(i) + " '" + info.name + "'");
     StoredFactors out;
     out.rank = f->rank;
     out.u = std::move(f->u);
@@ -126,6 +107,7 @@ public:
         if (!t) return t.status();
         return decoded(*t, m_label, i);
     }
+    Result<std::optional<StoredFactors>> read_factors(size_t i) const override { return read_knot_factors(*this, i); }
 
 private:
     Result<EncodedTensor> record(size_t i) const {
@@ -159,6 +141,10 @@ Result<std::vector<float>> KnotFile::read_f32(size_t i) const {
     auto t = read(i);
     if (!t) return t.status();
     return decoded(*t, path(), i);
+}
+
+Result<std::optional<StoredFactors>> KnotFile::read_factors(size_t i) const {
+    return read_knot_factors(*this, i);
 }
 
 // ---- opening -------------------------------------------------------------------------------------------------
