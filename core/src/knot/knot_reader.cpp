@@ -306,10 +306,7 @@ Result<EncodedTensor> decode_knot_record(const KnotEntry& entry, std::span<const
     const uint8_t* stored = nullptr;
     if (!r.bytes(d.stored_bytes, stored, "payload")) return r.status();
     EncodedTensor t;
-    t.name = d.name;
-    t.role = d.role;
-    t.layer = d.layer;
-    t.shape = d.shape;
+    static_cast<TensorInfo&>(t) = d;
     t.method = d.method;
     t.rank = d.rank;
     t.factor_bits = d.factor_bits;
