@@ -59,7 +59,7 @@ TinyModel make_tiny_model(const ModelConfig& c, uint64_t seed) {
         if (norm)
             for (float& x : v) x += 1.0f;  // norms sit near one, as trained ones do
         m.storage.push_back(std::move(v));
-        m.tensors.push_back({role, layer, std::move(shape), nullptr, {}});
+        m.tensors.push_back({role, layer, std::move(shape), nullptr, {}, {}});
     };
     const int64_t kv = c.kv_dim();
     add(TensorRole::TokenEmbd, -1, {c.vocab_size, c.dim});
