@@ -5,7 +5,6 @@
 #include "cli/demo_model.h"
 
 #include "gkq/generate.h"
-#include "gkq/knot_model.h"
 #include "gkq/model_file.h"
 #include "gkq/sampler.h"
 #include "gkq/tokenizer.h"

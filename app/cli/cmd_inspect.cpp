@@ -4,10 +4,10 @@
 #include "cli/demo_model.h"
 
 #include "gkq/knot.h"
-#include "gkq/knot_model.h"
 #include "gkq/model_check.h"
 #include "gkq/model_file.h"
 #include "gkq/tokenizer.h"
+#include "gkq/weights.h"
 
 #include <nlohmann/json.hpp>
 

@@ -10,6 +10,7 @@
 #include "gkq/transformer.h"
 #include "infer/thread_pool.h"
 #include "test_support.h"
+#include "tiny_model.h"
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,8 +105,11 @@ struct ModelCase {
 };
 
 // Deterministic pseudo-random weights of a config's shapes; `rank` > 0 hands matrices over as factors.
-WeightSource random_source(const ModelConfig& c, int64_t rank_divisor) {
-    return [c, rank_divisor](TensorRole role, int32_t layer) -> Result<WeightData> {
+test::MemoryWeights random_source(const ModelConfig& c, int64_t rank_divisor) {
+    test::TinyModel m;
+    m.config = c;
+    std::vector<std::optional<StoredFactors>> factors;
+    auto one = [&](TensorRole role, int32_t layer) {
         int64_t rows = 0, cols = 0;
         switch (role) {
             case TensorRole::TokenEmbd:
@@ -119,22 +124,37 @@ WeightSource random_source(const ModelConfig& c, int64_t rank_divisor) {
             default: rows = c.dim; break;
         }
         const uint64_t seed = static_cast<uint64_t>(role) * 1000 + static_cast<uint64_t>(layer + 1);
-        WeightData w;
+        m.tensors.push_back(
+            {role, layer, cols == 0 ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols}, nullptr, {}});
+        factors.emplace_back();
         if (cols == 0) {
-            w.dense.assign(static_cast<size_t>(rows), 1.0f);
-            return w;
+            m.storage.emplace_back(static_cast<size_t>(rows), 1.0f);
+            return;
         }
         const float scale = 1.0f / std::sqrt(static_cast<float>(cols));
         if (rank_divisor > 0 && role != TensorRole::TokenEmbd) {
+            StoredFactors w;
             w.rank = std::max<int64_t>(1, std::min(rows, cols) / rank_divisor);
             w.u = test::random_floats(static_cast<size_t>(rows * w.rank), seed, 1.0f);
             w.s = test::random_floats(static_cast<size_t>(w.rank), seed + 1, 1.0f);
             w.v = test::random_floats(static_cast<size_t>(cols * w.rank), seed + 2, scale);
-            return w;
+            factors.back() = std::move(w);
+            m.storage.emplace_back();
+            return;
         }
-        w.dense = test::random_floats(static_cast<size_t>(rows * cols), seed, scale);
-        return w;
+        m.storage.push_back(test::random_floats(static_cast<size_t>(rows * cols), seed, scale));
     };
+    one(TensorRole::TokenEmbd, -1);
+    for (int32_t l = 0; l < c.n_layers; ++l)
+        for (TensorRole r :
+             {TensorRole::AttnNorm, TensorRole::AttnQ, TensorRole::AttnK, TensorRole::AttnV, TensorRole::AttnO,
+              TensorRole::FfnNorm, TensorRole::FfnGate, TensorRole::FfnDown, TensorRole::FfnUp})
+            one(r, l);
+    one(TensorRole::OutputNorm, -1);
+    if (!c.shared_classifier) one(TensorRole::Output, -1);
+    test::MemoryWeights w(m);
+    w.factors = std::move(factors);
+    return w;
 }
 
 std::vector<int32_t> tokens_for(const ModelConfig& c, int64_t n) {

@@ -42,7 +42,13 @@ private slots:
             for (const Tensor& t : file->tensors()) {
                 Result<std::vector<float>> w = tensor_to_f32(t);
                 QVERIFY2(w.is_ok(), w.message().c_str());
-                TensorInput in{t.name, t.role, t.layer, t.shape, w->data(), fold_head_count(t.role, file->config())};
+                TensorInput in;
+                in.name = t.name;
+                in.role = t.role;
+                in.layer = t.layer;
+                in.shape = t.shape;
+                in.data = w->data();
+                in.n_heads = fold_head_count(t.role, file->config());
                 TensorReport r;
                 Result<EncodedTensor> e =
                     encode_tensor(in, resolve_params(preset, t.role, t.layer, t.n_dims(), {}, {}), &r);

@@ -3,11 +3,11 @@
 // mismatched base-logits files; and a knot run directly (dense and factored) against its reconstruction.
 #include "gkq/codec.h"
 #include "gkq/evaluate.h"
-#include "gkq/knot_model.h"
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
 #include "gkq/quantize.h"
 #include "gkq/transformer.h"
+#include "gkq/weights.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -64,9 +64,11 @@ std::string quantize_to(const std::string& model_path, const std::string& out, c
 Transformer load_file(const std::string& path, int threads) {
     TransformerOptions o;
     o.n_threads = threads;
-    auto m = load_model(path, o);
+    auto w = open_weights(path);
+    if (!w) qFatal("%s", w.message().c_str());
+    auto m = Transformer::load(**w, o);
     if (!m) qFatal("%s", m.message().c_str());
-    return std::move(*m->transformer);
+    return std::move(*m);
 }
 
 EvalText random_text(int n, uint64_t seed) {
@@ -308,7 +310,7 @@ private slots:
         TransformerOptions dense_opts;
         dense_opts.n_threads = 1;
         dense_opts.allow_factored = false;
-        auto dense = load_transformer(*kf, dense_opts);
+        auto dense = Transformer::load(*kf, dense_opts);
         QVERIFY2(dense, dense.message().c_str());
         QCOMPARE(dense->n_factored_matrices(), 0);
         auto a = factored.forward(1, 0);

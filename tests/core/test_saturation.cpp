@@ -27,28 +27,25 @@ namespace {
              qPrintable(QString::fromStdString(std::string(haystack) + "  [expected: " + (needle) + "]")))
 
 // Tiny model weights, optionally with FFN rows/columns of `cold` neurons zeroed in w1, w3 (rows) and w2 (cols).
-WeightSource source_of(const test::TinyModel& m, const std::vector<std::vector<uint8_t>>* cold_zero = nullptr,
-                       bool zero_w2_only = false) {
-    return [&m, cold_zero, zero_w2_only](TensorRole role, int32_t layer) -> Result<WeightData> {
-        for (size_t i = 0; i < m.tensors.size(); ++i)
-            if (m.tensors[i].role == role && m.tensors[i].layer == layer) {
-                WeightData w;
-                w.dense = m.storage[i];
-                if (cold_zero && layer >= 0) {
-                    const auto& hot = (*cold_zero)[static_cast<size_t>(layer)];
-                    const int64_t hidden = m.config.hidden_dim, dim = m.config.dim;
-                    if (zero_w2_only) {
-                        if (role == TensorRole::FfnDown) std::fill(w.dense.begin(), w.dense.end(), 0.0f);
-                    } else if (role == TensorRole::FfnGate || role == TensorRole::FfnUp) {
-                        for (int64_t j = 0; j < hidden; ++j)
-                            if (!hot[static_cast<size_t>(j)])
-                                std::fill(w.dense.begin() + j * dim, w.dense.begin() + (j + 1) * dim, 0.0f);
-                    }
-                }
-                return w;
-            }
-        return error(StatusCode::NotFound, "no " + gguf_name(role, layer));
-    };
+test::MemoryWeights source_of(const test::TinyModel& m, const std::vector<std::vector<uint8_t>>* cold_zero = nullptr,
+                              bool zero_w2_only = false) {
+    test::MemoryWeights w(m);
+    for (size_t i = 0; i < w.n_tensors() && cold_zero; ++i) {
+        const TensorRole role = w.infos[i].role;
+        const int32_t layer = w.infos[i].layer;
+        if (layer < 0) continue;
+        std::vector<float>& dense = w.values[i];
+        const auto& hot = (*cold_zero)[static_cast<size_t>(layer)];
+        const int64_t hidden = m.config.hidden_dim, dim = m.config.dim;
+        if (zero_w2_only) {
+            if (role == TensorRole::FfnDown) std::fill(dense.begin(), dense.end(), 0.0f);
+        } else if (role == TensorRole::FfnGate || role == TensorRole::FfnUp) {
+            for (int64_t j = 0; j < hidden; ++j)
+                if (!hot[static_cast<size_t>(j)])
+                    std::fill(dense.begin() + j * dim, dense.begin() + (j + 1) * dim, 0.0f);
+        }
+    }
+    return w;
 }
 
 std::vector<int32_t> token_sequence(int32_t vocab, size_t n) {
@@ -69,7 +66,7 @@ bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && !a.empty() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-Transformer load(const test::TinyModel& m, const WeightSource& src, int threads = 2) {
+Transformer load(const test::TinyModel& m, const Weights& src, int threads = 2) {
     TransformerOptions o;
     o.n_threads = threads;
     auto t = Transformer::load(m.config, src, o);
@@ -181,18 +178,20 @@ private slots:
         // w1 (gate) and w2 (down) handed over as rank-8 factors: routing selects rows of U / columns of S V^T
         auto m = test::make_tiny_model(test::tiny_config(), 8);
         const int64_t k = 8;
-        WeightSource dense = source_of(m);
-        WeightSource factored = [&](TensorRole role, int32_t layer) -> Result<WeightData> {
-            if (role != TensorRole::FfnGate && role != TensorRole::FfnDown) return dense(role, layer);
+        test::MemoryWeights factored(m);
+        for (size_t t = 0; t < factored.n_tensors(); ++t) {
+            const TensorRole role = factored.infos[t].role;
+            const int32_t layer = factored.infos[t].layer;
+            if (role != TensorRole::FfnGate && role != TensorRole::FfnDown) continue;
             const int64_t rows = role == TensorRole::FfnGate ? m.config.hidden_dim : m.config.dim;
             const int64_t cols = role == TensorRole::FfnGate ? m.config.dim : m.config.hidden_dim;
-            WeightData w;
+            StoredFactors w;
             w.rank = k;
             w.u = test::random_floats(static_cast<size_t>(rows * k), 100 + layer, 0.3f);
             w.v = test::random_floats(static_cast<size_t>(cols * k), 200 + layer, 0.3f);
             for (int64_t i = 0; i < k; ++i) w.s.push_back(2.0f / static_cast<float>(i + 1));
-            return w;
-        };
+            factored.factors[t] = std::move(w);
+        }
         const auto tokens = token_sequence(static_cast<int32_t>(m.config.vocab_size), 12);
         Transformer plain = load(m, factored);
         QVERIFY(plain.n_factored_matrices() == 2 * m.config.n_layers);

@@ -34,16 +34,8 @@ const char* const kRef279K =
     "friends. One day, she went to the park to play with her toys. She was very happy. He wanted to";
 const char* const kRefTok105 = "Once upon a time, there was a little girl named Lily. She loved";
 
-WeightSource source_of(const test::TinyModel& m) {
-    return [&m](TensorRole role, int32_t layer) -> Result<WeightData> {
-        for (size_t i = 0; i < m.tensors.size(); ++i)
-            if (m.tensors[i].role == role && m.tensors[i].layer == layer) {
-                WeightData w;
-                w.dense = m.storage[i];
-                return w;
-            }
-        return error(StatusCode::NotFound, "no " + gguf_name(role, layer));
-    };
+test::MemoryWeights source_of(const test::TinyModel& m) {
+    return test::MemoryWeights(m);
 }
 
 // Runs positions 0..n-1 of a fixed token sequence one at a time; all logits concatenated.
@@ -470,7 +462,7 @@ private slots:
             auto values = tensor_to_f32(t);
             QVERIFY2(values, values.message().c_str());
             storage.push_back(std::move(*values));
-            tensors.push_back({t.role, t.layer, t.shape, storage.back().data(), {}});
+            tensors.push_back({t.role, t.layer, t.shape, storage.back().data(), {}, {}});
         }
         test::TempDir dir;
         QVERIFY(write_gguf(dir.file("m.gguf"), file->config(), tensors));
@@ -519,21 +511,19 @@ private slots:
         const ModelConfig& c = m.config;
         const int64_t k = 6;
         // Every matrix replaced by a random rank-6 product, handed over as factors.
-        std::vector<WeightData> factors;
-        auto source = [&](TensorRole role, int32_t layer) -> Result<WeightData> {
-            auto dense = source_of(m)(role, layer);
-            if (!dense || !role_is_matrix(role) || role == TensorRole::TokenEmbd) return dense;
-            int64_t rows = 0, cols = 0;
-            for (const auto& t : m.tensors)
-                if (t.role == role && t.layer == layer) rows = t.shape[0], cols = t.shape[1];
-            WeightData w;
+        test::MemoryWeights source(m);
+        for (size_t i = 0; i < source.n_tensors(); ++i) {
+            const TensorInfo& t = source.infos[i];
+            if (!role_is_matrix(t.role) || t.role == TensorRole::TokenEmbd) continue;
+            const int64_t rows = t.shape[0], cols = t.shape[1];
+            StoredFactors w;
             w.rank = k;
-            const uint64_t seed = static_cast<uint64_t>(role) * 100 + static_cast<uint64_t>(layer + 1);
+            const uint64_t seed = static_cast<uint64_t>(t.role) * 100 + static_cast<uint64_t>(t.layer + 1);
             w.u = test::random_floats(static_cast<size_t>(rows * k), seed, 0.3f);
             w.s = test::random_floats(static_cast<size_t>(k), seed + 1, 1.0f);
             w.v = test::random_floats(static_cast<size_t>(cols * k), seed + 2, 0.3f);
-            return w;
-        };
+            source.factors[i] = std::move(w);
+        }
         TransformerOptions factored;
         TransformerOptions dense;
         dense.allow_factored = false;
@@ -652,11 +642,8 @@ private slots:
         QVERIFY(!too_long);
         QVERIFY(too_long.message().find("positions 6..8") != std::string::npos);
 
-        auto short_q = [&](TensorRole role, int32_t layer) -> Result<WeightData> {
-            auto w = source_of(m)(role, layer);
-            if (w && role == TensorRole::AttnQ && layer == 1) w->dense.resize(10);
-            return w;
-        };
+        auto short_q = source_of(m);
+        short_q.values[short_q.at(TensorRole::AttnQ, 1)].resize(10);
         auto bad = Transformer::load(m.config, short_q);
         QVERIFY(!bad);
         QCOMPARE(QString::fromStdString(bad.message()),

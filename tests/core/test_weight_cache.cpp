@@ -1,4 +1,4 @@
-// Weight stores (knot in RAM, knot on disk, knot over HTTP range requests, model file) and the LRU weight cache:
+// Weights served (knot in RAM, knot on disk, knot over HTTP range requests, model file) and the LRU weight cache:
 // values, budget and age eviction, counters, thread safety.
 #include "cache/http_client.h"
 #include "gkq/codec.h"
@@ -6,12 +6,15 @@
 #include "gkq/knot.h"
 #include "gkq/model_file.h"
 #include "gkq/weight_cache.h"
+#include "gkq/weights.h"
 #include "http_test_support.h"
 #include "test_support.h"
 
 #include <QtTest>
 
 #include <atomic>
+#include <cstring>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -23,13 +26,13 @@ namespace {
     QVERIFY2(std::string(haystack).find(needle) != std::string::npos, \
              qPrintable(QString::fromStdString(std::string(haystack) + "  [expected: " + (needle) + "]")))
 
-// A store of `n` weights of `floats` values each, weight i filled with i; counts reconstructions and can block them
-// or fail them.
-class FakeStore final : public WeightStore {
+// Weights of `n` tensors of `floats` values each, tensor i filled with i; counts reads and can block them or fail
+// them.
+class FakeStore final : public Weights {
 public:
     FakeStore(size_t n, size_t floats) {
         for (size_t i = 0; i < n; ++i) {
-            WeightInfo w;
+            TensorInfo w;
             w.name = "w" + std::to_string(i);
             w.role = TensorRole::AttnQ;
             w.layer = static_cast<int32_t>(i);
@@ -37,13 +40,17 @@ public:
             m_weights.push_back(w);
         }
     }
-    std::string_view mode() const override { return "fake"; }
+    std::string_view kind() const override { return "fake"; }
     const std::string& label() const override { return m_label; }
     const ModelConfig& config() const override { return m_config; }
     const Vocabulary& vocabulary() const override { return m_vocab; }
-    const std::vector<WeightInfo>& weights() const override { return m_weights; }
-    uint64_t resident_bytes() const override { return 0; }
-    Result<std::vector<float>> reconstruct(size_t i) const override {
+    size_t n_tensors() const override { return m_weights.size(); }
+    const TensorInfo& tensor_info(size_t i) const override { return m_weights[i]; }
+    uint64_t stored_bytes(size_t i) const override { return m_weights[i].n_elements() * sizeof(float); }
+    Result<StoredTensor> read_stored(size_t) const override {
+        return error(StatusCode::Unsupported, "fake: nothing is stored");
+    }
+    Result<std::vector<float>> read_f32(size_t i) const override {
         calls++;
         while (block.load()) std::this_thread::yield();
         if (fail.load()) return error(StatusCode::Corrupt, "fake: weight " + std::to_string(i) + " is broken");
@@ -58,34 +65,41 @@ private:
     std::string m_label = "fake";
     ModelConfig m_config;
     Vocabulary m_vocab;
-    std::vector<WeightInfo> m_weights;
+    std::vector<TensorInfo> m_weights;
 };
 
 std::vector<uint8_t> file_bytes(const std::string& path) {
     return test::read_file(path);
 }
 
-void check_store_matches_knot(const WeightStore& store, const std::string& knot_path) {
+void check_store_matches_knot(const Weights& store, const std::string& knot_path) {
     auto knot = KnotFile::open(knot_path);
     QVERIFY2(knot.is_ok(), knot.message().c_str());
-    QCOMPARE(store.weights().size(), knot->n_records());
+    QCOMPARE(store.n_tensors(), knot->n_records());
     QCOMPARE(store.config().dim, knot->header().config.dim);
     QCOMPARE(store.config().n_layers, knot->header().config.n_layers);
     QVERIFY(store.vocabulary().tokens == knot->header().vocab.tokens);
     for (size_t i = 0; i < knot->n_records(); ++i) {
         const KnotEntry& e = knot->entries()[i];
-        QCOMPARE(store.weights()[i].name, e.name);
-        QCOMPARE(store.weights()[i].role, e.role);
-        QCOMPARE(store.weights()[i].layer, e.layer);
-        QCOMPARE(store.weights()[i].shape, e.shape);
-        QCOMPARE(store.weights()[i].stored_bytes, e.record_bytes);
+        QCOMPARE(store.tensor_info(i).name, e.name);
+        QCOMPARE(store.tensor_info(i).role, e.role);
+        QCOMPARE(store.tensor_info(i).layer, e.layer);
+        QCOMPARE(store.tensor_info(i).shape, e.shape);
+        QCOMPARE(store.tensor_info(i).dtype, method_dtype(e.method));
+        QCOMPARE(store.stored_bytes(i), e.record_bytes);
         auto enc = knot->read(i);
         QVERIFY(enc.is_ok());
         auto want = decode_tensor(*enc);
         QVERIFY(want.is_ok());
-        auto got = store.reconstruct(i);
+        auto got = store.read_f32(i);
         QVERIFY2(got.is_ok(), got.message().c_str());
         QVERIFY(*got == *want);
+        // the stored encoding: the record's payload, not decoded
+        auto stored = store.read_stored(i);
+        QVERIFY2(stored.is_ok(), stored.message().c_str());
+        QVERIFY(stored->record != nullptr);
+        QVERIFY(stored->record->payload == enc->payload);
+        QCOMPARE(stored->data.size(), enc->payload.size());
     }
 }
 
@@ -99,9 +113,11 @@ private slots:
     void residentKnotStoreHoldsEveryRecord() {
         test::TempDir dir;
         auto tiny = test::make_tiny_knot(dir);
-        auto store = open_knot_store(tiny.knot, true);
+        WeightsOpenOptions resident;
+        resident.memory_resident = true;
+        auto store = open_weights(tiny.knot, resident);
         QVERIFY2(store.is_ok(), store.message().c_str());
-        QCOMPARE((*store)->mode(), std::string_view("memory-resident"));
+        QCOMPARE((*store)->kind(), std::string_view("memory-resident"));
         uint64_t sum = 0;
         auto knot = KnotFile::open(tiny.knot);
         for (const KnotEntry& e : knot->entries()) sum += e.record_bytes;
@@ -110,58 +126,66 @@ private slots:
         std::filesystem::remove(tiny.knot);
         auto copy = test::make_tiny_knot(dir);  // same bytes again, for the reference side
         check_store_matches_knot(**store, copy.knot);
-        QCOMPARE((*store)->find(TensorRole::AttnV, 1), (*store)->find(TensorRole::AttnV, 1));
-        QCOMPARE((*store)->weights()[size_t((*store)->find(TensorRole::AttnV, 1))].name,
+        QCOMPARE((*store)->index_of(TensorRole::AttnV, 1), (*store)->index_of(TensorRole::AttnV, 1));
+        QCOMPARE((*store)->tensor_info(size_t((*store)->index_of(TensorRole::AttnV, 1))).name,
                  std::string("blk.1.attn_v.weight"));
-        QCOMPARE((*store)->find(TensorRole::AttnV, 7), int64_t(-1));
+        QCOMPARE((*store)->index_of(TensorRole::AttnV, 7), int64_t(-1));
     }
 
     void onDiskKnotStoreReadsRecordsWhenAsked() {
         test::TempDir dir;
         auto tiny = test::make_tiny_knot(dir);
-        auto store = open_knot_store(tiny.knot, false);
+        auto store = open_weights(tiny.knot);
         QVERIFY2(store.is_ok(), store.message().c_str());
-        QCOMPARE((*store)->mode(), std::string_view("on-disk"));
+        QCOMPARE((*store)->kind(), std::string_view("on-disk"));
         QCOMPARE((*store)->resident_bytes(), uint64_t(0));
         check_store_matches_knot(**store, tiny.knot);
-        auto bad = (*store)->reconstruct(1000);
+        auto bad = (*store)->read_f32(1000);
         QCOMPARE(bad.status().code(), StatusCode::InvalidArgument);
     }
 
     void modelFileStoreConvertsTensors() {
         test::TempDir dir;
         auto tiny = test::make_tiny_knot(dir);
-        auto store = open_model_file_store(tiny.gguf);
+        auto store = open_weights(tiny.gguf);
         QVERIFY2(store.is_ok(), store.message().c_str());
-        QCOMPARE((*store)->mode(), std::string_view("model-file"));
+        QCOMPARE((*store)->kind(), std::string_view("model-file"));
         QCOMPARE((*store)->config().shared_classifier, false);
         auto model = ModelFile::open(tiny.gguf);
-        QCOMPARE((*store)->weights().size(), model->tensors().size());
+        QCOMPARE((*store)->n_tensors(), model->tensors().size());
         for (size_t i = 0; i < model->tensors().size(); ++i) {
-            auto want = tensor_to_f32(model->tensors()[i]);
-            auto got = (*store)->reconstruct(i);
+            const Tensor& t = model->tensors()[i];
+            auto want = tensor_to_f32(t);
+            auto got = (*store)->read_f32(i);
             QVERIFY(got.is_ok());
             QVERIFY(*got == *want);
+            // the stored encoding: the mapped bytes themselves
+            auto stored = (*store)->read_stored(i);
+            QVERIFY(stored.is_ok());
+            QCOMPARE(stored->info.dtype, t.dtype);
+            QCOMPARE(stored->data.size(), size_t(t.n_bytes));
+            QVERIFY(std::memcmp(stored->data.data(), t.data, t.n_bytes) == 0);
+            QVERIFY(stored->record == nullptr);
         }
-        QVERIFY(looks_like_knot(tiny.knot));
-        QVERIFY(!looks_like_knot(tiny.gguf));
-        QVERIFY(!looks_like_knot(dir.file("missing")));
+        QVERIFY(is_knot_path(tiny.knot));
+        QVERIFY(!is_knot_path(tiny.gguf));
+        QVERIFY(!is_knot_path(dir.file("missing")));
     }
 
     void remoteKnotStoreFetchesByRange() {
         test::TempDir dir;
         auto tiny = test::make_tiny_knot(dir);
         test::RangeFileServer cdn(file_bytes(tiny.knot));
-        auto store = open_remote_knot_store(cdn.url());
+        auto store = open_remote_knot(cdn.url());
         QVERIFY2(store.is_ok(), store.message().c_str());
         // trailer (suffix range), file header, header block, index
         QCOMPARE(cdn.n_requests(), 4);
-        QCOMPARE((*store)->mode(), std::string_view("cdn"));
+        QCOMPARE((*store)->kind(), std::string_view("cdn"));
         QCOMPARE((*store)->label(), cdn.url());
         QCOMPARE((*store)->resident_bytes(), uint64_t(0));
         check_store_matches_knot(**store, tiny.knot);
         // one request per record
-        QCOMPARE(cdn.n_requests(), 4 + int((*store)->weights().size()));
+        QCOMPARE(cdn.n_requests(), 4 + 2 * int((*store)->n_tensors()));  // read_f32 and read_stored
     }
 
     void remoteKnotStoreErrors() {
@@ -170,33 +194,33 @@ private slots:
         test::RangeFileServer cdn(file_bytes(tiny.knot));
 
         cdn.set_mode(test::RangeFileServer::Mode::IgnoreRange);
-        auto ignored = open_remote_knot_store(cdn.url());
+        auto ignored = open_remote_knot(cdn.url());
         QCOMPARE(ignored.status().code(), StatusCode::Unsupported);
         VERIFY_CONTAINS(ignored.message(), cdn.url() + " (Range: bytes=-40): the server answered 200");
 
         cdn.set_mode(test::RangeFileServer::Mode::Truncate);
-        auto cut = open_remote_knot_store(cdn.url());
+        auto cut = open_remote_knot(cdn.url());
         QCOMPARE(cut.status().code(), StatusCode::IoError);
         VERIFY_CONTAINS(cut.message(), "Content-Length 40 but 20 bytes arrived");
 
         cdn.set_mode(test::RangeFileServer::Mode::Normal);
-        auto ok = open_remote_knot_store(cdn.url());
+        auto ok = open_remote_knot(cdn.url());
         QVERIFY2(ok.is_ok(), ok.message().c_str());
         // The file is replaced by a shorter one while served: the next record fetch notices.
         auto bytes = file_bytes(tiny.knot);
         bytes.resize(bytes.size() - 1);
         cdn.set_bytes(bytes);
-        auto changed = (*ok)->reconstruct(0);
+        auto changed = (*ok)->read_f32(0);
         QCOMPARE(changed.status().code(), StatusCode::Corrupt);
         VERIFY_CONTAINS(changed.message(), "bytes, it was " + std::to_string(bytes.size() + 1) + " when opened");
 
         // Not a knot
         cdn.set_bytes(std::vector<uint8_t>(100, 'x'));
-        auto foreign = open_remote_knot_store(cdn.url());
+        auto foreign = open_remote_knot(cdn.url());
         QCOMPARE(foreign.status().code(), StatusCode::Corrupt);
         VERIFY_CONTAINS(foreign.message(), "no knot trailer");
 
-        auto https = open_remote_knot_store("https://example.invalid/m.knot");
+        auto https = open_remote_knot("https://example.invalid/m.knot");
         QCOMPARE(https.status().code(), StatusCode::Unsupported);
         VERIFY_CONTAINS(https.message(), "https is not supported");
 
@@ -206,7 +230,7 @@ private slots:
             test::RangeFileServer gone({});
             dead_port = gone.port();
         }
-        auto refused = open_remote_knot_store("http://127.0.0.1:" + std::to_string(dead_port) + "/m.knot");
+        auto refused = open_remote_knot("http://127.0.0.1:" + std::to_string(dead_port) + "/m.knot");
         QCOMPARE(refused.status().code(), StatusCode::IoError);
         VERIFY_CONTAINS(refused.message(), "cannot connect to 127.0.0.1:" + std::to_string(dead_port));
     }
@@ -237,19 +261,23 @@ private slots:
     void hitsAndMissesAddUpToLookups() {
         test::TempDir dir;
         auto tiny = test::make_tiny_knot(dir);
-        auto store = open_knot_store(tiny.knot, true);
+        WeightsOpenOptions resident;
+        resident.memory_resident = true;
+        auto store = open_weights(tiny.knot, resident);
         QVERIFY(store.is_ok());
-        std::shared_ptr<const WeightStore> shared = std::move(*store);
+        std::shared_ptr<const Weights> shared = std::move(*store);
         WeightCache cache(shared);
-        const size_t n = shared->weights().size();
+        const size_t n = shared->n_tensors();
         uint64_t total_bytes = 0;
-        for (size_t i = 0; i < n; ++i) total_bytes += shared->weights()[i].n_elements() * sizeof(float);
+        for (size_t i = 0; i < n; ++i) total_bytes += load_tensor(*shared, i, true)->bytes();
         for (int round = 0; round < 3; ++round)
             for (size_t i = 0; i < n; ++i) {
                 auto w = cache.get(i);
                 QVERIFY2(w.is_ok(), w.message().c_str());
                 QCOMPARE(w->hit, round > 0);
-                QVERIFY(*w->values == *shared->reconstruct(i));
+                auto want = load_tensor(*shared, i, true);
+                QVERIFY(w->values->dense == want->dense && w->values->rank == want->rank && w->values->u == want->u &&
+                        w->values->svt == want->svt);
             }
         WeightCacheStats s = cache.stats();
         QCOMPARE(s.lookups, uint64_t(3 * n));
@@ -307,8 +335,8 @@ private slots:
         WeightCache cache(store, o);
         auto a = cache.get(1);
         QVERIFY(a.is_ok());
-        QCOMPARE(a->values->size(), size_t(256));
-        QCOMPARE((*a->values)[0], 1.0f);
+        QCOMPARE(a->values->dense.size(), size_t(256));
+        QCOMPARE(a->values->dense[0], 1.0f);
         QVERIFY(!cache.get(1)->hit);
         WeightCacheStats s = cache.stats();
         QCOMPARE(s.not_kept, uint64_t(2));
@@ -409,7 +437,7 @@ private slots:
                 for (int k = 0; k < 500; ++k) {
                     const size_t i = rng() % 16;
                     auto w = cache.get(i);
-                    if (!w || w->values->size() != 64 || (*w->values)[63] != static_cast<float>(i)) wrong++;
+                    if (!w || w->values->dense.size() != 64 || w->values->dense[63] != static_cast<float>(i)) wrong++;
                     if (cache.stats().bytes_used > o.budget_bytes) wrong++;
                 }
             });

@@ -1,12 +1,13 @@
 #include "http_test_support.h"
 
 #include "gkq/generate.h"
-#include "gkq/knot_model.h"
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
 #include "gkq/quantize.h"
 #include "gkq/sampler.h"
 #include "gkq/tokenizer.h"
+#include "gkq/transformer.h"
+#include "gkq/weights.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -74,9 +75,11 @@ TinyKnot make_tiny_knot(const TempDir& dir, const std::string& preset) {
 }
 
 std::string reference_completion(const std::string& knot, const std::string& prompt, int64_t max_tokens) {
-    auto model = load_model(knot);
+    auto weights = open_weights(knot);
+    if (!weights) qFatal("%s", weights.message().c_str());
+    auto model = Transformer::load(**weights);
     if (!model) qFatal("%s", model.message().c_str());
-    auto tok = Tokenizer::from_vocabulary(model->vocab, knot);
+    auto tok = Tokenizer::from_vocabulary((*weights)->vocabulary(), knot);
     if (!tok) qFatal("%s", tok.message().c_str());
     const auto n_prompt = static_cast<int64_t>(tok->encode(prompt, true, false).size());
     SamplerOptions so;
@@ -86,7 +89,7 @@ std::string reference_completion(const std::string& knot, const std::string& pro
     go.steps = n_prompt + max_tokens - 1;
     std::string text;
     int64_t n = 0;
-    auto st = generate(*model->transformer, *tok, sampler, prompt, go, [&](std::string_view piece) {
+    auto st = generate(*model, *tok, sampler, prompt, go, [&](std::string_view piece) {
         if (n++ >= n_prompt - 1) text += piece;
         return true;
     });

@@ -7,6 +7,34 @@
 
 namespace gkq::test {
 
+MemoryWeights::MemoryWeights(const TinyModel& m) : model_config(m.config), values(m.storage) {
+    for (const WriteTensor& t : m.tensors) {
+        TensorInfo info;
+        info.name = t.role == TensorRole::Other ? t.name : gguf_name(t.role, t.layer);
+        info.role = t.role;
+        info.layer = t.layer;
+        info.shape = t.shape;
+        infos.push_back(std::move(info));
+    }
+    factors.resize(infos.size());
+}
+
+size_t MemoryWeights::at(TensorRole role, int32_t layer) const {
+    const int64_t i = index_of(role, layer);
+    if (i < 0) {
+        std::fprintf(stderr, "MemoryWeights: no %s\n", gguf_name(role, layer).c_str());
+        std::abort();
+    }
+    return static_cast<size_t>(i);
+}
+
+Result<StoredTensor> MemoryWeights::read_stored(size_t i) const {
+    StoredTensor s;
+    s.info = infos[i];
+    s.data = {reinterpret_cast<const uint8_t*>(values[i].data()), values[i].size() * sizeof(float)};
+    return s;
+}
+
 ModelConfig tiny_config(bool shared_classifier) {
     ModelConfig c;
     c.dim = 64;

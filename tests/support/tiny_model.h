@@ -5,8 +5,11 @@
 #include "gkq/metadata.h"
 #include "gkq/model_config.h"
 #include "gkq/model_writer.h"
+#include "gkq/naming.h"
+#include "gkq/weights.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +19,37 @@ struct TinyModel {
     ModelConfig config;
     std::vector<std::vector<float>> storage;  // one buffer per tensor, same order as `tensors`
     std::vector<WriteTensor> tensors;         // every role of every layer (+ output when not shared)
+};
+
+// A model's tensors as Weights held in memory (float32, kind "memory"), so a Transformer loads straight from
+// values a test made: tests change `values`, or set `factors[i]` to hand tensor i over as low-rank factors (then
+// read_factors returns them, as a knot's low-rank record would).
+class MemoryWeights final : public Weights {
+public:
+    explicit MemoryWeights(const TinyModel& m);
+
+    ModelConfig model_config;
+    std::vector<TensorInfo> infos;
+    std::vector<std::vector<float>> values;             // (infos[i].shape) row-major
+    std::vector<std::optional<StoredFactors>> factors;  // set: tensor i is stored as these factors
+
+    // The index of (role, layer); aborts the test when there is none.
+    size_t at(TensorRole role, int32_t layer) const;
+
+    std::string_view kind() const override { return "memory"; }
+    const std::string& label() const override { return m_label; }
+    const ModelConfig& config() const override { return model_config; }
+    const Vocabulary& vocabulary() const override { return m_vocab; }
+    size_t n_tensors() const override { return infos.size(); }
+    const TensorInfo& tensor_info(size_t i) const override { return infos[i]; }
+    uint64_t stored_bytes(size_t i) const override { return values[i].size() * sizeof(float); }
+    Result<StoredTensor> read_stored(size_t i) const override;
+    Result<std::vector<float>> read_f32(size_t i) const override { return values[i]; }
+    Result<std::optional<StoredFactors>> read_factors(size_t i) const override { return factors[i]; }
+
+private:
+    std::string m_label = "memory";
+    Vocabulary m_vocab;
 };
 
 // dim 64, hidden 96, 2 layers, 4 heads, 2 kv heads, vocab 40, context 32 unless changed.

@@ -2,9 +2,9 @@
 
 #include "gkq/encoded_tensor.h"
 #include "gkq/knot.h"
-#include "gkq/knot_model.h"
 #include "gkq/naming.h"
 #include "gkq/quantize.h"
+#include "gkq/weights.h"
 
 #include <filesystem>
 #include <sstream>

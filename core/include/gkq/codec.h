@@ -118,11 +118,8 @@ CodecParams resolve_params(const Preset& preset, TensorRole role, int32_t layer,
 
 // ---- encoding and decoding -------------------------------------------------------------------------------------
 
-struct TensorInput {
-    std::string name;
-    TensorRole role = TensorRole::Other;
-    int32_t layer = -1;
-    std::vector<int64_t> shape;   // row-major, outermost first; a matrix view is (n / last, last)
+// TensorInfo's shape: a matrix view is (n / last, last); dtype stays F32 (`data` is float32 whatever the source held).
+struct TensorInput : TensorInfo {
     const float* data = nullptr;  // n_elements float32, row-major
     int32_t n_heads = 0;          // attention heads along the folded axis (fold_head_count); 0 = no head folding
 };

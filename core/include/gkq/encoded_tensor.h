@@ -31,19 +31,18 @@ enum EncodedFlags : uint32_t {
     kFlagSigmaQuantized = 1u << 3,   // sigma stored quantized instead of f32
 };
 
-struct EncodedTensor {
-    std::string name;
-    TensorRole role = TensorRole::Other;
-    int32_t layer = -1;
-    std::vector<int64_t> shape;  // original shape, row-major, outermost first
+// The stored type of a method's payload: F32, F16, Q8_0 and Q4_0 payloads are exactly those types' blocks; the
+// low-rank methods' payloads are their own layout (Other).
+DType method_dtype(Method m);
+
+// TensorInfo's shape is the original shape; its dtype is method_dtype(method) (the codec and the knot reader set it).
+struct EncodedTensor : TensorInfo {
     Method method = Method::F32;
     int32_t rank = 0;              // low-rank methods: k; 0 otherwise
     uint8_t factor_bits = 0;       // 2, 4 or 8 for low-rank factors; 0 otherwise
     uint8_t residual_bits = 0;     // 4 (Q4_0) or 8 (Q8_0) for LowRankResidual; 0 otherwise
     uint32_t flags = 0;            // EncodedFlags
     std::vector<uint8_t> payload;  // method-specific bytes, uncompressed
-
-    int64_t n_elements() const;
 };
 
 }  // namespace gkq

@@ -12,6 +12,7 @@
 #include "gkq/metadata.h"
 #include "gkq/model_config.h"
 #include "gkq/status.h"
+#include "gkq/weights.h"
 
 #include <cstdint>
 #include <memory>
@@ -43,12 +44,9 @@ struct KnotHeader {
     uint64_t n_source_tensors = 0;  // tensors in the whole source model; records carry their position in it
 };
 
-// One index entry: everything about a record except its payload.
-struct KnotEntry {
-    std::string name;
-    TensorRole role = TensorRole::Other;
-    int32_t layer = -1;
-    std::vector<int64_t> shape;  // original shape, row-major, outermost first
+// One index entry: everything about a record except its payload. TensorInfo's shape is the original shape, its
+// dtype method_dtype(method).
+struct KnotEntry : TensorInfo {
     Method method = Method::F32;
     int32_t rank = 0;
     uint8_t factor_bits = 0;
@@ -61,8 +59,6 @@ struct KnotEntry {
     uint64_t stored_bytes = 0;   // payload as stored
     uint64_t raw_bytes = 0;      // payload once inflated
     uint32_t crc32 = 0;          // of the record's bytes before its trailing CRC field
-
-    int64_t n_elements() const;
 };
 
 // A serialized record (what a writer appends) with its index entry (record_offset still 0).
@@ -106,7 +102,8 @@ struct KnotOpenOptions {
     uint64_t max_inflated_bytes = uint64_t{8} << 30;
 };
 
-class KnotFile {
+// A KnotFile is Weights (weights.h): read_stored hands out a record inflated and checked, read_f32 decodes it.
+class KnotFile final : public Weights {
 public:
     // Maps `path` (or inflates it when gzipped) and checks trailer, header block and index. Records are
     // checked when read.
@@ -114,7 +111,7 @@ public:
 
     KnotFile(KnotFile&&) noexcept;
     KnotFile& operator=(KnotFile&&) noexcept;
-    ~KnotFile();
+    ~KnotFile() override;
 
     const std::string& path() const;
     const KnotHeader& header() const;
@@ -130,6 +127,19 @@ public:
     Result<EncodedTensor> read(size_t i) const;
     // Record i's bytes exactly as stored, CRC32 checked (for copying records into another knot).
     Result<KnotRecord> read_raw(size_t i) const;
+
+    // ---- Weights (whole() refuses a shard)
+    std::string_view kind() const override { return "on-disk"; }
+    const std::string& label() const override { return path(); }
+    const ModelConfig& config() const override { return header().config; }
+    const Vocabulary& vocabulary() const override { return header().vocab; }
+    size_t n_tensors() const override { return entries().size(); }
+    const TensorInfo& tensor_info(size_t i) const override { return entries()[i]; }
+    uint64_t stored_bytes(size_t i) const override { return entries()[i].record_bytes; }
+    Status whole() const override;
+    Result<StoredTensor> read_stored(size_t i) const override;
+    Result<std::vector<float>> read_f32(size_t i) const override;
+    Result<std::optional<StoredFactors>> read_factors(size_t i) const override;
 
     struct Data;  // private
 
@@ -157,6 +167,10 @@ Result<std::vector<KnotEntry>> parse_knot_index(std::span<const uint8_t> index, 
 // Decodes a record from its bytes alone ([record_offset, record_offset + record_bytes) of the file).
 Result<EncodedTensor> decode_knot_record(const KnotEntry& entry, std::span<const uint8_t> bytes,
                                          const std::string& label, size_t record_number);
+
+// The factors of tensor i of a knot's Weights when it is a LowRank record of a 2-D tensor (read_stored, then
+// decode_lowrank_factors); nullopt for every other record. Every knot Weights' read_factors.
+Result<std::optional<StoredFactors>> read_knot_factors(const Weights& knot, size_t i);
 
 // CRC-32 (ISO-HDLC, as zlib's crc32()) of a byte range.
 uint32_t knot_crc32(const uint8_t* data, size_t n, uint32_t crc = 0);

@@ -3,12 +3,14 @@
 // GGUF v2/v3 (llama architecture), llama2.c checkpoints (legacy v0 and "ak42" v1/v2).
 // Contract: open() checks every magic, count, offset and size against the file before using it and fails
 // with a Status naming the file and the offset, tensor or key; tensors stay valid while the ModelFile lives.
+// A ModelFile is Weights (weights.h): read_stored hands out the mapped bytes, read_f32 converts.
 #pragma once
 
 #include "gkq/metadata.h"
 #include "gkq/model_config.h"
 #include "gkq/status.h"
 #include "gkq/tensor.h"
+#include "gkq/weights.h"
 
 #include <memory>
 #include <string>
@@ -23,7 +25,7 @@ std::string_view model_format_name(ModelFormat f);  // "safetensors", "gguf", "l
 
 struct ModelFileData;  // private (core/src/formats/model_file_data.h)
 
-class ModelFile {
+class ModelFile final : public Weights {
 public:
     // Opens `path`: a file (format detected from its first bytes) or a directory holding
     // model.safetensors.index.json, model.safetensors, or a single *.gguf / *.bin.
@@ -31,21 +33,29 @@ public:
 
     ModelFile(ModelFile&&) noexcept;
     ModelFile& operator=(ModelFile&&) noexcept;
-    ~ModelFile();
+    ~ModelFile() override;
 
     ModelFormat format() const;
     // Format with its version and detail: "gguf v3", "llama2c v0 (legacy)", "safetensors (2 shards)".
     const std::string& format_detail() const;
     const std::string& path() const;
-    const ModelConfig& config() const;
+    const ModelConfig& config() const override;
     const std::vector<Tensor>& tensors() const;
     const Tensor* find(std::string_view name) const;
     const Tensor* find(TensorRole role, int32_t layer) const;
     const Metadata& metadata() const;
-    const Vocabulary& vocabulary() const;
+    const Vocabulary& vocabulary() const override;
     uint64_t file_bytes() const;  // total bytes of all files read
-    int64_t n_params() const;     // sum of tensor elements
     uint64_t n_tensor_bytes() const;
+
+    // ---- Weights
+    std::string_view kind() const override { return "model-file"; }
+    const std::string& label() const override { return path(); }
+    size_t n_tensors() const override { return tensors().size(); }
+    const TensorInfo& tensor_info(size_t i) const override { return tensors()[i]; }
+    uint64_t stored_bytes(size_t i) const override;
+    Result<StoredTensor> read_stored(size_t i) const override;
+    Result<std::vector<float>> read_f32(size_t i) const override;
 
     explicit ModelFile(std::unique_ptr<ModelFileData> data);
 

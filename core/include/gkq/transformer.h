@@ -5,8 +5,9 @@
 // Contract: logits depend only on the weights and the tokens with their positions — not on the thread count,
 // on whether tokens are run one by one or as a batch, nor on the CPU's vector width. Every output element is
 // computed by exactly one thread in a fixed summation order (core/src/infer/kernels.h).
-// Weights come from an open ModelFile or from any WeightSource (the seam a knot reader plugs into); a source
-// may hand a matrix over as low-rank factors, which then run factored where that costs fewer multiply-adds.
+// Weights come from any Weights (weights.h: a model file, a knot): either loaded once and owned by the transformer,
+// or lent per block by a WeightLender (the server's weight cache, which then owns them). A knot's low-rank record
+// runs factored where that costs fewer multiply-adds.
 #pragma once
 
 #include "gkq/model_config.h"
@@ -20,51 +21,66 @@
 
 namespace gkq {
 
-class ModelFile;
+class Weights;
 
-// One weight as a source hands it over: dense values, or the factors of W = U diag(S) V^T.
-struct WeightData {
+// One weight in the form the forward pass computes with: dense float32, or the factors of W = U (S V^T).
+struct LoadedTensor {
     std::vector<float> dense;  // (rows, cols) row-major, or (n) for a norm; empty when factored
-    int64_t rank = 0;          // k > 0 when factored
-    std::vector<float> u;      // (rows, k)
-    std::vector<float> s;      // (k)
-    std::vector<float> v;      // (cols, k)
-};
-
-// Returns the tensor of `role` in block `layer` (-1 for token_embd, output_norm, output). Asked for every
-// role of every block, token_embd, output_norm, and output when the config's classifier is not shared.
-using WeightSource = std::function<Result<WeightData>(TensorRole role, int32_t layer)>;
-
-// A weight matrix applied as y = W x, W (rows, cols).
-struct Matrix {
-    int64_t rows = 0;
-    int64_t cols = 0;
-    std::vector<float> dense;  // (rows, cols); empty when factored
-    int64_t rank = 0;          // > 0: run as y = U (S V^T x)
+    int64_t rank = 0;          // > 0: W = U (diag(S) V^T)
     std::vector<float> u;      // (rows, rank)
     std::vector<float> svt;    // (rank, cols): diag(S) V^T, folded once at load
 
+    uint64_t bytes() const { return (dense.size() + u.size() + svt.size()) * sizeof(float); }
+};
+
+// Tensor `index` of `weights` as the transformer runs it: a pure low-rank record (Weights::read_factors) stays
+// factored when `allow_factored`, the factors cost fewer multiply-adds than the dense matrix and the tensor is not
+// the token embedding (whose rows are looked up); otherwise the factors are multiplied out, each element summed over
+// k in ascending order. Every other tensor is Weights::read_f32. Sizes are checked against the tensor's shape.
+Result<LoadedTensor> load_tensor(const Weights& weights, size_t index, bool allow_factored);
+
+// Lends a running transformer its weights: whoever implements it owns them (a weight cache), and the transformer
+// holds each only while it computes with it. Thread-safe.
+class WeightLender {
+public:
+    virtual ~WeightLender() = default;
+    virtual const Weights& weights() const = 0;
+    // Tensor `index` of weights(), as load_tensor makes it.
+    virtual Result<std::shared_ptr<const LoadedTensor>> lend(size_t index) = 0;
+};
+
+// A weight applied as y = W x, W (rows, cols); a norm's weight vector is held as (n, 1). Refers to values it shares
+// with their owner; `values` is null while a lent weight is not held.
+struct Matrix {
+    int64_t rows = 0;
+    int64_t cols = 0;
+    int64_t rank = 0;  // > 0: run as y = U (S V^T x)
+    std::shared_ptr<const LoadedTensor> values;
+
     bool factored() const { return rank > 0; }
     int64_t n_weights() const { return factored() ? rank * (rows + cols) : rows * cols; }  // floats read per x
+    const float* dense() const { return values->dense.data(); }                            // (rows, cols)
+    const float* u() const { return values->u.data(); }                                    // (rows, rank)
+    const float* svt() const { return values->svt.data(); }                                // (rank, cols)
 };
 
 struct LayerWeights {
-    std::vector<float> rms_att;  // (dim)
-    Matrix wq;                   // (n_heads * head_size, dim)
-    Matrix wk;                   // (n_kv_heads * head_size, dim)
-    Matrix wv;                   // (n_kv_heads * head_size, dim)
-    Matrix wo;                   // (dim, n_heads * head_size)
-    std::vector<float> rms_ffn;  // (dim)
-    Matrix w1;                   // (hidden_dim, dim)  gate
-    Matrix w2;                   // (dim, hidden_dim)  down
-    Matrix w3;                   // (hidden_dim, dim)  up
+    Matrix rms_att;  // (dim)
+    Matrix wq;       // (n_heads * head_size, dim)
+    Matrix wk;       // (n_kv_heads * head_size, dim)
+    Matrix wv;       // (n_kv_heads * head_size, dim)
+    Matrix wo;       // (dim, n_heads * head_size)
+    Matrix rms_ffn;  // (dim)
+    Matrix w1;       // (hidden_dim, dim)  gate
+    Matrix w2;       // (dim, hidden_dim)  down
+    Matrix w3;       // (hidden_dim, dim)  up
 };
 
 struct TransformerWeights {
-    std::vector<float> token_embedding;  // (vocab_size, dim), always dense (rows are looked up)
-    std::vector<LayerWeights> layers;    // (n_layers)
-    std::vector<float> rms_final;        // (dim)
-    Matrix classifier;                   // (vocab_size, dim); empty (rows 0) when shared with token_embedding
+    Matrix token_embedding;            // (vocab_size, dim), always dense (rows are looked up)
+    std::vector<LayerWeights> layers;  // (n_layers)
+    Matrix rms_final;                  // (dim)
+    Matrix classifier;                 // (vocab_size, dim); empty (rows 0) when shared with token_embedding
     bool shared_classifier = true;
 };
 
@@ -110,9 +126,19 @@ struct RoutedFfn {
 
 class Transformer {
 public:
-    static Result<Transformer> load(const ModelFile& file, const TransformerOptions& options = {});
-    static Result<Transformer> load(const ModelConfig& config, const WeightSource& source,
+    // Every weight loaded now (load_tensor) and owned by the transformer; `weights` may close afterwards. The config
+    // is weights.config() with the classifier shared exactly when there is no output tensor.
+    static Result<Transformer> load(const Weights& weights, const TransformerOptions& options = {});
+    // The same with `config` instead of the weights' own.
+    static Result<Transformer> load(const ModelConfig& config, const Weights& weights,
                                     const TransformerOptions& options = {});
+    // Weights lent by `lender` (which must outlive the transformer): each is lent once now to check it, then per
+    // step of a forward pass (the embedding rows, each block, the final norm with the classifier) and given back
+    // after that step, unless hold_weights() holds them all. FFN routing needs loaded weights.
+    static Result<Transformer> load(WeightLender& lender, const TransformerOptions& options = {});
+    // Another transformer over the very same weights (shared, not copied) with its own run state and threads. Lent
+    // weights are borrowed through `lender` (another lender of the same Weights) or, when null, the same lender.
+    Result<Transformer> share(const TransformerOptions& options = {}, WeightLender* lender = nullptr) const;
 
     Transformer(Transformer&&) noexcept;
     Transformer& operator=(Transformer&&) noexcept;
@@ -137,6 +163,15 @@ public:
     // Multiply-adds of the matrix products of one forward() (attention over the cache not included).
     uint64_t matrix_macs_per_token() const;
     int n_factored_matrices() const;
+    // Bytes of the loaded weights (LoadedTensor::bytes) of every tensor the transformer runs, and of the largest
+    // step a lent transformer holds at once.
+    uint64_t loaded_weight_bytes() const { return m_loaded_bytes; }
+    uint64_t largest_step_bytes() const { return m_largest_step_bytes; }
+
+    // Lent weights: borrows every weight until release_weights() (one lend each) instead of one step at a time.
+    // No-ops for loaded weights.
+    Status hold_weights();
+    void release_weights();
 
     // FFN routing: hot[l][j] != 0 keeps hidden neuron j of block l; a cold neuron's rows of w1 and w3 and
     // column of w2 are skipped (its activation taken as 0). An all-hot mask gives bit-identical logits (the
@@ -150,15 +185,37 @@ public:
     void set_ffn_observer(FfnObserver observer) { m_ffn_observer = std::move(observer); }
 
 private:
+    // One weight the forward pass reads: its tensor in the Weights and its place and size here.
+    struct Slot {
+        size_t index = 0;
+        TensorRole role = TensorRole::Other;
+        int32_t layer = -1;  // -1: token_embd, output_norm, output
+        int64_t rows = 0;    // a norm: (n, 1)
+        int64_t cols = 0;
+    };
+
     Transformer() = default;
+    static Result<Transformer> load_from(const ModelConfig& config, WeightLender& lender, bool lent,
+                                         const TransformerOptions& options);
     Status init_state(const TransformerOptions& options);
-    void run_block(const int32_t* tokens, int64_t n, int64_t pos, bool want_all_logits);
+    Status take(const Slot& slot, std::shared_ptr<const LoadedTensor> values);
+    Matrix& slot_matrix(const Slot& slot);
+    // Lent weights: borrows (or gives back) those of step `step`: -1 the embedding, 0..n_layers-1 a block, n_layers
+    // the final norm and classifier. No-ops for loaded or held weights.
+    Status lend_step(int64_t step);
+    void release_step(int64_t step);
+    Status run_block(const int32_t* tokens, int64_t n, int64_t pos, bool want_all_logits);
     void apply(const Matrix& m, const float* x, float* out, int64_t n);
     void rope(float* vec, int64_t n_heads_here, int64_t pos);
     void attention(int64_t layer, int64_t n, int64_t pos);
 
     ModelConfig m_config;
     TransformerWeights m_weights;
+    std::vector<Slot> m_slots;         // every weight the forward pass reads, in load order
+    WeightLender* m_lender = nullptr;  // lent weights; null when loaded
+    bool m_held = false;
+    uint64_t m_loaded_bytes = 0;
+    uint64_t m_largest_step_bytes = 0;
     RunState m_state;
     std::vector<float> m_inv_freq;  // (head_size / 2) rotary frequency of each pair
     std::unique_ptr<ThreadPool> m_pool;

@@ -1,24 +1,25 @@
-// Weight cache: where a served model's quantized weights live (a WeightStore) and an LRU cache of their float32
-// reconstructions with a byte budget and a maximum age (the source documents' GPU_CACHE_SIZE_MB and
-// MAX_AGE_SECONDS; here the reconstructions live in host memory, since the CPU transformer runs there).
+// Weight cache: the single owner of a served model's runnable weights — an LRU cache, with a byte budget and a maximum
+// age (the source documents' GPU_CACHE_SIZE_MB and MAX_AGE_SECONDS), of tensors loaded from Weights (weights.h) into
+// the form the transformer computes with (load_tensor: float32, or low-rank factors). The server's transformers
+// borrow them from here step by step (WeightLender), so the budget bounds the weights the process holds: the
+// entries, plus what its transformers hold at that moment (one step of a forward pass each, or the whole model for
+// the length of a request when it fits the budget).
 //
-// Stores: a knot held in RAM (memory-resident mode: every record read, CRC-checked and kept compressed at open),
-// a knot read record by record from its mapped file, a knot streamed per request from an http:// URL by range
-// requests (CDN fallback: trailer, header and index once, then each record when it is needed), or a plain model
-// file (safetensors / GGUF / llama2.c, mapped; "reconstruction" is the conversion to float32).
+// Weights served: a model file or a knot (open_weights: mapped, or memory-resident with every record read,
+// CRC-checked and kept compressed at open), or a knot streamed from an http:// URL by range requests (CDN fallback:
+// trailer, header and index once, then each record when it is needed).
 //
-// Contract: every store and the cache are thread-safe. A lookup is a hit (a live entry) or a miss; a miss
-// reconstructs (or waits for the one reconstruction already running for that weight), so hits + misses ==
-// lookups and reconstructions <= misses. An entry leaves by budget (least recently used first), by age (its
-// reconstruction is older than max_age_seconds: checked on every lookup and by evict_expired()) or by clear().
-// A value handed out stays valid while the caller holds it, evicted or not; bytes_used counts entries in the
-// cache only. With keep_reconstructions off (CDN fallback) nothing is kept: every lookup reconstructs.
+// Contract: the remote knot and the cache are thread-safe. A lookup is a hit (a live entry) or a miss; a miss
+// loads (or waits for the one load already running for that tensor), so hits + misses == lookups and
+// reconstructions <= misses. An entry leaves by budget (least recently used first), by age (its load is older than
+// max_age_seconds: checked on every lookup and by evict_expired()) or by clear(). A value handed out stays valid while
+// the caller holds it, evicted or not; bytes_used counts entries in the cache only. With keep_reconstructions off
+// (CDN fallback) nothing is kept: every lookup loads.
 #pragma once
 
-#include "gkq/metadata.h"
-#include "gkq/model_config.h"
 #include "gkq/status.h"
-#include "gkq/tensor.h"
+#include "gkq/transformer.h"
+#include "gkq/weights.h"
 
 #include <cstdint>
 #include <functional>
@@ -29,53 +30,16 @@
 
 namespace gkq {
 
-// ---- stores ------------------------------------------------------------------------------------------------------
+// ---- a knot behind an http:// URL --------------------------------------------------------------------------------
 
-struct WeightInfo {
-    std::string name;
-    TensorRole role = TensorRole::Other;
-    int32_t layer = -1;
-    std::vector<int64_t> shape;  // row-major, outermost first
-    uint64_t stored_bytes = 0;   // as the store holds or fetches it (a knot record, a tensor's data)
-
-    uint64_t n_elements() const;
-};
-
-class WeightStore {
-public:
-    virtual ~WeightStore() = default;
-
-    // "memory-resident", "on-disk", "cdn" or "model-file".
-    virtual std::string_view mode() const = 0;
-    // The path or URL, as errors name it.
-    virtual const std::string& label() const = 0;
-    virtual const ModelConfig& config() const = 0;
-    virtual const Vocabulary& vocabulary() const = 0;
-    virtual const std::vector<WeightInfo>& weights() const = 0;
-    // Quantized bytes held in this process's memory (0 for mapped or remote stores).
-    virtual uint64_t resident_bytes() const = 0;
-    // Weight i as float32 in its shape, row-major. Errors name the store and the weight.
-    virtual Result<std::vector<float>> reconstruct(size_t i) const = 0;
-
-    // Index of the weight of `role` in block `layer` (-1 for non-block weights), or -1.
-    int64_t find(TensorRole role, int32_t layer) const;
-};
-
-struct RemoteStoreOptions {
+struct RemoteKnotOptions {
     int timeout_ms = 10000;  // connect, and each wait for bytes
 };
 
-// A knot file; memory_resident reads every record into RAM at open (checking each CRC), otherwise records are
-// read from the mapped file when reconstructed.
-Result<std::unique_ptr<WeightStore>> open_knot_store(const std::string& path, bool memory_resident);
-// A knot at an http:// URL whose server honours Range requests (206 with Content-Range). Fetches the trailer,
-// file header, header block and index at open; each record per reconstruction. Gzipped knots are refused.
-Result<std::unique_ptr<WeightStore>> open_remote_knot_store(const std::string& url,
-                                                            const RemoteStoreOptions& options = {});
-// A safetensors / GGUF / llama2.c model, mapped.
-Result<std::unique_ptr<WeightStore>> open_model_file_store(const std::string& path);
-// True when the file at `path` starts with the knot magic or the gzip magic (a .knot.gz).
-bool looks_like_knot(const std::string& path);
+// A knot at an http:// URL whose server honours Range requests (206 with Content-Range), as Weights of kind "cdn".
+// Fetches the trailer, file header, header block and index at open; each record per read. Gzipped knots and shards
+// are refused.
+Result<std::unique_ptr<Weights>> open_remote_knot(const std::string& url, const RemoteKnotOptions& options = {});
 
 // ---- cache -------------------------------------------------------------------------------------------------------
 
@@ -83,12 +47,13 @@ enum class EvictionReason : uint8_t { Budget, Age, Cleared };
 std::string_view eviction_reason_name(EvictionReason r);  // "budget", "age", "cleared"
 
 struct WeightCacheOptions {
-    uint64_t budget_bytes = uint64_t{1024} << 20;
-    double max_age_seconds = 0;        // 0: reconstructions do not expire
-    bool keep_reconstructions = true;  // false: nothing is cached (CDN fallback)
+    uint64_t budget_bytes = uint64_t{1024} << 20;  // of LoadedTensor::bytes()
+    bool allow_factored = true;                    // load_tensor's: low-rank records stay factored where cheaper
+    double max_age_seconds = 0;                    // 0: reconstructions do not expire
+    bool keep_reconstructions = true;              // false: nothing is cached (CDN fallback)
     // Monotonic seconds; empty: std::chrono::steady_clock. Tests inject their own to age entries without sleeping.
     std::function<double()> clock;
-    // Called after each reconstruction (outside the cache's lock) with its wall time and float32 bytes.
+    // Called after each load (outside the cache's lock) with its wall time and loaded bytes.
     std::function<void(double seconds, uint64_t bytes)> on_reconstruct;
 };
 
@@ -102,32 +67,32 @@ struct WeightCacheStats {
     uint64_t evictions_age = 0;
     uint64_t evictions_cleared = 0;
     uint64_t not_kept = 0;    // reconstructions not stored: larger than the budget, or keeping is off
-    uint64_t bytes_used = 0;  // float32 bytes of the entries in the cache
+    uint64_t bytes_used = 0;  // loaded bytes (LoadedTensor::bytes) of the entries in the cache
     uint64_t budget_bytes = 0;
     uint64_t n_entries = 0;
     double reconstruct_seconds = 0;    // total wall time of reconstructions
-    uint64_t reconstructed_bytes = 0;  // total float32 bytes produced
+    uint64_t reconstructed_bytes = 0;  // total loaded bytes produced
 
     uint64_t evictions() const { return evictions_budget + evictions_age + evictions_cleared; }
 };
 
 struct CachedWeight {
-    std::shared_ptr<const std::vector<float>> values;
+    std::shared_ptr<const LoadedTensor> values;
     uint64_t serial = 0;  // distinct for every reconstruction: equal serials mean the very same values
     bool hit = false;
 };
 
 class WeightCache {
 public:
-    WeightCache(std::shared_ptr<const WeightStore> store, WeightCacheOptions options = {});
+    WeightCache(std::shared_ptr<const Weights> weights, WeightCacheOptions options = {});
     ~WeightCache();
     WeightCache(const WeightCache&) = delete;
     WeightCache& operator=(const WeightCache&) = delete;
 
-    const WeightStore& store() const { return *m_store; }
+    const Weights& weights() const { return *m_weights; }
     const WeightCacheOptions& options() const { return m_options; }
 
-    // Weight `index` of the store (InvalidArgument when out of range; a failed reconstruction's Status).
+    // Tensor `index` of the weights (InvalidArgument when out of range; a failed load's Status).
     Result<CachedWeight> get(size_t index);
     // Drops entries older than max_age_seconds; returns how many.
     size_t evict_expired();
@@ -136,9 +101,24 @@ public:
 
 private:
     struct State;
-    std::shared_ptr<const WeightStore> m_store;
+    std::shared_ptr<const Weights> m_weights;
     WeightCacheOptions m_options;
     std::unique_ptr<State> m_state;
+};
+
+// One borrower's view of a cache (a server worker's transformer): lends through WeightCache::get and counts its own
+// lookups and hits. Used by one transformer at a time.
+class CacheLender final : public WeightLender {
+public:
+    explicit CacheLender(WeightCache& cache) : m_cache(cache) {}
+    const Weights& weights() const override { return m_cache.weights(); }
+    Result<std::shared_ptr<const LoadedTensor>> lend(size_t index) override;
+
+    uint64_t lookups = 0;
+    uint64_t hits = 0;
+
+private:
+    WeightCache& m_cache;
 };
 
 }  // namespace gkq

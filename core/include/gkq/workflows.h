@@ -11,12 +11,13 @@
 #pragma once
 
 #include "gkq/evaluate.h"
-#include "gkq/knot_model.h"
 #include "gkq/metadata.h"
 #include "gkq/progress.h"
 #include "gkq/saturation.h"
 #include "gkq/status.h"
 #include "gkq/tokenizer.h"
+#include "gkq/transformer.h"
+#include "gkq/weights.h"
 
 #include <cstdint>
 #include <memory>
@@ -30,8 +31,18 @@ class ModelFile;
 
 // ---- models -------------------------------------------------------------------------------------------------------
 
+// A model loaded to run: its weights (open_weights) and the transformer loaded from them.
+struct RunnableModel {
+    std::string path;
+    bool from_knot = false;
+    ModelConfig config;                        // the config the transformer runs with
+    Vocabulary vocab;                          // the model's or knot's own vocabulary; empty when it has none
+    std::unique_ptr<Weights> weights;          // never null on success
+    std::unique_ptr<Transformer> transformer;  // never null on success
+};
+
 // A model file, a folder or a knot, loaded to run: the one place the workflows (and `gkq generate`) open one.
-Result<LoadedModel> open_model_to_run(const std::string& path, const TransformerOptions& options);
+Result<RunnableModel> open_model_to_run(const std::string& path, const TransformerOptions& options);
 
 // ---- tokenizer ----------------------------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-// WeightCache: an LRU of reconstructed weights with a byte budget and a maximum age (see weight_cache.h).
+// WeightCache: an LRU of loaded weights with a byte budget and a maximum age (see weight_cache.h).
 #include "gkq/weight_cache.h"
 
 #include <chrono>
@@ -28,7 +28,7 @@ double steady_seconds() {
 
 struct WeightCache::State {
     struct Entry {
-        std::shared_ptr<const std::vector<float>> values;
+        std::shared_ptr<const LoadedTensor> values;
         uint64_t bytes = 0;
         double born = 0;  // clock time of its reconstruction
         uint64_t serial = 0;
@@ -75,8 +75,8 @@ struct WeightCache::State {
     }
 };
 
-WeightCache::WeightCache(std::shared_ptr<const WeightStore> store, WeightCacheOptions options)
-    : m_store(std::move(store)), m_options(std::move(options)), m_state(std::make_unique<State>()) {
+WeightCache::WeightCache(std::shared_ptr<const Weights> weights, WeightCacheOptions options)
+    : m_weights(std::move(weights)), m_options(std::move(options)), m_state(std::make_unique<State>()) {
     if (!m_options.clock) m_options.clock = steady_seconds;
     m_state->stats.budget_bytes = m_options.budget_bytes;
 }
@@ -85,9 +85,9 @@ WeightCache::~WeightCache() = default;
 
 Result<CachedWeight> WeightCache::get(size_t index) {
     State& st = *m_state;
-    const size_t n_weights = m_store->weights().size();
+    const size_t n_weights = m_weights->n_tensors();
     if (index >= n_weights)
-        return error(StatusCode::InvalidArgument, m_store->label() + ": weight " + std::to_string(index) +
+        return error(StatusCode::InvalidArgument, m_weights->label() + ": weight " + std::to_string(index) +
                                                       " requested, the store holds " + std::to_string(n_weights));
     std::shared_ptr<State::InFlight> mine;
     {
@@ -116,13 +116,13 @@ Result<CachedWeight> WeightCache::get(size_t index) {
 
     // Reconstruct outside the lock: other weights' lookups proceed meanwhile.
     const double t0 = steady_seconds();
-    auto values = m_store->reconstruct(index);
+    auto values = load_tensor(*m_weights, index, m_options.allow_factored);
     const double seconds = steady_seconds() - t0;
     CachedWeight result;
     uint64_t bytes = 0;
     if (values) {
-        bytes = values->size() * sizeof(float);
-        result.values = std::make_shared<const std::vector<float>>(std::move(*values));
+        bytes = values->bytes();
+        result.values = std::make_shared<const LoadedTensor>(std::move(*values));
     }
 
     {
@@ -179,6 +179,14 @@ WeightCacheStats WeightCache::stats() const {
     WeightCacheStats s = m_state->stats;
     s.n_entries = m_state->entries.size();
     return s;
+}
+
+Result<std::shared_ptr<const LoadedTensor>> CacheLender::lend(size_t index) {
+    auto got = m_cache.get(index);
+    lookups++;
+    if (!got) return got.status();
+    hits += got->hit ? 1 : 0;
+    return got->values;
 }
 
 }  // namespace gkq

@@ -317,6 +317,7 @@ Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& para
             break;
     }
     e.method = is_low_rank(p.method) ? e.method : p.method;
+    e.dtype = method_dtype(e.method);
 
     if (report != nullptr) {
         Result<TensorReport> r = measure_encoded(in.data, e);

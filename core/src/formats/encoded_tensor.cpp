@@ -14,10 +14,16 @@ std::string_view method_name(Method m) {
     return "?";
 }
 
-int64_t EncodedTensor::n_elements() const {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return n;
+DType method_dtype(Method m) {
+    switch (m) {
+        case Method::F32: return DType::F32;
+        case Method::F16: return DType::F16;
+        case Method::Q8_0: return DType::Q8_0;
+        case Method::Q4_0: return DType::Q4_0;
+        case Method::LowRank:
+        case Method::LowRankResidual: return DType::Other;
+    }
+    return DType::Other;
 }
 
 }  // namespace gkq

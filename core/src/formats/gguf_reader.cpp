@@ -156,14 +156,14 @@ bool read_metadata(ByteReader& r, uint64_t n_kv, Metadata& meta) {
 // ---------------------------------------------------------------------------------------------------------
 // tensor infos
 
-struct TensorInfo {
+struct GgufTensor {
     Tensor tensor;
     uint64_t relative_offset = 0;
     uint64_t info_offset = 0;  // where its tensor info starts, for messages
 };
 
 Status read_tensor_info(ByteReader& r, uint64_t index, const ArchSpec& arch, std::unordered_set<std::string>& names,
-                        TensorInfo& out) {
+                        GgufTensor& out) {
     const uint64_t at = r.offset();
     out.info_offset = at;
     const std::string name_what = "tensor info " + u64s(index) + " name";
@@ -507,7 +507,7 @@ Result<ModelFileDataPtr> read_gguf(const std::string& path) {
                       " bytes left after the metadata");
         return r.status();
     }
-    std::vector<TensorInfo> infos(static_cast<size_t>(n_tensors));
+    std::vector<GgufTensor> infos(static_cast<size_t>(n_tensors));
     std::unordered_set<std::string> names;
     const ArchSpec& arch = arch_of(d->metadata);
     for (uint64_t i = 0; i < n_tensors; ++i)
@@ -519,7 +519,7 @@ Result<ModelFileDataPtr> read_gguf(const std::string& path) {
         return error(StatusCode::Corrupt, path + ": header overflows");
     data_start -= data_start % alignment;
     d->tensors.reserve(infos.size());
-    for (TensorInfo& info : infos) {
+    for (GgufTensor& info : infos) {
         Tensor& t = info.tensor;
         const std::string where = path + ": tensor '" + t.name + "' (info at offset " + u64s(info.info_offset) + "): ";
         if (info.relative_offset % alignment != 0)

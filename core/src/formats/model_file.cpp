@@ -1,6 +1,7 @@
 #include "formats/model_file_data.h"
 
 #include "common/byte_reader.h"
+#include "gkq/convert.h"
 
 #include <algorithm>
 #include <cstring>
@@ -197,16 +198,37 @@ uint64_t ModelFile::file_bytes() const {
     return n;
 }
 
-int64_t ModelFile::n_params() const {
-    int64_t n = 0;
-    for (const Tensor& t : m_data->tensors) n += t.n_elements();
-    return n;
-}
-
 uint64_t ModelFile::n_tensor_bytes() const {
     uint64_t n = 0;
     for (const Tensor& t : m_data->tensors) n += t.n_bytes + t.n_scale_bytes;
     return n;
+}
+
+// ---- Weights
+
+uint64_t ModelFile::stored_bytes(size_t i) const {
+    const Tensor& t = m_data->tensors.at(i);
+    return t.n_bytes + t.n_scale_bytes;
+}
+
+Result<StoredTensor> ModelFile::read_stored(size_t i) const {
+    if (i >= m_data->tensors.size())
+        return error(StatusCode::InvalidArgument, path() + ": no tensor " + std::to_string(i));
+    const Tensor& t = m_data->tensors[i];
+    StoredTensor s;
+    s.info = t;
+    s.data = {t.data, t.n_bytes};
+    if (t.scales != nullptr) s.scales = {t.scales, t.n_scale_bytes};
+    s.group_size = t.group_size;
+    return s;
+}
+
+Result<std::vector<float>> ModelFile::read_f32(size_t i) const {
+    if (i >= m_data->tensors.size())
+        return error(StatusCode::InvalidArgument, path() + ": no tensor " + std::to_string(i));
+    auto v = tensor_to_f32(m_data->tensors[i]);
+    if (!v) return v.status().with_context(path());
+    return v;
 }
 
 }  // namespace gkq

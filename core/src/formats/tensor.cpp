@@ -19,7 +19,7 @@ bool role_is_matrix(TensorRole r) {
     }
 }
 
-int64_t Tensor::n_elements() const {
+int64_t TensorInfo::n_elements() const {
     int64_t n = 1;
     for (int64_t d : shape) {
         if (d < 0 || (d > 0 && n > INT64_MAX / d)) return -1;
@@ -28,14 +28,14 @@ int64_t Tensor::n_elements() const {
     return n;
 }
 
-int64_t Tensor::rows() const {
+int64_t TensorInfo::rows() const {
     if (shape.size() < 2) return 1;
     int64_t r = 1;
     for (size_t i = 0; i + 1 < shape.size(); ++i) r *= shape[i];
     return r;
 }
 
-int64_t Tensor::cols() const {
+int64_t TensorInfo::cols() const {
     return shape.empty() ? 1 : shape.back();
 }
 

@@ -32,26 +32,28 @@ std::string first_nonfinite_weight(const TransformerWeights& w) {
                 return;
             }
     };
+    // A weight lent per step by a WeightLender (values null between steps) is not scanned.
     auto scan_matrix = [&](const Matrix& m, TensorRole role, int32_t layer) {
-        scan(m.dense, role, layer);
-        scan(m.u, role, layer);
-        scan(m.svt, role, layer);
+        if (!m.values) return;
+        scan(m.values->dense, role, layer);
+        scan(m.values->u, role, layer);
+        scan(m.values->svt, role, layer);
     };
-    scan(w.token_embedding, TensorRole::TokenEmbd, -1);
+    scan_matrix(w.token_embedding, TensorRole::TokenEmbd, -1);
     for (size_t l = 0; l < w.layers.size(); ++l) {
         const LayerWeights& x = w.layers[l];
         const auto layer = static_cast<int32_t>(l);
-        scan(x.rms_att, TensorRole::AttnNorm, layer);
+        scan_matrix(x.rms_att, TensorRole::AttnNorm, layer);
         scan_matrix(x.wq, TensorRole::AttnQ, layer);
         scan_matrix(x.wk, TensorRole::AttnK, layer);
         scan_matrix(x.wv, TensorRole::AttnV, layer);
         scan_matrix(x.wo, TensorRole::AttnO, layer);
-        scan(x.rms_ffn, TensorRole::FfnNorm, layer);
+        scan_matrix(x.rms_ffn, TensorRole::FfnNorm, layer);
         scan_matrix(x.w1, TensorRole::FfnGate, layer);
         scan_matrix(x.w2, TensorRole::FfnDown, layer);
         scan_matrix(x.w3, TensorRole::FfnUp, layer);
     }
-    scan(w.rms_final, TensorRole::OutputNorm, -1);
+    scan_matrix(w.rms_final, TensorRole::OutputNorm, -1);
     scan_matrix(w.classifier, TensorRole::Output, -1);
     return found;
 }

@@ -56,12 +56,12 @@ int Transformer::n_threads() const {
 
 void Transformer::apply(const Matrix& m, const float* x, float* out, int64_t n) {
     if (!m.factored()) {
-        matmul(out, x, m.dense.data(), n, m.rows, m.cols, m_pool.get());
+        matmul(out, x, m.dense(), n, m.rows, m.cols, m_pool.get());
         return;
     }
     float* tmp = m_state.factor_tmp.data();
-    matmul(tmp, x, m.svt.data(), n, m.rank, m.cols, m_pool.get());
-    matmul(out, tmp, m.u.data(), n, m.rows, m.rank, m_pool.get());
+    matmul(tmp, x, m.svt(), n, m.rank, m.cols, m_pool.get());
+    matmul(out, tmp, m.u(), n, m.rows, m.rank, m_pool.get());
 }
 
 // Rotates the pairs of every head of `vec` (n_heads_here heads of head_size) by the angles of `pos`.
@@ -118,7 +118,9 @@ void Transformer::attention(int64_t layer, int64_t n, int64_t pos) {
 // ----------------------------------------------------------------------------
 // forward
 
-void Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, bool want_all_logits) {
+// Lent weights are borrowed step by step (embedding, each block, final norm and classifier) and given back after
+// each: the values are the same, so the logits are too.
+Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, bool want_all_logits) {
     const ModelConfig& c = m_config;
     RunState& s = m_state;
     const int64_t dim = c.dim;
@@ -127,15 +129,18 @@ void Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, bool 
     const float eps = static_cast<float>(c.norm_eps);
     float* x = s.x.data();
 
+    if (Status st = lend_step(-1); !st) return st;
     for (int64_t t = 0; t < n; t++)
-        std::memcpy(x + t * dim, m_weights.token_embedding.data() + static_cast<int64_t>(tokens[t]) * dim,
+        std::memcpy(x + t * dim, m_weights.token_embedding.dense() + static_cast<int64_t>(tokens[t]) * dim,
                     static_cast<size_t>(dim) * sizeof(float));
+    release_step(-1);
 
     for (int64_t l = 0; l < c.n_layers; l++) {
+        if (Status st = lend_step(l); !st) return st;
         const LayerWeights& w = m_weights.layers[static_cast<size_t>(l)];
 
         // attention rmsnorm, then q, k, v; k and v go straight into the cache rows pos..pos+n-1
-        for (int64_t t = 0; t < n; t++) rmsnorm(s.xb.data() + t * dim, x + t * dim, w.rms_att.data(), dim, eps);
+        for (int64_t t = 0; t < n; t++) rmsnorm(s.xb.data() + t * dim, x + t * dim, w.rms_att.dense(), dim, eps);
         float* k = s.key_cache.data() + (l * s.n_context + pos) * kv_dim;
         float* v = s.value_cache.data() + (l * s.n_context + pos) * kv_dim;
         apply(w.wq, s.xb.data(), s.q.data(), n);
@@ -155,11 +160,14 @@ void Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, bool 
         for (int64_t i = 0; i < n * dim; i++) x[i] += s.xb2[static_cast<size_t>(i)];
 
         // ffn rmsnorm, then w2(silu(w1(x)) * w3(x)) and residual
-        for (int64_t t = 0; t < n; t++) rmsnorm(s.xb.data() + t * dim, x + t * dim, w.rms_ffn.data(), dim, eps);
+        for (int64_t t = 0; t < n; t++) rmsnorm(s.xb.data() + t * dim, x + t * dim, w.rms_ffn.dense(), dim, eps);
         if (!m_routed.empty()) {
             // routed: only the hot neurons' rows of w1, w3 and columns of w2 (no hot neuron: no FFN output)
             const RoutedFfn& r = m_routed[static_cast<size_t>(l)];
-            if (r.n_hot == 0) continue;
+            if (r.n_hot == 0) {
+                release_step(l);
+                continue;
+            }
             apply(r.w1, s.xb.data(), s.hb.data(), n);
             apply(r.w3, s.xb.data(), s.hb2.data(), n);
             swiglu(s.hb.data(), s.hb2.data(), n * r.n_hot);
@@ -172,16 +180,20 @@ void Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, bool 
             apply(w.w2, s.hb.data(), s.xb2.data(), n);
         }
         for (int64_t i = 0; i < n * dim; i++) x[i] += s.xb2[static_cast<size_t>(i)];
+        release_step(l);
     }
 
     // final rmsnorm and classifier, for every position or only the last
     const int64_t first = want_all_logits ? 0 : n - 1;
-    for (int64_t t = first; t < n; t++) rmsnorm(x + t * dim, x + t * dim, m_weights.rms_final.data(), dim, eps);
+    if (Status st = lend_step(c.n_layers); !st) return st;
+    for (int64_t t = first; t < n; t++) rmsnorm(x + t * dim, x + t * dim, m_weights.rms_final.dense(), dim, eps);
     const float* xs = x + first * dim;
     if (m_weights.shared_classifier)
-        matmul(s.logits.data(), xs, m_weights.token_embedding.data(), n - first, c.vocab_size, dim, m_pool.get());
+        matmul(s.logits.data(), xs, m_weights.token_embedding.dense(), n - first, c.vocab_size, dim, m_pool.get());
     else
         apply(m_weights.classifier, xs, s.logits.data(), n - first);
+    release_step(c.n_layers);
+    return Status::ok();
 }
 
 Result<const float*> Transformer::forward(int32_t token, int64_t pos) {
@@ -204,7 +216,7 @@ Result<const float*> Transformer::forward_batch(const int32_t* tokens, int64_t n
     for (int64_t done = 0; done < n;) {
         const int64_t block = std::min(m_state.n_batch, n - done);
         const bool want_all = all_logits != nullptr;
-        run_block(tokens + done, block, pos + done, want_all);
+        if (Status st = run_block(tokens + done, block, pos + done, want_all); !st) return st;
         if (want_all) {
             std::memcpy(all_logits + done * vocab, m_state.logits.data(),
                         static_cast<size_t>(block * vocab) * sizeof(float));
@@ -222,37 +234,43 @@ Result<const float*> Transformer::forward_batch(const int32_t* tokens, int64_t n
 
 namespace {
 
-// The rows `keep` of m (rows, cols) — of U when factored, S V^T shared.
+// The rows `keep` of m (rows, cols) — of U when factored, S V^T copied.
 Matrix select_rows(const Matrix& m, const std::vector<int64_t>& keep) {
     Matrix o;
     o.rows = static_cast<int64_t>(keep.size());
     o.cols = m.cols;
     o.rank = m.rank;
+    auto values = std::make_shared<LoadedTensor>();
+    values->rank = m.rank;
     const int64_t width = m.factored() ? m.rank : m.cols;
-    const std::vector<float>& src = m.factored() ? m.u : m.dense;
-    std::vector<float>& dst = m.factored() ? o.u : o.dense;
+    const std::vector<float>& src = m.factored() ? m.values->u : m.values->dense;
+    std::vector<float>& dst = m.factored() ? values->u : values->dense;
     dst.resize(keep.size() * static_cast<size_t>(width));
     for (size_t i = 0; i < keep.size(); ++i)
         std::memcpy(dst.data() + i * static_cast<size_t>(width), src.data() + keep[i] * width,
                     static_cast<size_t>(width) * sizeof(float));
-    if (m.factored()) o.svt = m.svt;
+    if (m.factored()) values->svt = m.values->svt;
+    o.values = std::move(values);
     return o;
 }
 
-// The columns `keep` of m (rows, cols) — of S V^T when factored, U shared.
+// The columns `keep` of m (rows, cols) — of S V^T when factored, U copied.
 Matrix select_cols(const Matrix& m, const std::vector<int64_t>& keep) {
     Matrix o;
     o.rows = m.rows;
     o.cols = static_cast<int64_t>(keep.size());
     o.rank = m.rank;
+    auto values = std::make_shared<LoadedTensor>();
+    values->rank = m.rank;
     const int64_t height = m.factored() ? m.rank : m.rows;
-    const std::vector<float>& src = m.factored() ? m.svt : m.dense;
-    std::vector<float>& dst = m.factored() ? o.svt : o.dense;
+    const std::vector<float>& src = m.factored() ? m.values->svt : m.values->dense;
+    std::vector<float>& dst = m.factored() ? values->svt : values->dense;
     dst.resize(static_cast<size_t>(height) * keep.size());
     for (int64_t r = 0; r < height; ++r)
         for (size_t i = 0; i < keep.size(); ++i)
             dst[static_cast<size_t>(r) * keep.size() + i] = src[static_cast<size_t>(r * m.cols + keep[i])];
-    if (m.factored()) o.u = m.u;
+    if (m.factored()) values->u = m.values->u;
+    o.values = std::move(values);
     return o;
 }
 
@@ -263,6 +281,8 @@ Status Transformer::set_ffn_routing(const std::vector<std::vector<uint8_t>>& hot
         m_routed.clear();
         return Status::ok();
     }
+    if (m_lender != nullptr)
+        return error(StatusCode::Unsupported, "ffn routing: the weights are lent block by block; load them instead");
     const int64_t hidden = m_config.hidden_dim;
     if (static_cast<int64_t>(hot.size()) != m_config.n_layers)
         return error(StatusCode::InvalidArgument, "ffn routing: the mask has " + std::to_string(hot.size()) +
@@ -301,11 +321,11 @@ uint64_t Transformer::weight_bytes_per_token() const {
     const ModelConfig& c = m_config;
     uint64_t floats = static_cast<uint64_t>(c.dim);  // one embedding row
     for (const LayerWeights& w : m_weights.layers) {
-        floats += w.rms_att.size() + w.rms_ffn.size();
+        floats += static_cast<uint64_t>(w.rms_att.n_weights() + w.rms_ffn.n_weights());
         for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3})
             floats += static_cast<uint64_t>(m->n_weights());
     }
-    floats += m_weights.rms_final.size();
+    floats += static_cast<uint64_t>(m_weights.rms_final.n_weights());
     floats += m_weights.shared_classifier ? static_cast<uint64_t>(c.vocab_size * c.dim)
                                           : static_cast<uint64_t>(m_weights.classifier.n_weights());
     return floats * sizeof(float);

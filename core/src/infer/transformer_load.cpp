@@ -1,13 +1,12 @@
-// Loading a Transformer: config checks, weights from a WeightSource (dense or factored) or an open ModelFile,
-// and the run state with its KV cache.
+// Loading a Transformer: config checks, weights from any Weights (dense or factored; loaded once, or lent per step
+// by a WeightLender), and the run state with its KV cache.
 #include "gkq/transformer.h"
 
 #include "common/byte_reader.h"
 #include "gkq/arch.h"
-#include "gkq/convert.h"
 #include "gkq/model_check.h"
-#include "gkq/model_file.h"
 #include "gkq/naming.h"
+#include "gkq/weights.h"
 #include "infer/thread_pool.h"
 
 #include <algorithm>
@@ -82,7 +81,7 @@ std::vector<int64_t> shape_of(const Required& r) {
 }
 
 // U diag(S) V^T multiplied out, each element summed over k in ascending order.
-std::vector<float> expand_factors(const WeightData& w, int64_t rows, int64_t cols) {
+std::vector<float> expand_factors(const StoredFactors& w, int64_t rows, int64_t cols) {
     std::vector<float> dense(static_cast<size_t>(rows * cols));
     const int64_t k = w.rank;
     for (int64_t r = 0; r < rows; ++r)
@@ -96,76 +95,70 @@ std::vector<float> expand_factors(const WeightData& w, int64_t rows, int64_t col
     return dense;
 }
 
-// Checks what the source handed over against the expected size and stores it: dense, or factored when
-// that is allowed and cheaper.
-Status take_matrix(WeightData&& w, const Required& req, bool allow_factored, Matrix& out) {
-    const std::string label = weight_label(req.role, req.layer);
-    out.rows = req.rows;
-    out.cols = req.cols;
-    const uint64_t n = static_cast<uint64_t>(req.rows * req.cols);
-    if (w.rank <= 0) {
-        if (w.dense.size() != n)
-            return error(StatusCode::Corrupt, "transformer: " + label + " has " + std::to_string(w.dense.size()) +
-                                                  " values, expected " + shape_to_string(shape_of(req)) + " = " +
-                                                  std::to_string(n));
-        out.dense = std::move(w.dense);
-        return Status::ok();
+}  // namespace
+
+Result<LoadedTensor> load_tensor(const Weights& weights, size_t index, bool allow_factored) {
+    if (index >= weights.n_tensors())
+        return error(StatusCode::InvalidArgument, weights.label() + ": no tensor " + std::to_string(index));
+    const TensorInfo& info = weights.tensor_info(index);
+    const std::string label = weight_label(info.role, info.layer);
+    const bool matrix = info.shape.size() == 2;
+    const int64_t rows = matrix ? info.shape[0] : info.n_elements();
+    const int64_t cols = matrix ? info.shape[1] : 0;
+    LoadedTensor out;
+    auto factors = weights.read_factors(index);
+    if (!factors) return factors.status();
+    if (!factors->has_value()) {
+        auto values = weights.read_f32(index);
+        if (!values) return values.status();
+        const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(info.n_elements(), 0));
+        if (values->size() != n)
+            return error(StatusCode::Corrupt,
+                         "transformer: " + label + " has " + std::to_string(values->size()) + " values, expected " +
+                             (matrix ? shape_to_string(info.shape) + " = " : std::string()) + std::to_string(n));
+        out.dense = std::move(*values);
+        return out;
     }
+    StoredFactors& w = **factors;
     const uint64_t k = static_cast<uint64_t>(w.rank);
-    if (k > static_cast<uint64_t>(std::min(req.rows, req.cols)) || w.u.size() != k * req.rows || w.s.size() != k ||
-        w.v.size() != k * req.cols)
-        return error(StatusCode::Corrupt, "transformer: " + label + " factors of rank " + std::to_string(k) +
+    if (!matrix || w.rank <= 0 || k > static_cast<uint64_t>(std::min(rows, cols)) || w.u.size() != k * rows ||
+        w.s.size() != k || w.v.size() != k * cols)
+        return error(StatusCode::Corrupt, "transformer: " + label + " factors of rank " + std::to_string(w.rank) +
                                               " have sizes U " + std::to_string(w.u.size()) + ", S " +
                                               std::to_string(w.s.size()) + ", V " + std::to_string(w.v.size()) +
-                                              " that do not fit " + shape_to_string(shape_of(req)));
-    const bool cheaper = static_cast<int64_t>(k) * (req.rows + req.cols) < req.rows * req.cols;
-    if (!allow_factored || !cheaper || req.role == TensorRole::TokenEmbd) {
-        out.dense = expand_factors(w, req.rows, req.cols);
-        return Status::ok();
+                                              " that do not fit " + shape_to_string(info.shape));
+    const bool cheaper = static_cast<int64_t>(k) * (rows + cols) < rows * cols;
+    if (!allow_factored || !cheaper || info.role == TensorRole::TokenEmbd) {
+        out.dense = expand_factors(w, rows, cols);
+        return out;
     }
     out.rank = w.rank;
     out.u = std::move(w.u);
-    out.svt.resize(k * static_cast<uint64_t>(req.cols));
+    out.svt.resize(k * static_cast<uint64_t>(cols));
     for (uint64_t i = 0; i < k; ++i)
-        for (int64_t c = 0; c < req.cols; ++c)
-            out.svt[i * static_cast<uint64_t>(req.cols) + static_cast<uint64_t>(c)] =
+        for (int64_t c = 0; c < cols; ++c)
+            out.svt[i * static_cast<uint64_t>(cols) + static_cast<uint64_t>(c)] =
                 w.s[i] * w.v[static_cast<uint64_t>(c) * k + i];
-    return Status::ok();
+    return out;
 }
 
-Status take_vector(WeightData&& w, const Required& req, std::vector<float>& out) {
-    if (w.rank > 0 || w.dense.size() != static_cast<uint64_t>(req.rows))
-        return error(StatusCode::Corrupt, "transformer: " + weight_label(req.role, req.layer) + " has " +
-                                              std::to_string(w.dense.size()) + " values, expected " +
-                                              std::to_string(req.rows));
-    out = std::move(w.dense);
-    return Status::ok();
-}
+namespace {
 
-Matrix* matrix_slot(TransformerWeights& tw, const Required& r) {
-    if (r.role == TensorRole::Output) return &tw.classifier;
-    if (r.layer < 0) return nullptr;
-    LayerWeights& l = tw.layers[static_cast<size_t>(r.layer)];
-    switch (r.role) {
-        case TensorRole::AttnQ: return &l.wq;
-        case TensorRole::AttnK: return &l.wk;
-        case TensorRole::AttnV: return &l.wv;
-        case TensorRole::AttnO: return &l.wo;
-        case TensorRole::FfnGate: return &l.w1;
-        case TensorRole::FfnDown: return &l.w2;
-        case TensorRole::FfnUp: return &l.w3;
-        default: return nullptr;
+// Weights loaded by the transformer itself: a lender that lends each tensor once, to be kept.
+class LoadOnce final : public WeightLender {
+public:
+    LoadOnce(const Weights& w, bool allow_factored) : m_weights(w), m_allow_factored(allow_factored) {}
+    const Weights& weights() const override { return m_weights; }
+    Result<std::shared_ptr<const LoadedTensor>> lend(size_t index) override {
+        auto t = load_tensor(m_weights, index, m_allow_factored);
+        if (!t) return t.status();
+        return std::shared_ptr<const LoadedTensor>(std::make_shared<LoadedTensor>(std::move(*t)));
     }
-}
 
-std::vector<float>* vector_slot(TransformerWeights& tw, const Required& r) {
-    switch (r.role) {
-        case TensorRole::AttnNorm: return &tw.layers[static_cast<size_t>(r.layer)].rms_att;
-        case TensorRole::FfnNorm: return &tw.layers[static_cast<size_t>(r.layer)].rms_ffn;
-        case TensorRole::OutputNorm: return &tw.rms_final;
-        default: return nullptr;
-    }
-}
+private:
+    const Weights& m_weights;
+    bool m_allow_factored;
+};
 
 }  // namespace
 
@@ -218,9 +211,103 @@ Status Transformer::init_state(const TransformerOptions& options) {
     return Status::ok();
 }
 
-Result<Transformer> Transformer::load(const ModelConfig& config, const WeightSource& source,
-                                      const TransformerOptions& options) {
-    if (Status s = check_config(config); !s) return s;
+Matrix& Transformer::slot_matrix(const Slot& slot) {
+    TransformerWeights& tw = m_weights;
+    if (slot.layer < 0) {
+        switch (slot.role) {
+            case TensorRole::TokenEmbd: return tw.token_embedding;
+            case TensorRole::OutputNorm: return tw.rms_final;
+            default: return tw.classifier;
+        }
+    }
+    LayerWeights& l = tw.layers[static_cast<size_t>(slot.layer)];
+    switch (slot.role) {
+        case TensorRole::AttnNorm: return l.rms_att;
+        case TensorRole::AttnQ: return l.wq;
+        case TensorRole::AttnK: return l.wk;
+        case TensorRole::AttnV: return l.wv;
+        case TensorRole::AttnO: return l.wo;
+        case TensorRole::FfnNorm: return l.rms_ffn;
+        case TensorRole::FfnGate: return l.w1;
+        case TensorRole::FfnDown: return l.w2;
+        default: return l.w3;
+    }
+}
+
+Status Transformer::take(const Slot& slot, std::shared_ptr<const LoadedTensor> values) {
+    const LoadedTensor& v = *values;
+    const uint64_t n = static_cast<uint64_t>(slot.rows * slot.cols);
+    const uint64_t k = static_cast<uint64_t>(v.rank);
+    const bool fits = v.rank > 0 ? v.dense.empty() && v.u.size() == k * static_cast<uint64_t>(slot.rows) &&
+                                       v.svt.size() == k * static_cast<uint64_t>(slot.cols)
+                                 : v.dense.size() == n;
+    if (!fits)
+        return error(StatusCode::Corrupt, "transformer: " + weight_label(slot.role, slot.layer) +
+                                              " was lent with sizes that do not fit " + std::to_string(slot.rows) +
+                                              " x " + std::to_string(slot.cols));
+    Matrix& m = slot_matrix(slot);
+    m.rows = slot.rows;
+    m.cols = slot.cols;
+    m.rank = v.rank;
+    m.values = std::move(values);
+    return Status::ok();
+}
+
+namespace {
+
+// The step of a forward pass that reads `role` of `layer`: -1 the embedding rows, a block, n_layers the final norm
+// and the classifier (the token embedding again when it is shared).
+bool in_step(TensorRole role, int32_t layer, int64_t step, int64_t n_layers, bool shared_classifier) {
+    if (step < 0) return role == TensorRole::TokenEmbd;
+    if (step < n_layers) return layer == step;
+    return role == TensorRole::OutputNorm || role == TensorRole::Output ||
+           (shared_classifier && role == TensorRole::TokenEmbd);
+}
+
+}  // namespace
+
+Status Transformer::lend_step(int64_t step) {
+    if (m_lender == nullptr || m_held) return Status::ok();
+    for (const Slot& slot : m_slots) {
+        if (!in_step(slot.role, slot.layer, step, m_config.n_layers, m_weights.shared_classifier)) continue;
+        auto got = m_lender->lend(slot.index);
+        if (!got) return got.status();
+        if (Status s = take(slot, std::move(*got)); !s) return s;
+    }
+    return Status::ok();
+}
+
+void Transformer::release_step(int64_t step) {
+    if (m_lender == nullptr || m_held) return;
+    for (const Slot& slot : m_slots)
+        if (in_step(slot.role, slot.layer, step, m_config.n_layers, m_weights.shared_classifier))
+            slot_matrix(slot).values.reset();
+}
+
+Status Transformer::hold_weights() {
+    if (m_lender == nullptr || m_held) return Status::ok();
+    for (const Slot& slot : m_slots) {
+        auto got = m_lender->lend(slot.index);
+        Status s = got ? take(slot, std::move(*got)) : got.status();
+        if (!s) {
+            release_weights();
+            return s;
+        }
+    }
+    m_held = true;
+    return Status::ok();
+}
+
+void Transformer::release_weights() {
+    if (m_lender == nullptr) return;
+    m_held = false;
+    for (const Slot& slot : m_slots) slot_matrix(slot).values.reset();
+}
+
+Result<Transformer> Transformer::load_from(const ModelConfig& config, WeightLender& lender, bool lent,
+                                           const TransformerOptions& options) {
+    const Weights& weights = lender.weights();
+    if (Status s = weights.whole(); !s) return s;
     try {
         Transformer t;
         t.m_config = config;
@@ -228,20 +315,34 @@ Result<Transformer> Transformer::load(const ModelConfig& config, const WeightSou
         tw.layers.resize(static_cast<size_t>(config.n_layers));
         tw.shared_classifier = config.shared_classifier;
         for (const Required& req : required_weights(config)) {
-            auto got = source(req.role, req.layer);
-            if (!got) return got.status();
-            Status s;
-            if (req.role == TensorRole::TokenEmbd) {
-                Matrix m;
-                s = take_matrix(std::move(*got), req, false, m);
-                tw.token_embedding = std::move(m.dense);
-            } else if (Matrix* m = matrix_slot(tw, req)) {
-                s = take_matrix(std::move(*got), req, options.allow_factored, *m);
-            } else if (std::vector<float>* v = vector_slot(tw, req)) {
-                s = take_vector(std::move(*got), req, *v);
-            }
-            if (!s) return s;
+            const int64_t i = weights.index_of(req.role, req.layer);
+            if (i < 0)
+                return error(StatusCode::NotFound, weights.label() + ": no tensor " +
+                                                       weight_label(req.role, req.layer) + " (role " +
+                                                       std::string(role_name(req.role)) + ")");
+            const TensorInfo& info = weights.tensor_info(static_cast<size_t>(i));
+            if (info.shape != shape_of(req))
+                return error(StatusCode::Corrupt, weights.label() + ": tensor " + info.name + " has shape " +
+                                                      shape_to_string(info.shape) + ", the config needs " +
+                                                      shape_to_string(shape_of(req)));
+            t.m_slots.push_back(
+                {static_cast<size_t>(i), req.role, req.layer, req.rows, std::max<int64_t>(req.cols, 1)});
         }
+        // Every weight lent once: checked here, not on the first token. A lent transformer gives each back at once.
+        std::vector<uint64_t> step_bytes(static_cast<size_t>(config.n_layers) + 2, 0);
+        for (const Slot& slot : t.m_slots) {
+            auto got = lender.lend(slot.index);
+            if (!got) return got.status();
+            const uint64_t bytes = (*got)->bytes();
+            t.m_loaded_bytes += bytes;
+            for (int64_t step = -1; step <= config.n_layers; ++step)
+                if (in_step(slot.role, slot.layer, step, config.n_layers, config.shared_classifier))
+                    step_bytes[static_cast<size_t>(step + 1)] += bytes;
+            if (Status s = t.take(slot, std::move(*got)); !s) return s;
+            if (lent) t.slot_matrix(slot).values.reset();
+        }
+        for (uint64_t b : step_bytes) t.m_largest_step_bytes = std::max(t.m_largest_step_bytes, b);
+        if (lent) t.m_lender = &lender;
         if (Status s = t.init_state(options); !s) return s;
         return t;
     } catch (const std::bad_alloc&) {
@@ -251,20 +352,64 @@ Result<Transformer> Transformer::load(const ModelConfig& config, const WeightSou
     }
 }
 
-Result<Transformer> Transformer::load(const ModelFile& file, const TransformerOptions& options) {
-    ModelConfig config = file.config();
-    // A file with its own classifier uses it whatever the config says (readers derive the flag from it).
-    config.shared_classifier = file.find(TensorRole::Output, -1) == nullptr;
-    if (Status s = check_architecture(config); !s) return s.with_context(file.path());
-    if (Status s = check_model(file.path(), config, file.tensors()); !s) return s;
-    WeightSource source = [&](TensorRole role, int32_t layer) -> Result<WeightData> {
-        auto values = tensor_to_f32(*file.find(role, layer));
-        if (!values) return values.status().with_context(file.path());
-        WeightData w;
-        w.dense = std::move(*values);
-        return w;
-    };
-    return load(config, source, options);
+namespace {
+
+// The config a model runs with: a model with its own classifier uses it whatever its config says.
+ModelConfig runnable_config(const Weights& weights) {
+    ModelConfig config = weights.config();
+    config.shared_classifier = weights.index_of(TensorRole::Output, -1) < 0;
+    return config;
+}
+
+// The architecture, then the one model-consistency check (gkq/model_check.h) over the config and every tensor.
+Status check_weights(const ModelConfig& config, const Weights& weights) {
+    if (Status s = check_architecture(config); !s) return s.with_context(weights.label());
+    std::vector<CheckedTensor> tensors;
+    tensors.reserve(weights.n_tensors());
+    for (size_t i = 0; i < weights.n_tensors(); ++i) {
+        const TensorInfo& t = weights.tensor_info(i);
+        tensors.push_back({t.name, t.role, t.layer, t.shape});
+    }
+    return check_model(weights.label(), config, tensors);
+}
+
+}  // namespace
+
+Result<Transformer> Transformer::load(const Weights& weights, const TransformerOptions& options) {
+    const ModelConfig config = runnable_config(weights);
+    if (Status s = check_weights(config, weights); !s) return s;
+    if (Status s = check_config(config); !s) return s.with_context(weights.label());
+    LoadOnce once(weights, options.allow_factored);
+    return load_from(config, once, false, options);
+}
+
+Result<Transformer> Transformer::load(const ModelConfig& config, const Weights& weights,
+                                      const TransformerOptions& options) {
+    if (Status s = check_config(config); !s) return s;
+    LoadOnce once(weights, options.allow_factored);
+    return load_from(config, once, false, options);
+}
+
+Result<Transformer> Transformer::load(WeightLender& lender, const TransformerOptions& options) {
+    const ModelConfig config = runnable_config(lender.weights());
+    if (Status s = check_weights(config, lender.weights()); !s) return s;
+    if (Status s = check_config(config); !s) return s.with_context(lender.weights().label());
+    return load_from(config, lender, true, options);
+}
+
+Result<Transformer> Transformer::share(const TransformerOptions& options, WeightLender* lender) const {
+    Transformer t;
+    t.m_config = m_config;
+    t.m_weights = m_weights;
+    t.m_slots = m_slots;
+    t.m_lender = m_lender != nullptr && lender != nullptr ? lender : m_lender;
+    t.m_loaded_bytes = m_loaded_bytes;
+    t.m_largest_step_bytes = m_largest_step_bytes;
+    t.m_routed = m_routed;
+    if (m_lender != nullptr)
+        for (const Slot& slot : t.m_slots) t.slot_matrix(slot).values.reset();
+    if (Status s = t.init_state(options); !s) return s;
+    return t;
 }
 
 Transformer::Transformer(Transformer&&) noexcept = default;

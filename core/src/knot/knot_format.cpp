@@ -20,12 +20,6 @@ uint32_t knot_crc32(const uint8_t* data, size_t n, uint32_t crc) {
     return static_cast<uint32_t>(c);
 }
 
-int64_t KnotEntry::n_elements() const {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return n;
-}
-
 namespace knot {
 
 // ---------------------------------------------------------------------------------------------------------
@@ -116,6 +110,7 @@ bool read_descriptor(ByteReader& r, KnotEntry& e) {
     e.name.assign(reinterpret_cast<const char*>(name), name_len);
     e.role = static_cast<TensorRole>(role);
     e.method = static_cast<Method>(method);
+    e.dtype = method_dtype(e.method);
     e.compression = static_cast<KnotCompression>(compression);
     if (std::string why = check_descriptor(e); !why.empty()) {
         r.fail_at(start, "descriptor of '" + e.name + "'", why);

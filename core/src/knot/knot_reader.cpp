@@ -33,7 +33,8 @@ Status corrupt(const std::string& msg) {
 
 // A gzipped knot's header block (config, vocabulary, metadata) inflates to at most this much before its size is
 // checked against what the knot header declares; real ones are a few MiB even with a 256k-token vocabulary.
-constexpr uint64_t kMaxGzippedHeaderBlock = uint64_t{64} << 20;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kMaxGzippedHeaderBlock = 64 * kMiB;
 // Per record, the most its descriptor (name of at most 4096 bytes, 8 dimensions) and its index entry can take.
 constexpr uint64_t kMaxRecordOverhead = uint64_t{16} << 10;
 
@@ -136,7 +137,7 @@ Status gunzip(const uint8_t* src, uint64_t n, uint64_t limit, std::vector<uint8_
             if (block_stored > kMaxGzippedHeaderBlock)
                 return fail(error(StatusCode::Unsupported, path + ": the knot header declares a header block of " +
                                                                std::to_string(block_stored) + " bytes, more than the " +
-                                                               std::to_string(kMaxGzippedHeaderBlock >> 20) +
+                                                               std::to_string(kMaxGzippedHeaderBlock / kMiB) +
                                                                " MiB a gzipped knot may have (gunzip it first)"));
             header_end = kKnotFileHeaderBytes + block_stored;
             bound = header_end;
@@ -306,10 +307,7 @@ Result<EncodedTensor> decode_knot_record(const KnotEntry& entry, std::span<const
     const uint8_t* stored = nullptr;
     if (!r.bytes(d.stored_bytes, stored, "payload")) return r.status();
     EncodedTensor t;
-    t.name = d.name;
-    t.role = d.role;
-    t.layer = d.layer;
-    t.shape = d.shape;
+    static_cast<TensorInfo&>(t) = d;
     t.method = d.method;
     t.rank = d.rank;
     t.factor_bits = d.factor_bits;

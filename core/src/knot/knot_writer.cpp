@@ -15,11 +15,9 @@ using knot::Out;
 Result<KnotRecord> make_knot_record(const EncodedTensor& t, uint64_t source_index) {
     KnotRecord rec;
     KnotEntry& e = rec.entry;
-    e.name = t.name;
-    e.role = t.role;
-    e.layer = t.layer;
-    e.shape = t.shape;
+    static_cast<TensorInfo&>(e) = t;
     e.method = t.method;
+    e.dtype = method_dtype(t.method);
     e.rank = t.rank;
     e.factor_bits = t.factor_bits;
     e.residual_bits = t.residual_bits;

@@ -2,7 +2,6 @@
 #include "server/inference.h"
 
 #include "gkq/generate.h"
-#include "gkq/knot_model.h"
 #include "gkq/model_check.h"
 #include "gkq/sampler.h"
 #include "gkq/tokenizer.h"
@@ -14,6 +13,9 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace gkq::server {
 
@@ -77,8 +79,9 @@ std::string default_model_id(const std::string& weights_path) {
 }
 
 struct InferenceEngine::Worker {
+    explicit Worker(WeightCache& cache) : lender(cache) {}
+    CacheLender lender;  // this worker's borrowing, with its own lookup counts
     std::optional<Transformer> model;
-    std::vector<uint64_t> serials;  // of the reconstructions `model` was built from, in m_needed order
 };
 
 InferenceEngine::InferenceEngine(const ServerConfig& config, Metrics& metrics, PostFn post)
@@ -90,31 +93,38 @@ InferenceEngine::~InferenceEngine() {
 
 Status InferenceEngine::load() {
     const ServerConfig& c = m_config;
-    Result<std::unique_ptr<WeightStore>> store = error(StatusCode::Internal, "unset");
+#if defined(__GLIBC__)
+    // Loaded weights are megabyte buffers that the LRU frees and allocates again: with glibc's sliding mmap
+    // threshold they would come from the heap after the first free and stay resident when freed, so the budget would
+    // bound the live weights but not the process. Fixing the threshold keeps every such buffer its own mapping.
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+#endif
+    Result<std::unique_ptr<Weights>> weights = error(StatusCode::Internal, "unset");
     if (c.use_cdn_fallback) {
-        RemoteStoreOptions o;
-        store = open_remote_knot_store(c.weights_path, o);
-    } else if (looks_like_knot(c.weights_path)) {
-        store = open_knot_store(c.weights_path, c.memory_resident);
+        weights = open_remote_knot(c.weights_path);
     } else {
-        store = open_model_file_store(c.weights_path);
+        WeightsOpenOptions o;
+        o.memory_resident = c.memory_resident;
+        weights = open_weights(c.weights_path, o);
     }
-    if (!store) return store.status();
-    m_store = std::move(*store);
+    if (!weights) return weights.status();
+    m_weights = std::move(*weights);
 
-    m_model_config = m_store->config();
-    // A model with its own classifier uses it whatever the header says (as Transformer::load(ModelFile) does).
-    m_model_config.shared_classifier = m_store->find(TensorRole::Output, -1) < 0;
-    for (size_t i = 0; i < m_store->weights().size(); ++i)
-        if (m_store->weights()[i].role != TensorRole::Other) m_needed.push_back(i);
+    m_model_config = m_weights->config();
+    // A model with its own classifier uses it whatever the header says (as Transformer::load does).
+    m_model_config.shared_classifier = m_weights->index_of(TensorRole::Output, -1) < 0;
     {
         std::vector<CheckedTensor> shapes;
-        for (const WeightInfo& w : m_store->weights()) shapes.push_back({w.name, w.role, w.layer, w.shape});
-        if (Status s = check_model(m_store->label(), m_model_config, shapes); !s) return s;
+        for (size_t i = 0; i < m_weights->n_tensors(); ++i) {
+            const TensorInfo& w = m_weights->tensor_info(i);
+            shapes.push_back({w.name, w.role, w.layer, w.shape});
+        }
+        if (Status s = check_model(m_weights->label(), m_model_config, shapes); !s) return s;
     }
 
     // The tokenizer as generate finds it: --tokenizer, else the model's own vocabulary, else tok*.bin beside it.
-    auto t = tokenizer_for_model(m_store->label(), m_store->vocabulary(), m_model_config.vocab_size, c.tokenizer_path);
+    auto t =
+        tokenizer_for_model(m_weights->label(), m_weights->vocabulary(), m_model_config.vocab_size, c.tokenizer_path);
     if (!t) {
         if (!c.tokenizer_path.empty()) return t.status();
         return error(t.status().code(), t.status().message() + ": pass a llama2.c tokenizer.bin (--tokenizer)");
@@ -126,43 +136,31 @@ Status InferenceEngine::load() {
     co.max_age_seconds = c.max_age_seconds;
     co.keep_reconstructions = !c.use_cdn_fallback;
     co.on_reconstruct = [this](double seconds, uint64_t) { m_metrics.reconstruction(seconds); };
-    m_cache = std::make_unique<WeightCache>(m_store, co);
+    m_cache = std::make_unique<WeightCache>(m_weights, co);
     m_model_id = c.model_id.empty() ? default_model_id(c.weights_path) : c.model_id;
 
-    // Build one Transformer now: a model the transformer cannot run fails here, not on the first request.
-    auto first = std::make_unique<Worker>();
+    // Build one Transformer now: a model the transformer cannot run fails here, not on the first request. Every
+    // other worker shares its weights (lent by the same cache) with a KV cache of its own.
+    TransformerOptions to;
+    to.n_threads = c.n_threads;
+    to.max_context = c.max_context;
+    std::vector<std::unique_ptr<Worker>> workers;
+    for (int i = 0; i < std::max(1, c.n_workers); ++i) workers.push_back(std::make_unique<Worker>(*m_cache));
     {
-        std::vector<CachedWeight> got;
-        for (size_t i : m_needed) {
-            auto w = m_cache->get(i);
-            if (!w) return w.status();
-            got.push_back(*w);
-        }
-        WeightSource source = [&](TensorRole role, int32_t layer) -> Result<WeightData> {
-            for (size_t k = 0; k < m_needed.size(); ++k) {
-                const WeightInfo& info = m_store->weights()[m_needed[k]];
-                if (info.role == role && info.layer == layer) {
-                    WeightData d;
-                    d.dense = *got[k].values;
-                    return d;
-                }
-            }
-            return error(StatusCode::NotFound, m_store->label() + ": no weight of role " +
-                                                   std::string(role_name(role)) + " in layer " + std::to_string(layer));
-        };
-        TransformerOptions to;
-        to.n_threads = c.n_threads;
-        to.max_context = c.max_context;
-        auto t = Transformer::load(m_model_config, source, to);
-        if (!t) return t.status().with_context(m_store->label());
-        first->model.emplace(std::move(*t));
-        for (const CachedWeight& w : got) first->serials.push_back(w.serial);
+        auto t = Transformer::load(workers[0]->lender, to);  // its errors name the weights
+        if (!t) return t.status();
+        workers[0]->model.emplace(std::move(*t));
+        m_hold_per_request = c.use_cdn_fallback || workers[0]->model->loaded_weight_bytes() <= co.budget_bytes;
     }
-    m_weights_loaded = m_store->weights().size();
+    for (size_t i = 1; i < workers.size(); ++i) {
+        auto t = workers[0]->model->share(to, &workers[i]->lender);
+        if (!t) return t.status();
+        workers[i]->model.emplace(std::move(*t));
+    }
+    m_weights_loaded = m_weights->n_tensors();
 
     std::lock_guard lock(m_mutex);
-    m_workers.push_back(std::move(first));
-    for (int i = 1; i < std::max(1, c.n_workers); ++i) m_workers.push_back(std::make_unique<Worker>());
+    for (auto& w : workers) m_workers.push_back(std::move(w));
     for (auto& w : m_workers) m_threads.emplace_back([this, wp = w.get()] { worker_main(*wp); });
     return Status::ok();
 }
@@ -242,48 +240,20 @@ void InferenceEngine::run(Worker& w, InferenceJob& job) {
         return;
     }
 
-    // ---- the weights, through the cache
-    uint64_t lookups = 0, hits = 0;
-    bool rebuilt = false;
-    std::vector<CachedWeight> got;
-    got.reserve(m_needed.size());
-    bool same = w.model.has_value() && w.serials.size() == m_needed.size();
-    for (size_t k = 0; k < m_needed.size(); ++k) {
-        auto cw = m_cache->get(m_needed[k]);
-        lookups++;
-        if (!cw) return fail(api_error(500, "weights: " + cw.message(), "server_error", "", "weights_unavailable"));
-        hits += cw->hit;
-        same = same && cw->serial == w.serials[k];
-        got.push_back(std::move(*cw));
-    }
-    if (!same) {
-        rebuilt = true;
-        WeightSource source = [&](TensorRole role, int32_t layer) -> Result<WeightData> {
-            for (size_t k = 0; k < m_needed.size(); ++k) {
-                const WeightInfo& info = m_store->weights()[m_needed[k]];
-                if (info.role == role && info.layer == layer) {
-                    WeightData d;
-                    d.dense = *got[k].values;
-                    return d;
-                }
-            }
-            return error(StatusCode::NotFound, "no weight of role " + std::string(role_name(role)));
-        };
-        TransformerOptions to;
-        to.n_threads = m_config.n_threads;
-        to.max_context = m_config.max_context;
-        w.model.reset();  // its memory goes before the new copy is made
-        auto t = Transformer::load(m_model_config, source, to);
-        if (!t) return fail(api_error(500, "model: " + t.message(), "server_error", "", "model_unavailable"));
-        w.model.emplace(std::move(*t));
-        w.serials.clear();
-        for (const CachedWeight& cw : got) w.serials.push_back(cw.serial);
-    }
-    got.clear();
+    // ---- the weights, lent by the cache: all of them for this request, or block by block while it runs
+    Transformer& model = *w.model;
+    w.lender.lookups = 0;
+    w.lender.hits = 0;
+    struct GiveBack {
+        Transformer& t;
+        ~GiveBack() { t.release_weights(); }
+    } give_back{model};
+    if (m_hold_per_request)
+        if (Status s = model.hold_weights(); !s)
+            return fail(api_error(500, "weights: " + s.message(), "server_error", "", "weights_unavailable"));
     const double t_loaded = now_seconds();
 
     // ---- prompt and limits
-    Transformer& model = *w.model;
     const std::vector<int32_t> tokens = m_tokenizer->encode(p.prompt, true, false);
     const auto n_prompt = static_cast<int64_t>(tokens.size());
     const int64_t n_ctx = model.n_context();
@@ -383,22 +353,24 @@ void InferenceEngine::run(Worker& w, InferenceJob& job) {
         } else {
             const double gen_s = stats->generate_seconds;
             Response r;
-            r.body = dump(
-                {{"text", text},
-                 {"model", m_model_id},
-                 {"prompt_tokens", n_prompt},
-                 {"completion_tokens", n_completion},
-                 {"finish_reason", finish},
-                 {"seed", seed},
-                 {"timings",
-                  {{"queue_ms", ms(queue_s)},
-                   {"weights_ms", ms(t_loaded - t_start)},
-                   {"prompt_ms", ms(stats->prompt_seconds)},
-                   {"generate_ms", ms(gen_s)},
-                   {"total_ms", ms(t_end - job.enqueued_at)},
-                   {"tokens_per_second", gen_s > 0 ? double(stats->n_generate_forwards) / gen_s : 0.0}}},
-                 {"cache",
-                  {{"lookups", lookups}, {"hits", hits}, {"misses", lookups - hits}, {"model_rebuilt", rebuilt}}}});
+            r.body = dump({{"text", text},
+                           {"model", m_model_id},
+                           {"prompt_tokens", n_prompt},
+                           {"completion_tokens", n_completion},
+                           {"finish_reason", finish},
+                           {"seed", seed},
+                           {"timings",
+                            {{"queue_ms", ms(queue_s)},
+                             {"weights_ms", ms(t_loaded - t_start)},
+                             {"prompt_ms", ms(stats->prompt_seconds)},
+                             {"generate_ms", ms(gen_s)},
+                             {"total_ms", ms(t_end - job.enqueued_at)},
+                             {"tokens_per_second", gen_s > 0 ? double(stats->n_generate_forwards) / gen_s : 0.0}}},
+                           {"cache",
+                            {{"lookups", w.lender.lookups},
+                             {"hits", w.lender.hits},
+                             {"misses", w.lender.lookups - w.lender.hits},
+                             {"model_rebuilt", w.lender.lookups > w.lender.hits}}}});
             return respond(std::move(r));
         }
     }

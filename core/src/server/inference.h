@@ -1,12 +1,13 @@
-// InferenceEngine: the served model — its weight store, the reconstructed-weight cache, the tokenizer — and the
-// worker threads that run generations. A job's output goes back to the event loop as events (a whole response,
+// InferenceEngine: the served model — its Weights, the weight cache that owns their loaded form, the tokenizer — and
+// the worker threads that run generations. A job's output goes back to the event loop as events (a whole response,
 // or a stream's head, data and end), through `post`, which must be thread-safe and wake the loop.
 //
-// Each worker keeps a Transformer (its own KV cache). Before every generation it looks up every weight in the
-// cache; when each lookup returns the very reconstruction its Transformer was built from (same serials), the
-// Transformer is reused as is, otherwise it is rebuilt from the looked-up values. So a cache too small for the
-// model, an expired entry, or CDN mode (nothing cached) costs a rebuild per request, as the documents' design
-// implies; the CPU Transformer keeps its own dense copy of the weights while it runs.
+// Each worker keeps a Transformer (its own KV cache) whose weights are lent by the cache, never copied. When the
+// whole model fits the cache budget (or in CDN mode, where nothing is cached), a generation borrows every weight
+// once at its start and gives them back at its end; otherwise the transformer borrows them one step of the forward
+// pass at a time (a block), so the cache budget bounds the weights in memory: its entries plus one step per worker.
+// A cache too small for the model then loads layers again as they are needed, as the documents' "hot layers" design
+// says.
 #pragma once
 
 #include "gkq/server.h"
@@ -69,7 +70,7 @@ public:
     size_t in_flight() const;
     size_t weights_loaded() const;
     // Valid after load() succeeded.
-    const WeightStore* store() const { return m_store.get(); }
+    const Weights* weights() const { return m_weights.get(); }
     const WeightCache* cache() const { return m_cache.get(); }
     const std::string& model_id() const { return m_model_id; }
     const ModelConfig& model_config() const { return m_model_config; }
@@ -84,11 +85,11 @@ private:
     ServerConfig m_config;
     Metrics& m_metrics;
     PostFn m_post;
-    std::shared_ptr<WeightStore> m_store;
+    std::shared_ptr<Weights> m_weights;
     std::unique_ptr<WeightCache> m_cache;
+    bool m_hold_per_request = true;  // the whole model fits the budget (or nothing is cached): borrow it per request
     std::unique_ptr<Tokenizer> m_tokenizer;
     ModelConfig m_model_config;
-    std::vector<size_t> m_needed;  // store indices of the weights the transformer takes
     std::string m_model_id;
     std::atomic<size_t> m_weights_loaded{0};
 

@@ -262,11 +262,11 @@ struct Server::Impl final : server::ApiContext {
         json by_status = json::object();
         for (const auto& [status, n] : t.by_status) by_status[std::to_string(status)] = n;
         json weights = nullptr;
-        if (const WeightStore* s = loaded ? engine->store() : nullptr) {
+        if (const Weights* s = loaded ? engine->weights() : nullptr) {
             const ModelConfig& mc = engine->model_config();
             weights = {{"path", s->label()},
-                       {"mode", s->mode()},
-                       {"weights_loaded", s->weights().size()},
+                       {"mode", s->kind()},
+                       {"weights_loaded", s->n_tensors()},
                        {"resident_bytes", s->resident_bytes()},
                        {"model",
                         {{"id", id},
@@ -314,8 +314,8 @@ struct Server::Impl final : server::ApiContext {
         g.in_flight = engine->in_flight();
         g.uptime_seconds = server::InferenceEngine::now_seconds() - started_at;
         g.weights_mode = "none";
-        if (const WeightStore* s = loaded ? engine->store() : nullptr) {
-            g.weights_mode = std::string(s->mode());
+        if (const Weights* s = loaded ? engine->weights() : nullptr) {
+            g.weights_mode = std::string(s->kind());
             g.resident_bytes = s->resident_bytes();
         }
         if (const WeightCache* c = loaded ? engine->cache() : nullptr) {
@@ -474,8 +474,8 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config, Server
             }
             char buf[256];
             std::snprintf(buf, sizeof buf, "weights loaded: %zu tensors (%s, %.1f MB resident) in %.2f s; model '%s'",
-                          s.engine->weights_loaded(), std::string(s.engine->store()->mode()).c_str(),
-                          double(s.engine->store()->resident_bytes()) / 1e6,
+                          s.engine->weights_loaded(), std::string(s.engine->weights()->kind()).c_str(),
+                          double(s.engine->weights()->resident_bytes()) / 1e6,
                           server::InferenceEngine::now_seconds() - t0, s.id.c_str());
             s.loaded = true;
             if (s.phase_now == ServerPhase::Loading) s.set_phase(ServerPhase::Ready);

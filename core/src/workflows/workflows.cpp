@@ -163,14 +163,25 @@ EvalText make_eval_text(const Tokenizer& tokenizer, std::string_view text, EvalP
 
 // ---- evaluation ---------------------------------------------------------------------------------------------------
 
-Result<LoadedModel> open_model_to_run(const std::string& path, const TransformerOptions& options) {
-    return load_model(path, options);
+Result<RunnableModel> open_model_to_run(const std::string& path, const TransformerOptions& options) {
+    auto weights = open_weights(path);
+    if (!weights) return weights.status();
+    auto t = Transformer::load(**weights, options);
+    if (!t) return t.status();
+    RunnableModel m;
+    m.path = path;
+    m.from_knot = (*weights)->kind() != "model-file";
+    m.config = t->config();
+    m.vocab = (*weights)->vocabulary();
+    m.weights = std::move(*weights);
+    m.transformer = std::make_unique<Transformer>(std::move(*t));
+    return m;
 }
 
 namespace {
 
 // Evaluations run 64 positions per forward_batch block.
-Result<LoadedModel> open_runnable(const std::string& path, int n_threads) {
+Result<RunnableModel> open_runnable(const std::string& path, int n_threads) {
     TransformerOptions options;
     options.n_threads = n_threads;
     options.max_batch = 64;
@@ -181,7 +192,7 @@ Result<LoadedModel> open_runnable(const std::string& path, int n_threads) {
 
 struct EvalSession::State {
     EvalRequest request;
-    LoadedModel base;
+    RunnableModel base;
     EvalText text;
     EvalProtocol protocol;
     std::optional<BaseLogits> kept;  // the base's logits, once computed (or read from request.base_logits)
