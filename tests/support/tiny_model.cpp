@@ -117,4 +117,20 @@ std::string write_tiny_gguf(const std::string& path, bool shared_classifier, uin
     return path;
 }
 
+SaturationProfile small_saturation_profile() {
+    SaturationProfile p;
+    p.model = "m";
+    p.text = "t";
+    p.command = "c";
+    p.n_tokens = 4;
+    p.threshold = 1.0;
+    LayerSaturation l;
+    l.neuron_count = 3;
+    l.counts = {0, 2, 4};
+    l.hot = {0, 1, 1};
+    l.histogram.assign(kSaturationHistogramBins, 0);
+    p.layers.push_back(l);
+    return p;
+}
+
 }  // namespace gkq::test

@@ -6,6 +6,7 @@
 #include "gkq/model_config.h"
 #include "gkq/model_writer.h"
 #include "gkq/naming.h"
+#include "gkq/saturation.h"
 #include "gkq/weights.h"
 
 #include <cstdint>
@@ -66,5 +67,9 @@ Vocabulary tiny_vocabulary(const std::vector<std::string>& merges);
 // aborts the test program with the writer's message if it refuses. Returns `path`.
 std::string write_tiny_gguf(const std::string& path, bool shared_classifier = true, uint64_t seed = 1,
                             const Vocabulary& vocab = {});
+
+// A one-layer saturation profile of 3 neurons (counts 0, 2, 4 of 4 tokens; the last two hot), for tests of
+// masks files.
+SaturationProfile small_saturation_profile();
 
 }  // namespace gkq::test

@@ -105,18 +105,7 @@ private slots:
         QVERIFY(test::read_file(text_path) == text_before);
 
         // masks loaded from a file, then saved over the calibration text: refused
-        SaturationProfile p;
-        p.model = "m";
-        p.text = "t";
-        p.command = "c";
-        p.n_tokens = 4;
-        p.threshold = 1.0;
-        LayerSaturation l;
-        l.neuron_count = 3;
-        l.counts = {0, 2, 4};
-        l.hot = {0, 1, 1};
-        l.histogram.assign(kSaturationHistogramBins, 0);
-        p.layers.push_back(l);
+        const SaturationProfile p = test::small_saturation_profile();
         const std::string masks_path = dir.file("masks.json");
         QVERIFY(write_saturation_profile(masks_path, p).is_ok());
         ui::SaturationPanel saturation(&runner);

@@ -9,6 +9,7 @@
 #include "gkq/transformer.h"
 #include "jobs/job_runner.h"
 #include "test_support.h"
+#include "tiny_model.h"
 #include "widgets/main_window.h"
 #include "widgets/saturation_panel.h"
 
@@ -190,18 +191,7 @@ private slots:
         QVERIFY(!panel.currentProfile().has_value());
 
         // A well-formed file whose mask does not match its recorded hash.
-        SaturationProfile p;
-        p.model = "m";
-        p.text = "t";
-        p.command = "c";
-        p.n_tokens = 4;
-        p.threshold = 1.0;
-        LayerSaturation l;
-        l.neuron_count = 3;
-        l.counts = {0, 2, 4};
-        l.hot = {0, 1, 1};
-        l.histogram.assign(kSaturationHistogramBins, 0);
-        p.layers.push_back(l);
+        const SaturationProfile p = test::small_saturation_profile();
         const std::string good = m_dir.file("good-masks.json");
         QVERIFY(write_saturation_profile(good, p).is_ok());
         std::ifstream in(good);
