@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The scale benchmark of docs/scale.md: every step of the pipeline on a synthetic checkpoint with a published
+# model's exact shapes (`gkq synth --like`), with wall time (median of --runs) and peak RSS (/usr/bin/time -v) of
+# each, and llama.cpp's tools measured in the same run on the same weights where a llama.cpp build is given.
+#
+#   packaging/bench/scale.sh [--gkq BIN] [--llama-bin DIR] [--like NAME] [--layers N] [--runs R] [--work DIR]
+#                            [--mem-limit-gb G] [--threads T] [--keep]
+#
+#   --gkq BIN        gkq binary (default build/app/gkq)
+#   --llama-bin DIR  folder with llama.cpp's llama-quantize and llama-bench (a CPU build made out of tree, e.g. from
+#                    the source node-llama-cpp bundles: llama/gitRelease.bundle). Without it the llama.cpp rows are
+#                    left out, with a line saying so.
+#   --like NAME      model shapes (default tinyllama-1.1b; `gkq synth --help` lists them, e.g. llama-3-8b)
+#   --layers N       keep only the first N layers (default 0: all)
+#   --runs R         runs per step; the table shows the median wall time and the largest peak RSS (default 3)
+#   --work DIR       scratch folder (default: a new one under /tmp, removed at the end unless --keep)
+#   --mem-limit-gb G a step whose resident memory passes G GiB is stopped and reported as such (default 17)
+#   --threads T      threads for every step, gkq and llama.cpp alike (default: nproc)
+#
+# Prints a Markdown table to stdout and the load average before and after. The machine is noisy: quote medians.
+set -euo pipefail
+
+gkq=build/app/gkq
+llama_bin=""
+like=tinyllama-1.1b
+layers=0
+runs=3
+work=""
+keep=0
+mem_limit_gb=17
+threads="$(nproc)"
+
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --gkq) gkq="$2"; shift 2 ;;
+        --llama-bin) llama_bin="$2"; shift 2 ;;
+        --like) like="$2"; shift 2 ;;
+        --layers) layers="$2"; shift 2 ;;
+        --runs) runs="$2"; shift 2 ;;
+        --work) work="$2"; shift 2 ;;
+        --keep) keep=1; shift ;;
+        --mem-limit-gb) mem_limit_gb="$2"; shift 2 ;;
+        --threads) threads="$2"; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "scale.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+for v in "$layers" "$runs" "$mem_limit_gb" "$threads"; do
+    [[ "$v" =~ ^[0-9]+$ ]] || { echo "scale.sh: '$v' is not a whole number" >&2; exit 2; }
+done
+[ "$runs" -ge 1 ] || { echo "scale.sh: --runs must be at least 1" >&2; exit 2; }
+[ -x "$gkq" ] || { echo "scale.sh: no gkq binary at $gkq (build it, or pass --gkq)" >&2; exit 2; }
+[ -x /usr/bin/time ] || { echo "scale.sh: /usr/bin/time not found (apt-get install time)" >&2; exit 2; }
+if [ -n "$llama_bin" ]; then
+    for t in llama-quantize llama-bench; do
+        [ -x "$llama_bin/$t" ] || { echo "scale.sh: $llama_bin/$t not found; llama.cpp rows need a CPU build of its tools" >&2; exit 2; }
+    done
+fi
+
+if [ -z "$work" ]; then work="$(mktemp -d /tmp/gkq-scale-XXXXXX)"; else mkdir -p "$work"; fi
+cleanup() { [ "$keep" = 1 ] || rm -rf "$work"; }
+trap cleanup EXIT
+limit_kb=$((mem_limit_gb * 1024 * 1024))
+
+# measure NAME CMD...: runs CMD $runs times under /usr/bin/time -v with a memory watchdog; appends
+# "NAME|median wall s|max peak RSS MiB|note" to $work/rows.
+measure() {
+    local name="$1"; shift
+    local walls=() rates=() peak=0 note="" i
+    for ((i = 0; i < runs; i++)); do
+        local tf="$work/time.$$" log="$work/log.$$"
+        /usr/bin/time -v -o "$tf" "$@" >"$log" 2>&1 &
+        local tpid=$! stopped=0
+        while kill -0 "$tpid" 2>/dev/null; do
+            local rss
+            rss="$(ps -o rss= --ppid "$tpid" 2>/dev/null | awk '{s += $1} END {print s + 0}')"
+            if [ "$rss" -gt "$limit_kb" ]; then
+                pkill -TERM -P "$tpid" 2>/dev/null || true
+                stopped=1
+            fi
+            sleep 0.2  # a watchdog's poll, not a timing
+        done
+        local rc=0
+        wait "$tpid" || rc=$?
+        if [ "$stopped" = 1 ]; then note="stopped above ${mem_limit_gb} GiB"; fi
+        if [ "$rc" != 0 ] && [ "$stopped" = 0 ]; then
+            note="exit $rc: $(tail -n 1 "$log" | tr '|' '/' | cut -c1-120)"
+        fi
+        local wall rss_kb
+        wall="$(awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, p, ":"); s = 0; for (j = 1; j <= n; j++) s = s * 60 + p[j]; print s}' "$tf")"
+        rss_kb="$(awk -F': ' '/Maximum resident set size/ {print $2}' "$tf")"
+        walls+=("${wall:-0}")
+        # decode speed where the step prints one: gkq generate's "generation: ... tokens/s" line, llama-bench's tg row
+        local rate
+        rate="$( (awk '/^generation:/ {print $(NF - 1)}' "$log"; awk -F'|' '/\| *tg[0-9]+ *\|/ {split($(NF - 1), v, " "); print v[1]}' "$log") | tail -n 1)"
+        if [ -n "$rate" ]; then rates+=("$rate"); fi
+        if [ "${rss_kb:-0}" -gt "$peak" ]; then peak="$rss_kb"; fi
+        if [ -n "$note" ]; then break; fi
+    done
+    local median
+    median="$(printf '%s\n' "${walls[@]}" | sort -g | awk '{a[NR] = $1} END {m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.2f", m}')"
+    local rate_median=""
+    if [ "${#rates[@]}" -gt 0 ]; then
+        rate_median="$(printf '%s\n' "${rates[@]}" | sort -g | awk '{a[NR] = $1} END {m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.2f", m}')"
+    fi
+    printf '%s|%s|%.0f|%s|%s\n' "$name" "$median" "$((peak / 1024))" "$rate_median" "$note" >>"$work/rows"
+}
+
+echo "# scale benchmark: $like, layers ${layers} (0: all), $threads threads, $runs runs per step, $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB"
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+: >"$work/rows"
+
+"$gkq" synth --like "$like" --layers "$layers" --dtype bf16 -o "$work/model" >/dev/null
+text="$work/text.txt"
+# 4 KB of text the tokenizer of a synthetic model can encode (its vocabulary is the real model's byte pieces).
+for i in $(seq 1 60); do echo "The quick brown fox jumps over the lazy dog, line $i of the scale benchmark."; done >"$text.full"
+head -c 4096 "$text.full" >"$text"
+
+measure "gkq inspect" "$gkq" inspect "$work/model"
+measure "gkq analyze --topk 64" "$gkq" analyze "$work/model" --topk 64 --threads "$threads" --json -o "$work/analyze.json"
+measure "gkq quantize --preset q4_0" "$gkq" quantize "$work/model" --preset q4_0 --threads "$threads" -o "$work/q4_0.knot"
+measure "gkq generate (bf16 model, 64 tokens)" "$gkq" generate "$work/model" -n 64 --temp 0 --threads "$threads"
+measure "gkq generate (q4_0 knot, 64 tokens)" "$gkq" generate "$work/q4_0.knot" -n 64 --temp 0 --threads "$threads"
+measure "gkq eval (q4_0 knot vs bf16, 4 KB)" "$gkq" eval --base "$work/model" --candidate "$work/q4_0.knot" --text "$text" --threads "$threads"
+
+if [ -n "$llama_bin" ]; then
+    # The same weights as GGUF, written by gkq (reconstruct of a lossless knot would decode to f32: convert the
+    # bf16 model directly when gkq has an export command, else say so).
+    if "$gkq" export --help >/dev/null 2>&1; then
+        "$gkq" export "$work/model" -o "$work/model-bf16.gguf" --keep >/dev/null
+        measure "llama-quantize Q4_0" "$llama_bin/llama-quantize" "$work/model-bf16.gguf" "$work/model-q4_0.gguf" Q4_0 "$threads"
+        measure "llama-bench -n 64 (Q4_0)" "$llama_bin/llama-bench" -m "$work/model-q4_0.gguf" -p 0 -n 64 -t "$threads" -r 1
+        measure "llama-bench -n 64 (bf16)" "$llama_bin/llama-bench" -m "$work/model-bf16.gguf" -p 0 -n 64 -t "$threads" -r 1
+    else
+        echo "# llama.cpp rows left out: this gkq has no 'export' command to write the bf16 model as GGUF"
+    fi
+else
+    echo "# llama.cpp rows left out: no --llama-bin given"
+fi
+
+echo
+echo "| step | wall s (median) | peak RSS MiB | decode tokens/s (median) | note |"
+echo "|---|---:|---:|---:|---|"
+awk -F'|' '{printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5}' "$work/rows"
+echo
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
