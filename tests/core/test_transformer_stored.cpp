@@ -124,8 +124,9 @@ class TestTransformerStored : public QObject {
     Q_OBJECT
 
 private slots:
-    // Every type the table converts, under both ISAs: matmul_stored equals matmul over the converted matrix bit for
-    // bit (13 rows: blocks of 8, 4 and single rows; 3 tokens), and a converted row equals to_f32's.
+    // Every type the table converts, under both ISAs: matmul_stored equals matmul over the converted matrix and the
+    // type table's dot_f32 of each row bit for bit (13 rows: blocks of 8, 4 and single rows; 3 tokens), and a
+    // converted row equals to_f32's.
     void storedProductsEqualDense_data() {
         QTest::addColumn<int>("type");
         QTest::addColumn<int>("cols");
@@ -146,6 +147,13 @@ private slots:
         const KernelIsa was = active_kernel_isa();
         set_kernel_isa(KernelIsa::Generic);
         matmul(want.data(), x.data(), m.f32.data(), n, rows, cols, nullptr);
+        // the type table's scalar dot_f32 defines the order: each output is its dot of the stored row
+        const uint64_t row_bytes = stored_row_bytes(t, cols);
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t r = 0; r < rows; ++r) {
+                const float dot = type_traits(t).dot_f32(m.bytes.data() + r * row_bytes, x.data() + i * cols, cols);
+                QVERIFY(std::memcmp(&dot, &want[static_cast<size_t>(i * rows + r)], sizeof dot) == 0);
+            }
         for (KernelIsa isa : {KernelIsa::Generic, KernelIsa::Avx2}) {
             const KernelIsa in_use = set_kernel_isa(isa);
             matmul_stored(got.data(), x.data(), t, m.bytes.data(), n, rows, cols, nullptr);

@@ -2,6 +2,7 @@
 
 #include "gkq/sampler.h"
 
+#include "gkq/block_layout.h"
 #include "gkq/convert.h"
 #include "gkq/type_traits.h"
 
