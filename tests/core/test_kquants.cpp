@@ -304,8 +304,9 @@ private slots:
         QVERIFY(err(DType::IQ4_NL) < err(DType::Q4_0));  // the non-linear code book fits Gaussian weights better
     }
 
-    // dot_f32, the scalar reference: the dequantized values times the activations, summed in f32 in ascending
-    // order (this file builds with -ffp-contract=off, so the loop below is that order exactly).
+    // dot_f32, the scalar reference: the dequantized values times the activations, summed in f32 in the
+    // transformer's lane order (type_traits.h; this file builds with -ffp-contract=off, so the loop below is that
+    // order exactly).
     void dotIsTheScalarReference_data() { blocksMatchGgml_data(); }
     void dotIsTheScalarReference() {
         QFETCH(DType, type);
@@ -315,13 +316,14 @@ private slots:
         const std::vector<float> act = weight_like(1, 1024, 17);
         const std::vector<uint8_t> blocks = quantize(type, w);
         const std::vector<float> v = dequantize(type, blocks, w.size());
-        float want = 0;
+        float lane[8] = {};
         double exact = 0, magnitude = 0;
-        for (size_t i = 0; i < v.size(); ++i) {
-            want += v[i] * act[i];
+        for (size_t i = 0; i < v.size(); ++i) {  // 1024 values: no tail
+            lane[i % 8] += v[i] * act[i];
             exact += double(v[i]) * act[i];
             magnitude += std::fabs(double(v[i]) * act[i]);
         }
+        const float want = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
         std::vector<uint8_t> odd(blocks.size() + 1);  // at an odd address: blocks need no alignment
         std::memcpy(odd.data() + 1, blocks.data(), blocks.size());
         const float got = tr.dot_f32(odd.data() + 1, act.data(), int64_t(w.size()));

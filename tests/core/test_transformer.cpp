@@ -646,8 +646,9 @@ private slots:
         short_q.values[short_q.at(TensorRole::AttnQ, 1)].resize(10);
         auto bad = Transformer::load(m.config, short_q);
         QVERIFY(!bad);
-        QCOMPARE(QString::fromStdString(bad.message()),
-                 QString("transformer: blk.1.attn_q.weight has 10 values, expected 64 x 64 = 4096"));
+        QCOMPARE(
+            QString::fromStdString(bad.message()),
+            QString("transformer: blk.1.attn_q.weight is stored as f32 in 40 bytes, expected f32 64 x 64 = 16384"));
 
         ModelConfig odd = m.config;
         odd.n_heads = 5;

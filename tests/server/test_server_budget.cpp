@@ -1,9 +1,10 @@
-// The cache budget bounds the serving process's memory. A knot whose float32 weights are about seven times the
-// budget is served with that budget: the cache's own accounting stays within the budget, and the process's resident
-// memory (VmHWM - VmRSS before the server started, from /proc/self/status) grows by less than the budget plus the
-// largest step a transformer holds at once (one block) plus the knot's own mapped pages and a fixed allowance for
-// the run state — while every completion is the very one an unlimited budget gives. The unlimited server, measured
-// the same way, grows by more than that bound: the check tells the two apart.
+// The cache budget bounds the serving process's memory. A knot whose weights, as the transformer holds them (Q4_0
+// blocks, f32 norms), are about seven times the budget is served with that budget: the cache's own accounting stays
+// within the budget, and the process's resident memory (VmHWM - VmRSS before the server started, from
+// /proc/self/status) grows by less than the budget plus the largest step a transformer holds at once (one block) plus
+// the knot's own mapped pages and a fixed allowance for the run state — while every completion is the very one an
+// unlimited budget gives. The unlimited server, measured the same way, grows by more than that bound: the check tells
+// the two apart.
 #include "gkq/knot.h"
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
@@ -66,11 +67,12 @@ private slots:
     void initTestCase() {
         if (status_bytes("VmRSS") < 0 || status_bytes("VmHWM") < 0) QSKIP("no VmRSS / VmHWM in /proc/self/status");
         if (!reset_peak()) QSKIP("/proc/self/clear_refs cannot reset VmHWM here");
-        // 8 blocks of dim 512, hidden 1536: 13.6 MB of float32 per block, 109 MB in all; the tiny vocabulary.
+        // 16 blocks of dim 512, hidden 1536: 1.9 MB of Q4_0 blocks (13.6 MB of float32) per block, 31 MB in all; the
+        // tiny vocabulary.
         ModelConfig c = test::tiny_config(true);
         c.dim = 512;
         c.hidden_dim = 1536;
-        c.n_layers = 8;
+        c.n_layers = 16;
         c.n_heads = 8;
         c.n_kv_heads = 8;
         m_gguf = m_dir.file("wide.gguf");
@@ -87,14 +89,15 @@ private slots:
         auto report = quantize_model(*model, o, m_knot);
         QVERIFY2(report, report.message().c_str());
 
-        // What the transformer holds: every record decodes dense (q4_0, f32 norms), so its float32 size.
+        // What the transformer holds: every record as stored (the matrices' Q4_0 blocks, the f32 norms).
         auto knot = KnotFile::open(m_knot);
         QVERIFY2(knot, knot.message().c_str());
         m_knot_bytes = knot->file_bytes();
         std::vector<uint64_t> per_layer(static_cast<size_t>(c.n_layers), 0);
         uint64_t final_step = 0;
         for (const KnotEntry& e : knot->entries()) {
-            const uint64_t bytes = static_cast<uint64_t>(e.n_elements()) * sizeof(float);
+            const auto n = static_cast<uint64_t>(e.n_elements());
+            const uint64_t bytes = dtype_storage_bytes(e.dtype, n).value_or(n * sizeof(float));
             m_model_bytes += bytes;
             if (e.layer >= 0) per_layer[static_cast<size_t>(e.layer)] += bytes;
             if (e.layer < 0) final_step += bytes;  // output_norm and the (shared) token embedding
@@ -103,13 +106,13 @@ private slots:
     }
 
     void budgetBoundsResidentWeights() {
-        const uint64_t budget = uint64_t{16} << 20;
+        const uint64_t budget = uint64_t{2} << 20;
         QVERIFY(m_model_bytes > 6 * budget);
         // KV cache and activations (< 2 MB here), thread stacks, one record inflated while it decodes, sockets.
         const uint64_t allowance = uint64_t{8} << 20;
         const uint64_t bound = budget + m_step_bytes + m_knot_bytes + allowance;
 
-        Served small = serve(16);
+        Served small = serve(2);
         if (QTest::currentTestFailed()) return;
         Served unlimited = serve(1024);
         if (QTest::currentTestFailed()) return;

@@ -4,12 +4,16 @@
 //
 // Contract: logits depend only on the weights and the tokens with their positions — not on the thread count,
 // on whether tokens are run one by one or as a batch, nor on the CPU's vector width. Every output element is
-// computed by exactly one thread in a fixed summation order (core/src/infer/kernels.h).
+// computed by exactly one thread in a fixed summation order (core/src/infer/kernels.h). A weight held in its stored
+// type (F16, BF16, Q8_0, Q4_0, the k-quants, ...) is converted a few blocks at a time to exactly the float32 values
+// its type's to_f32 gives and summed in the same order as a dense matrix, so its logits equal, bit for bit, those
+// of the same weights converted to float32 at load (TransformerOptions::stored = false).
 // Weights come from any Weights (weights.h: a model file, a knot): either loaded once and owned by the transformer,
 // or lent per block by a WeightLender (the server's weight cache, which then owns them). A knot's low-rank record
 // runs factored where that costs fewer multiply-adds.
 #pragma once
 
+#include "gkq/dtype.h"
 #include "gkq/model_config.h"
 #include "gkq/status.h"
 #include "gkq/tensor.h"
@@ -17,26 +21,47 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 namespace gkq {
 
 class Weights;
 
-// One weight in the form the forward pass computes with: dense float32, or the factors of W = U (S V^T).
+// One weight in the form the forward pass computes with: rows in their stored type (a model file's mapped tensor, a
+// knot record's blocks), dense float32, or the factors of W = U (S V^T).
 struct LoadedTensor {
-    std::vector<float> dense;  // (rows, cols) row-major, or (n) for a norm; empty when factored
+    std::vector<float> dense;  // (rows, cols) row-major, or (n) for a norm; empty when factored or stored
     int64_t rank = 0;          // > 0: W = U (diag(S) V^T)
     std::vector<float> u;      // (rows, rank)
     std::vector<float> svt;    // (rank, cols): diag(S) V^T, folded once at load
+    // Stored rows: (rows, cols) in stored_type (type_traits.h: F32, F16, BF16, Q8_0, Q4_0, the k-quants, ...), each
+    // row whole blocks, row-major, never converted as a whole. `keep` owns the bytes: the Weights whose mapping they
+    // lie in, the knot record they were inflated into, or a copy.
+    DType stored_type = DType::Other;  // Other: not stored (dense or factored)
+    std::span<const uint8_t> stored;   // (rows * row bytes)
+    std::shared_ptr<const void> keep;
 
-    uint64_t bytes() const { return (dense.size() + u.size() + svt.size()) * sizeof(float); }
+    bool is_stored() const { return stored_type != DType::Other; }
+    uint64_t bytes() const { return (dense.size() + u.size() + svt.size()) * sizeof(float) + stored.size(); }
+};
+
+// How load_tensor keeps a tensor.
+struct LoadTensorOptions {
+    bool allow_factored = true;  // a pure low-rank record stays factored where that is cheaper
+    bool stored = true;          // false: every tensor converted to dense float32 (Weights::read_f32)
+    // The owner of the Weights: stored rows of a model file then point into its mapping and hold it; null: they are
+    // copied (in their stored type), so the Weights may close after the load.
+    std::shared_ptr<const Weights> owner;
 };
 
 // Tensor `index` of `weights` as the transformer runs it: a pure low-rank record (Weights::read_factors) stays
 // factored when `allow_factored`, the factors cost fewer multiply-adds than the dense matrix and the tensor is not
 // the token embedding (whose rows are looked up); otherwise the factors are multiplied out, each element summed over
-// k in ascending order. Every other tensor is Weights::read_f32. Sizes are checked against the tensor's shape.
+// k in ascending order. A tensor stored in a type with a row conversion (a model's F32 / F16 / BF16 / quantized
+// tensor, a knot's F32 / F16 / Q8_0 / Q4_0 record: Weights::read_stored) keeps its stored rows; every other tensor
+// (a low-rank record with a residual, Q8_G) is Weights::read_f32. Sizes are checked against the tensor's shape.
+Result<LoadedTensor> load_tensor(const Weights& weights, size_t index, const LoadTensorOptions& options);
 Result<LoadedTensor> load_tensor(const Weights& weights, size_t index, bool allow_factored);
 
 // Lends a running transformer its weights: whoever implements it owns them (a weight cache), and the transformer
@@ -58,7 +83,8 @@ struct Matrix {
     std::shared_ptr<const LoadedTensor> values;
 
     bool factored() const { return rank > 0; }
-    int64_t n_weights() const { return factored() ? rank * (rows + cols) : rows * cols; }  // floats read per x
+    bool stored() const { return values->is_stored(); }
+    int64_t n_weights() const { return factored() ? rank * (rows + cols) : rows * cols; }  // weights read per x
     const float* dense() const { return values->dense.data(); }                            // (rows, cols)
     const float* u() const { return values->u.data(); }                                    // (rows, rank)
     const float* svt() const { return values->svt.data(); }                                // (rank, cols)
@@ -77,7 +103,7 @@ struct LayerWeights {
 };
 
 struct TransformerWeights {
-    Matrix token_embedding;            // (vocab_size, dim), always dense (rows are looked up)
+    Matrix token_embedding;  // (vocab_size, dim), dense or stored (rows are looked up, one converted at a time)
     std::vector<LayerWeights> layers;  // (n_layers)
     Matrix rms_final;                  // (dim)
     Matrix classifier;                 // (vocab_size, dim); empty (rows 0) when shared with token_embedding
@@ -107,6 +133,7 @@ struct TransformerOptions {
                                  // capped at 4096 (a 128k-position model would ask for gigabytes of cache)
     int64_t max_batch = 32;      // tokens per block in forward_batch
     bool allow_factored = true;  // false: multiply low-rank factors out into dense matrices at load
+    bool stored = true;          // false: convert every weight to dense float32 at load (for comparisons)
 };
 
 class ThreadPool;
@@ -126,9 +153,12 @@ struct RoutedFfn {
 
 class Transformer {
 public:
-    // Every weight loaded now (load_tensor) and owned by the transformer; `weights` may close afterwards. The config
-    // is weights.config() with the classifier shared exactly when there is no output tensor.
+    // Every weight loaded now (load_tensor) and owned by the transformer; `weights` may close afterwards (a model
+    // file's stored rows are copied, in their stored type). The config is weights.config() with the classifier
+    // shared exactly when there is no output tensor.
     static Result<Transformer> load(const Weights& weights, const TransformerOptions& options = {});
+    // The same, a model file's weights left in its mapping: the transformer holds `weights` while it lives.
+    static Result<Transformer> load(std::shared_ptr<const Weights> weights, const TransformerOptions& options = {});
     // The same with `config` instead of the weights' own.
     static Result<Transformer> load(const ModelConfig& config, const Weights& weights,
                                     const TransformerOptions& options = {});
@@ -157,8 +187,8 @@ public:
     // When `all_logits` is given it receives (n, vocab_size) logits; returns the last position's logits.
     Result<const float*> forward_batch(const int32_t* tokens, int64_t n, int64_t pos, float* all_logits = nullptr);
 
-    // Float32 bytes of weights one forward() reads: every block, the final norm, the classifier and one
-    // embedding row.
+    // Bytes of weights one forward() reads, as they are held (stored rows in their type, float32 otherwise): every
+    // block, the final norm, the classifier and one embedding row.
     uint64_t weight_bytes_per_token() const;
     // Multiply-adds of the matrix products of one forward() (attention over the cache not included).
     uint64_t matrix_macs_per_token() const;
@@ -206,6 +236,7 @@ private:
     void release_step(int64_t step);
     Status run_block(const int32_t* tokens, int64_t n, int64_t pos, bool want_all_logits);
     void apply(const Matrix& m, const float* x, float* out, int64_t n);
+    void embedding_row(int32_t token, float* out) const;
     void rope(float* vec, int64_t n_heads_here, int64_t pos);
     void attention(int64_t layer, int64_t n, int64_t pos);
 

@@ -12,7 +12,10 @@
 //             importance matrix's) or is null, which gives what llama-quantize writes without one (from_f32 for all
 //             but IQ4_NL, whose scale search runs either way)
 //   dot_f32   the dot product of n stored values with n floats: the stored values converted to f32, each
-//             multiplied by its activation and summed in f32 in ascending order from 0 (the scalar reference)
+//             multiplied by its activation and summed in f32 in the transformer's order (eight lane sums, lane k
+//             taking the terms j = k (mod 8) below n - n % 8 in ascending j, combined as ((l0 + l4) + (l2 + l6)) +
+//             ((l1 + l5) + (l3 + l7)), then the remaining terms in order): the scalar reference whose bits the
+//             transformer's stored products (core/src/infer/kernels.h, scalar and AVX2) give for every output
 // Adding a type (say IQ4_XS, listed today): a DType value (gkq/dtype.h, before Other), its row moved up into DType
 // order in dtype.cpp (a static_assert checks the order) with the row functions written in core/src/formats (the
 // llama.cpp blocks: quant_blocks.h and the quants*.cpp / kquants.cpp files, checked against ggml's own output in

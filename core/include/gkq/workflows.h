@@ -37,7 +37,7 @@ struct RunnableModel {
     bool from_knot = false;
     ModelConfig config;                        // the config the transformer runs with
     Vocabulary vocab;                          // the model's or knot's own vocabulary; empty when it has none
-    std::unique_ptr<Weights> weights;          // never null on success
+    std::shared_ptr<Weights> weights;          // never null on success; the transformer shares it
     std::unique_ptr<Transformer> transformer;  // never null on success
 };
 

@@ -116,7 +116,10 @@ Result<CachedWeight> WeightCache::get(size_t index) {
 
     // Reconstruct outside the lock: other weights' lookups proceed meanwhile.
     const double t0 = steady_seconds();
-    auto values = load_tensor(*m_weights, index, m_options.allow_factored);
+    LoadTensorOptions load_options;  // stored rows stay mapped (model files) or in their blocks (knot records)
+    load_options.allow_factored = m_options.allow_factored;
+    load_options.owner = m_weights;
+    auto values = load_tensor(*m_weights, index, load_options);
     const double seconds = steady_seconds() - t0;
     CachedWeight result;
     uint64_t bytes = 0;

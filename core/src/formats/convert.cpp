@@ -222,40 +222,6 @@ void q4_0_from_f32(const float* src, void* dst, int64_t n) {
     quantize_q4_0(src, static_cast<uint64_t>(n), static_cast<uint8_t*>(dst));
 }
 
-namespace {
-// The scalar reference dot product: `chunk` values (a whole number of blocks of `chunk_bytes`) at a time converted
-// by ToF32 into a buffer, then multiplied and summed in ascending order into one f32 sum.
-template <ToF32Row ToF32, int64_t chunk, uint64_t chunk_bytes>
-float dot_by_chunks(const void* row, const float* x, int64_t n) {
-    const auto* p = static_cast<const uint8_t*>(row);
-    float buf[chunk];
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i += chunk) {
-        const int64_t m = std::min(chunk, n - i);
-        ToF32(p + static_cast<uint64_t>(i / chunk) * chunk_bytes, buf, m);
-        for (int64_t j = 0; j < m; ++j) s += buf[j] * x[i + j];
-    }
-    return s;
-}
-constexpr int64_t kPlainChunk = 64;  // values of a plain type converted at a time
-}  // namespace
-
-float f32_dot_f32(const void* row, const float* x, int64_t n) {
-    return dot_by_chunks<f32_to_f32, kPlainChunk, kPlainChunk * 4>(row, x, n);
-}
-float f16_dot_f32(const void* row, const float* x, int64_t n) {
-    return dot_by_chunks<f16_to_f32, kPlainChunk, kPlainChunk * 2>(row, x, n);
-}
-float bf16_dot_f32(const void* row, const float* x, int64_t n) {
-    return dot_by_chunks<bf16_to_f32, kPlainChunk, kPlainChunk * 2>(row, x, n);
-}
-float q8_0_dot_f32(const void* row, const float* x, int64_t n) {
-    return dot_by_chunks<q8_0_to_f32, Q8.elements, Q8.bytes>(row, x, n);
-}
-float q4_0_dot_f32(const void* row, const float* x, int64_t n) {
-    return dot_by_chunks<q4_0_to_f32, Q4.elements, Q4.bytes>(row, x, n);
-}
-
 }  // namespace rows
 
 // ---------------------------------------------------------------------------------------------------------

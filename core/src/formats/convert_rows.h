@@ -48,7 +48,7 @@ void q8_k_from_f32(const float* src, void* dst, int64_t n);
 void iq4_nl_to_f32(const void* src, float* dst, int64_t n);
 void iq4_nl_from_f32(const float* src, void* dst, int64_t n);
 
-// Their scalar reference dot products (quants_dot.cpp).
+// Their scalar reference dot products (quants_dot.cpp; the five above are there too).
 float q4_1_dot_f32(const void* row, const float* x, int64_t n);
 float q5_0_dot_f32(const void* row, const float* x, int64_t n);
 float q5_1_dot_f32(const void* row, const float* x, int64_t n);

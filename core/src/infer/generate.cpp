@@ -5,6 +5,7 @@
 #include "gkq/sampler.h"
 #include "gkq/tokenizer.h"
 #include "gkq/transformer.h"
+#include "infer/kernels.h"
 
 #include <algorithm>
 #include <chrono>
@@ -23,18 +24,27 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // is not finite; empty when every weight is finite.
 std::string first_nonfinite_weight(const TransformerWeights& w) {
     std::string found;
-    auto scan = [&](const std::vector<float>& v, TensorRole role, int32_t layer) {
+    auto scan = [&](const std::vector<float>& v, TensorRole role, int32_t layer, size_t first = 0) {
         if (!found.empty()) return;
         for (size_t i = 0; i < v.size(); ++i)
             if (!std::isfinite(v[i])) {
                 found = gguf_name(role, layer) + " holds " + (std::isnan(v[i]) ? "nan" : "inf") + " at element " +
-                        std::to_string(i);
+                        std::to_string(first + i);
                 return;
             }
     };
-    // A weight lent per step by a WeightLender (values null between steps) is not scanned.
+    // A weight lent per step by a WeightLender (values null between steps) is not scanned; stored rows are
+    // converted one at a time.
     auto scan_matrix = [&](const Matrix& m, TensorRole role, int32_t layer) {
         if (!m.values) return;
+        if (m.stored()) {
+            std::vector<float> row(static_cast<size_t>(m.cols));
+            for (int64_t r = 0; r < m.rows && found.empty(); ++r) {
+                stored_row_to_f32(m.values->stored_type, m.values->stored.data(), m.cols, r, row.data());
+                scan(row, role, layer, static_cast<size_t>(r * m.cols));
+            }
+            return;
+        }
         scan(m.values->dense, role, layer);
         scan(m.values->u, role, layer);
         scan(m.values->svt, role, layer);

@@ -2,12 +2,23 @@
 
 #include "gkq/sampler.h"
 
+#include "gkq/block_layout.h"
+#include "gkq/convert.h"
+#include "gkq/type_traits.h"
+
+#include "formats/quant_blocks.h"
 #include "infer/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 // Every float expression rounds as written (run.c's), whatever -march allows: no contraction into fused
 // multiply-adds, so logits do not change between builds for different CPUs.
@@ -39,19 +50,21 @@ namespace gkq {
 #if defined(__x86_64__)
 #define GKQ_HAVE_AVX2_KERNELS 1
 #define GKQ_KERNEL_NS avx2
-#define GKQ_KERNEL_ATTR __attribute__((target("avx2,no-fma")))
+#define GKQ_KERNEL_ATTR __attribute__((target("avx2,f16c,no-fma")))
 #define GKQ_KERNEL_ROW_BLOCK 8
+#define GKQ_KERNEL_AVX2_CONVERTERS 1
 #include "infer/kernels.inc"
 #undef GKQ_KERNEL_NS
 #undef GKQ_KERNEL_ATTR
 #undef GKQ_KERNEL_ROW_BLOCK
+#undef GKQ_KERNEL_AVX2_CONVERTERS
 #endif
 
 namespace {
 
 bool cpu_has_avx2() {
 #if defined(GKQ_HAVE_AVX2_KERNELS)
-    return __builtin_cpu_supports("avx2");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
 #else
     return false;
 #endif
@@ -89,7 +102,78 @@ void matmul_rows(float* out, const float* x, const float* w, int64_t n, int64_t 
     generic::matmul_rows(out, x, w, n, rows, cols, r0, r1);
 }
 
+// Per-thread scratch of the stored products: converted tiles and the lane sums between them.
+struct StoredScratch {
+    std::vector<float> buf;
+    std::vector<float> acc;
+};
+
+StoredScratch& stored_scratch(int64_t n) {
+    thread_local StoredScratch s;
+    if (s.buf.size() < static_cast<size_t>(8 * generic::kStoredTile))
+        s.buf.resize(static_cast<size_t>(8 * generic::kStoredTile));
+    if (s.acc.size() < static_cast<size_t>(n * 64)) s.acc.resize(static_cast<size_t>(n * 64));
+    return s;
+}
+
+ToF32Row row_converter(DType type) {
+#if defined(GKQ_HAVE_AVX2_KERNELS)
+    if (use_avx2())
+        if (ToF32Row f = avx2::stored_converter(type)) return f;
+#endif
+    return type_traits(type).to_f32;
+}
+
+void matmul_stored_rows(float* out, const float* x, DType type, const uint8_t* w, int64_t n, int64_t rows, int64_t cols,
+                        int64_t r0, int64_t r1) {
+    const TypeTraits& tt = type_traits(type);
+    StoredScratch& s = stored_scratch(n);
+#if defined(GKQ_HAVE_AVX2_KERNELS)
+    if (use_avx2()) {
+        const avx2::StoredView m{row_converter(type), w, stored_row_bytes(type, cols), tt.block_elements,
+                                 tt.block_bytes};
+        return avx2::matmul_stored_rows(out, x, m, n, rows, cols, r0, r1, s.buf.data(), s.acc.data());
+    }
+#endif
+    const generic::StoredView m{tt.to_f32, w, stored_row_bytes(type, cols), tt.block_elements, tt.block_bytes};
+    generic::matmul_stored_rows(out, x, m, n, rows, cols, r0, r1, s.buf.data(), s.acc.data());
+}
+
 }  // namespace
+
+bool stored_type_runs(DType type) {
+    const TypeTraits& tt = type_traits(type);
+    return type != DType::Other && tt.to_f32 != nullptr && tt.block_bytes > 0;
+}
+
+bool stored_type_has_avx2(DType type) {
+#if defined(GKQ_HAVE_AVX2_KERNELS)
+    return avx2::stored_converter(type) != nullptr;
+#else
+    (void)type;
+    return false;
+#endif
+}
+
+uint64_t stored_row_bytes(DType type, int64_t cols) {
+    const TypeTraits& tt = type_traits(type);
+    return static_cast<uint64_t>(cols / tt.block_elements) * tt.block_bytes;
+}
+
+void matmul_stored(float* out, const float* x, DType type, const uint8_t* w, int64_t n, int64_t rows, int64_t cols,
+                   ThreadPool* pool) {
+    const bool parallel = pool != nullptr && n * rows * cols >= min_parallel_macs();
+    if (!parallel) {
+        matmul_stored_rows(out, x, type, w, n, rows, cols, 0, rows);
+        return;
+    }
+    pool->parallel_for(rows, pool->chunk_for(rows, 8), true,
+                       [&](int64_t r0, int64_t r1) { matmul_stored_rows(out, x, type, w, n, rows, cols, r0, r1); });
+}
+
+void stored_row_to_f32(DType type, const uint8_t* w, int64_t cols, int64_t r, float* out) {
+    row_converter(type)(w + static_cast<uint64_t>(r) * stored_row_bytes(type, cols), out, cols);
+}
 
 int64_t min_parallel_macs() {
     return g_min_parallel_macs.load(std::memory_order_relaxed);

@@ -5,7 +5,12 @@
 // combined as ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), then the remaining terms added in order.
 // The AVX2 and generic (SSE2 on x86-64) versions execute the same IEEE operations without FMA, so they agree
 // bit for bit.
+// Products with stored rows (F16, BF16, Q8_0, Q4_0, the k-quants, ...) convert each row, one tile of columns at a
+// time, to exactly the float32 values of its type's to_f32 (type_traits.h; the AVX2 converters give the same bits)
+// and sum those in the order above, so they equal matmul over the converted matrix bit for bit.
 #pragma once
+
+#include "gkq/dtype.h"
 
 #include <cstdint>
 
@@ -28,6 +33,19 @@ void set_min_parallel_macs(int64_t macs);
 
 // out (n, rows) = x (n, cols) . W^T; `pool` may be null (single thread).
 void matmul(float* out, const float* x, const float* w, int64_t n, int64_t rows, int64_t cols, ThreadPool* pool);
+
+// True when matmul_stored runs rows of `type`: a fixed-size type with a to_f32 row conversion.
+bool stored_type_runs(DType type);
+// True when the AVX2 kernels convert `type` themselves (the others use the type table's to_f32 under every ISA).
+bool stored_type_has_avx2(DType type);
+// Bytes of one row of `cols` values of `type` (cols a whole number of its blocks).
+uint64_t stored_row_bytes(DType type, int64_t cols);
+
+// out (n, rows) = x (n, cols) . W^T for W (rows, cols) stored row-major in `type` (rows of stored_row_bytes).
+void matmul_stored(float* out, const float* x, DType type, const uint8_t* w, int64_t n, int64_t rows, int64_t cols,
+                   ThreadPool* pool);
+// Row r of W (rows, cols) stored in `type`, converted to cols floats (the same values to_f32 gives).
+void stored_row_to_f32(DType type, const uint8_t* w, int64_t cols, int64_t r, float* out);
 
 // Attention of one query head over positions 0..n_pos-1: scores q.k / sqrt(head_size) (terms in interleaved
 // pair order for both rope layouts, so both give the same bits), run.c's softmax into att (n_pos), then

@@ -55,6 +55,15 @@ int Transformer::n_threads() const {
 }
 
 void Transformer::apply(const Matrix& m, const float* x, float* out, int64_t n) {
+    if (m.stored()) {
+        const LoadedTensor& v = *m.values;
+        // float32 rows on a float boundary run as they lie; every other stored row is converted tile by tile
+        if (v.stored_type == DType::F32 && reinterpret_cast<uintptr_t>(v.stored.data()) % alignof(float) == 0)
+            matmul(out, x, reinterpret_cast<const float*>(v.stored.data()), n, m.rows, m.cols, m_pool.get());
+        else
+            matmul_stored(out, x, v.stored_type, v.stored.data(), n, m.rows, m.cols, m_pool.get());
+        return;
+    }
     if (!m.factored()) {
         matmul(out, x, m.dense(), n, m.rows, m.cols, m_pool.get());
         return;
@@ -62,6 +71,15 @@ void Transformer::apply(const Matrix& m, const float* x, float* out, int64_t n) 
     float* tmp = m_state.factor_tmp.data();
     matmul(tmp, x, m.svt(), n, m.rank, m.cols, m_pool.get());
     matmul(out, tmp, m.u(), n, m.rows, m.rank, m_pool.get());
+}
+
+// Row `token` of the token embedding into out (dim): a stored row converted on its own.
+void Transformer::embedding_row(int32_t token, float* out) const {
+    const Matrix& e = m_weights.token_embedding;
+    if (e.stored())
+        stored_row_to_f32(e.values->stored_type, e.values->stored.data(), e.cols, token, out);
+    else
+        std::memcpy(out, e.dense() + static_cast<int64_t>(token) * e.cols, static_cast<size_t>(e.cols) * sizeof(float));
 }
 
 // Rotates the pairs of every head of `vec` (n_heads_here heads of head_size) by the angles of `pos`.
@@ -130,9 +148,7 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
     float* x = s.x.data();
 
     if (Status st = lend_step(-1); !st) return st;
-    for (int64_t t = 0; t < n; t++)
-        std::memcpy(x + t * dim, m_weights.token_embedding.dense() + static_cast<int64_t>(tokens[t]) * dim,
-                    static_cast<size_t>(dim) * sizeof(float));
+    for (int64_t t = 0; t < n; t++) embedding_row(tokens[t], x + t * dim);
     release_step(-1);
 
     for (int64_t l = 0; l < c.n_layers; l++) {
@@ -189,7 +205,7 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
     for (int64_t t = first; t < n; t++) rmsnorm(x + t * dim, x + t * dim, m_weights.rms_final.dense(), dim, eps);
     const float* xs = x + first * dim;
     if (m_weights.shared_classifier)
-        matmul(s.logits.data(), xs, m_weights.token_embedding.dense(), n - first, c.vocab_size, dim, m_pool.get());
+        apply(m_weights.token_embedding, xs, s.logits.data(), n - first);
     else
         apply(m_weights.classifier, xs, s.logits.data(), n - first);
     release_step(c.n_layers);
@@ -234,13 +250,25 @@ Result<const float*> Transformer::forward_batch(const int32_t* tokens, int64_t n
 
 namespace {
 
-// The rows `keep` of m (rows, cols) — of U when factored, S V^T copied.
+// The rows `keep` of m (rows, cols) — of U when factored, S V^T copied; stored rows stay in their type.
 Matrix select_rows(const Matrix& m, const std::vector<int64_t>& keep) {
     Matrix o;
     o.rows = static_cast<int64_t>(keep.size());
     o.cols = m.cols;
     o.rank = m.rank;
     auto values = std::make_shared<LoadedTensor>();
+    if (m.stored()) {
+        const uint64_t row_bytes = stored_row_bytes(m.values->stored_type, m.cols);
+        auto bytes = std::make_shared<std::vector<uint8_t>>(keep.size() * row_bytes);
+        for (size_t i = 0; i < keep.size(); ++i)
+            std::memcpy(bytes->data() + i * row_bytes,
+                        m.values->stored.data() + static_cast<uint64_t>(keep[i]) * row_bytes, row_bytes);
+        values->stored_type = m.values->stored_type;
+        values->stored = *bytes;
+        values->keep = std::move(bytes);
+        o.values = std::move(values);
+        return o;
+    }
     values->rank = m.rank;
     const int64_t width = m.factored() ? m.rank : m.cols;
     const std::vector<float>& src = m.factored() ? m.values->u : m.values->dense;
@@ -254,13 +282,25 @@ Matrix select_rows(const Matrix& m, const std::vector<int64_t>& keep) {
     return o;
 }
 
-// The columns `keep` of m (rows, cols) — of S V^T when factored, U copied.
+// The columns `keep` of m (rows, cols) — of S V^T when factored, U copied. Stored rows are converted to float32
+// (a block holds columns together), each row on its own; the values, and so the sums, are the same.
 Matrix select_cols(const Matrix& m, const std::vector<int64_t>& keep) {
     Matrix o;
     o.rows = m.rows;
     o.cols = static_cast<int64_t>(keep.size());
     o.rank = m.rank;
     auto values = std::make_shared<LoadedTensor>();
+    if (m.stored()) {
+        std::vector<float> row(static_cast<size_t>(m.cols));
+        values->dense.resize(static_cast<size_t>(m.rows) * keep.size());
+        for (int64_t r = 0; r < m.rows; ++r) {
+            stored_row_to_f32(m.values->stored_type, m.values->stored.data(), m.cols, r, row.data());
+            for (size_t i = 0; i < keep.size(); ++i)
+                values->dense[static_cast<size_t>(r) * keep.size() + i] = row[static_cast<size_t>(keep[i])];
+        }
+        o.values = std::move(values);
+        return o;
+    }
     values->rank = m.rank;
     const int64_t height = m.factored() ? m.rank : m.rows;
     const std::vector<float>& src = m.factored() ? m.values->svt : m.values->dense;
@@ -317,18 +357,26 @@ int64_t Transformer::n_active_ffn_neurons() const {
 // ----------------------------------------------------------------------------
 // accounting
 
+namespace {
+
+// Bytes of m one product reads: its stored rows, else its floats.
+uint64_t read_bytes(const Matrix& m) {
+    if (m.values && m.stored()) return m.values->stored.size();
+    return static_cast<uint64_t>(m.n_weights()) * sizeof(float);
+}
+
+}  // namespace
+
 uint64_t Transformer::weight_bytes_per_token() const {
-    const ModelConfig& c = m_config;
-    uint64_t floats = static_cast<uint64_t>(c.dim);  // one embedding row
+    const Matrix& e = m_weights.token_embedding;
+    uint64_t bytes = e.rows > 0 ? read_bytes(e) / static_cast<uint64_t>(e.rows) : 0;  // one embedding row
     for (const LayerWeights& w : m_weights.layers) {
-        floats += static_cast<uint64_t>(w.rms_att.n_weights() + w.rms_ffn.n_weights());
-        for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3})
-            floats += static_cast<uint64_t>(m->n_weights());
+        bytes += read_bytes(w.rms_att) + read_bytes(w.rms_ffn);
+        for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3}) bytes += read_bytes(*m);
     }
-    floats += static_cast<uint64_t>(m_weights.rms_final.n_weights());
-    floats += m_weights.shared_classifier ? static_cast<uint64_t>(c.vocab_size * c.dim)
-                                          : static_cast<uint64_t>(m_weights.classifier.n_weights());
-    return floats * sizeof(float);
+    bytes += read_bytes(m_weights.rms_final);
+    bytes += read_bytes(m_weights.shared_classifier ? e : m_weights.classifier);
+    return bytes;
 }
 
 uint64_t Transformer::matrix_macs_per_token() const {

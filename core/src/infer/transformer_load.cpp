@@ -7,6 +7,7 @@
 #include "gkq/model_check.h"
 #include "gkq/naming.h"
 #include "gkq/weights.h"
+#include "infer/kernels.h"
 #include "infer/thread_pool.h"
 
 #include <algorithm>
@@ -97,7 +98,48 @@ std::vector<float> expand_factors(const StoredFactors& w, int64_t rows, int64_t 
 
 }  // namespace
 
+namespace {
+
+// A matrix in a type the stored products run, kept as stored (mapped, inflated, or copied when there is no owner).
+Result<LoadedTensor> load_stored(const Weights& weights, size_t index, const TensorInfo& info,
+                                 const LoadTensorOptions& options) {
+    const std::string label = weight_label(info.role, info.layer);
+    auto st = weights.read_stored(index);
+    if (!st) return st.status();
+    const int64_t rows = info.shape[0];
+    const int64_t cols = info.shape[1];
+    const uint64_t expected = static_cast<uint64_t>(rows) * stored_row_bytes(info.dtype, cols);
+    if (st->info.dtype != info.dtype || st->data.size() != expected)
+        return error(StatusCode::Corrupt,
+                     "transformer: " + label + " is stored as " + std::string(dtype_name(st->info.dtype)) + " in " +
+                         std::to_string(st->data.size()) + " bytes, expected " + std::string(dtype_name(info.dtype)) +
+                         " " + shape_to_string(info.shape) + " = " + std::to_string(expected));
+    LoadedTensor out;
+    out.stored_type = info.dtype;
+    if (st->record) {  // a knot record, inflated: its payload is the blocks
+        out.stored = st->data;
+        out.keep = std::move(st->record);
+    } else if (options.owner && options.owner.get() == &weights) {  // mapped while the owner lives
+        out.stored = st->data;
+        out.keep = options.owner;
+    } else {
+        auto copy = std::make_shared<std::vector<uint8_t>>(st->data.begin(), st->data.end());
+        out.stored = *copy;
+        out.keep = std::move(copy);
+    }
+    return out;
+}
+
+}  // namespace
+
 Result<LoadedTensor> load_tensor(const Weights& weights, size_t index, bool allow_factored) {
+    LoadTensorOptions options;
+    options.allow_factored = allow_factored;
+    return load_tensor(weights, index, options);
+}
+
+Result<LoadedTensor> load_tensor(const Weights& weights, size_t index, const LoadTensorOptions& options) {
+    const bool allow_factored = options.allow_factored;
     if (index >= weights.n_tensors())
         return error(StatusCode::InvalidArgument, weights.label() + ": no tensor " + std::to_string(index));
     const TensorInfo& info = weights.tensor_info(index);
@@ -109,6 +151,10 @@ Result<LoadedTensor> load_tensor(const Weights& weights, size_t index, bool allo
     auto factors = weights.read_factors(index);
     if (!factors) return factors.status();
     if (!factors->has_value()) {
+        // matrices stay in their stored type; norms (and types without a row conversion) become float32
+        if (options.stored && matrix && stored_type_runs(info.dtype) && rows > 0 &&
+            cols % dtype_block_elements(info.dtype) == 0)
+            return load_stored(weights, index, info, options);
         auto values = weights.read_f32(index);
         if (!values) return values.status();
         const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(info.n_elements(), 0));
@@ -147,17 +193,22 @@ namespace {
 // Weights loaded by the transformer itself: a lender that lends each tensor once, to be kept.
 class LoadOnce final : public WeightLender {
 public:
-    LoadOnce(const Weights& w, bool allow_factored) : m_weights(w), m_allow_factored(allow_factored) {}
+    LoadOnce(const Weights& w, const TransformerOptions& o, std::shared_ptr<const Weights> owner = nullptr)
+        : m_weights(w) {
+        m_options.allow_factored = o.allow_factored;
+        m_options.stored = o.stored;
+        m_options.owner = std::move(owner);
+    }
     const Weights& weights() const override { return m_weights; }
     Result<std::shared_ptr<const LoadedTensor>> lend(size_t index) override {
-        auto t = load_tensor(m_weights, index, m_allow_factored);
+        auto t = load_tensor(m_weights, index, m_options);
         if (!t) return t.status();
         return std::shared_ptr<const LoadedTensor>(std::make_shared<LoadedTensor>(std::move(*t)));
     }
 
 private:
     const Weights& m_weights;
-    bool m_allow_factored;
+    LoadTensorOptions m_options;
 };
 
 }  // namespace
@@ -238,9 +289,13 @@ Status Transformer::take(const Slot& slot, std::shared_ptr<const LoadedTensor> v
     const LoadedTensor& v = *values;
     const uint64_t n = static_cast<uint64_t>(slot.rows * slot.cols);
     const uint64_t k = static_cast<uint64_t>(v.rank);
-    const bool fits = v.rank > 0 ? v.dense.empty() && v.u.size() == k * static_cast<uint64_t>(slot.rows) &&
-                                       v.svt.size() == k * static_cast<uint64_t>(slot.cols)
-                                 : v.dense.size() == n;
+    const bool fits =
+        v.rank > 0 ? v.dense.empty() && v.u.size() == k * static_cast<uint64_t>(slot.rows) &&
+                         v.svt.size() == k * static_cast<uint64_t>(slot.cols)
+        : v.is_stored()
+            ? stored_type_runs(v.stored_type) && slot.cols % dtype_block_elements(v.stored_type) == 0 &&
+                  v.stored.size() == static_cast<uint64_t>(slot.rows) * stored_row_bytes(v.stored_type, slot.cols)
+            : v.dense.size() == n;
     if (!fits)
         return error(StatusCode::Corrupt, "transformer: " + weight_label(slot.role, slot.layer) +
                                               " was lent with sizes that do not fit " + std::to_string(slot.rows) +
@@ -379,14 +434,23 @@ Result<Transformer> Transformer::load(const Weights& weights, const TransformerO
     const ModelConfig config = runnable_config(weights);
     if (Status s = check_weights(config, weights); !s) return s;
     if (Status s = check_config(config); !s) return s.with_context(weights.label());
-    LoadOnce once(weights, options.allow_factored);
+    LoadOnce once(weights, options);
+    return load_from(config, once, false, options);
+}
+
+Result<Transformer> Transformer::load(std::shared_ptr<const Weights> weights, const TransformerOptions& options) {
+    if (!weights) return error(StatusCode::InvalidArgument, "transformer: no weights to load");
+    const ModelConfig config = runnable_config(*weights);
+    if (Status s = check_weights(config, *weights); !s) return s;
+    if (Status s = check_config(config); !s) return s.with_context(weights->label());
+    LoadOnce once(*weights, options, weights);
     return load_from(config, once, false, options);
 }
 
 Result<Transformer> Transformer::load(const ModelConfig& config, const Weights& weights,
                                       const TransformerOptions& options) {
     if (Status s = check_config(config); !s) return s;
-    LoadOnce once(weights, options.allow_factored);
+    LoadOnce once(weights, options);
     return load_from(config, once, false, options);
 }
 

@@ -164,16 +164,17 @@ EvalText make_eval_text(const Tokenizer& tokenizer, std::string_view text, EvalP
 // ---- evaluation ---------------------------------------------------------------------------------------------------
 
 Result<RunnableModel> open_model_to_run(const std::string& path, const TransformerOptions& options) {
-    auto weights = open_weights(path);
-    if (!weights) return weights.status();
-    auto t = Transformer::load(**weights, options);
+    auto opened = open_weights(path);
+    if (!opened) return opened.status();
+    std::shared_ptr<Weights> weights = std::move(*opened);
+    auto t = Transformer::load(std::shared_ptr<const Weights>(weights), options);  // a model file stays mapped
     if (!t) return t.status();
     RunnableModel m;
     m.path = path;
-    m.from_knot = (*weights)->kind() != "model-file";
+    m.from_knot = weights->kind() != "model-file";
     m.config = t->config();
-    m.vocab = (*weights)->vocabulary();
-    m.weights = std::move(*weights);
+    m.vocab = weights->vocabulary();
+    m.weights = std::move(weights);
     m.transformer = std::make_unique<Transformer>(std::move(*t));
     return m;
 }
