@@ -462,7 +462,7 @@ private slots:
             auto values = tensor_to_f32(t);
             QVERIFY2(values, values.message().c_str());
             storage.push_back(std::move(*values));
-            tensors.push_back({t.role, t.layer, t.shape, storage.back().data(), {}, {}});
+            tensors.push_back({{t.name, t.role, t.layer, t.shape, DType::F32}, storage.back().data(), {}});
         }
         test::TempDir dir;
         QVERIFY(write_gguf(dir.file("m.gguf"), file->config(), tensors));
