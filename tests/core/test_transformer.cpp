@@ -683,11 +683,11 @@ private slots:
     // The one consistency check: every problem listed in a fixed order, the first one refusing the load.
     void consistencyCheckListsEveryProblem() {
         auto m = test::make_tiny_model(test::tiny_config(true), 2);
-        std::vector<CheckedTensor> tensors;
+        std::vector<TensorInfo> tensors;
         for (const auto& t : m.tensors)
             if (!(t.role == TensorRole::AttnK && t.layer == 0))
-                tensors.push_back({gguf_name(t.role, t.layer), t.role, t.layer, t.shape});
-        tensors.push_back({"blk.5.attn_q.weight", TensorRole::AttnQ, 5, {64, 64}});
+                tensors.push_back({gguf_name(t.role, t.layer), t.role, t.layer, t.shape, DType::F32});
+        tensors.push_back({"blk.5.attn_q.weight", TensorRole::AttnQ, 5, {64, 64}, DType::F32});
         tensors[0].shape = {40, 32};
         const std::vector<std::string> p = model_problems(m.config, tensors);
         QCOMPARE(p.size(), size_t(3));
