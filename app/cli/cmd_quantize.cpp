@@ -94,11 +94,11 @@ Overhead overhead_of(const QuantizeReport& r) {
         if (!q.codec.fallback.empty() && !is_vector(q.codec)) {
             ++o.n_fallback;
             o.fallback_bytes += q.bytes_on_disk();
-            o.fallback_params += q.codec.n_elements;
+            o.fallback_params += q.codec.n_elements();
         } else if (is_vector(q.codec)) {
             ++o.n_vectors;
             o.vector_bytes += q.bytes_on_disk();
-            o.vector_params += q.codec.n_elements;
+            o.vector_params += q.codec.n_elements();
         }
     }
     return o;
@@ -128,7 +128,7 @@ void print_json(const ModelFile& model, const QuantizeReport& r) {
             {"role", std::string(role_name(c.role))},
             {"layer", c.layer},
             {"shape", c.shape},
-            {"n_elements", c.n_elements},
+            {"n_elements", c.n_elements()},
             {"method", std::string(method_name(c.method))},
             {"rank", c.rank},
             {"factor_bits", c.factor_bits},

@@ -529,7 +529,8 @@ private slots:
             std::erase_if(tensors, [](const WriteTensor& t) { return t.role == TensorRole::AttnQ && t.layer == 0; });
         if (kind == "st-no-q" || kind == "lone") {
             path = dir.file("model.safetensors");
-            if (kind == "lone") tensors = {WriteTensor{TensorRole::Other, -1, {4, 4}, lone.data(), "w", {}}};
+            if (kind == "lone")
+                tensors = {WriteTensor{{"w", TensorRole::Other, -1, {4, 4}, DType::F32}, lone.data(), {}}};
             QVERIFY(write_safetensors(path, c, tensors));
             if (kind == "lone") fs::remove(dir.file("config.json"));
             write_llama2c_tokenizer(dir.file("tok40.bin"), test::tiny_vocabulary());

@@ -185,6 +185,11 @@ private slots:
             QCOMPARE(report.method, expected);
             if (c.shape.size() == 1) QCOMPARE(e->method, Method::F32);
             QCOMPARE(report.name, c.name);
+            QCOMPARE(report.role, c.role);
+            QCOMPARE(report.layer, 0);
+            QCOMPARE(report.shape, c.shape);
+            QCOMPARE(report.n_elements(), int64_t(w.size()));
+            QCOMPARE(report.dtype, e->dtype);  // the payload's layout, as the record says
             QCOMPARE(report.payload_bytes, uint64_t(e->payload.size()));
             QCOMPARE(report.bits_per_weight, 8.0 * double(e->payload.size()) / double(w.size()));
             QCOMPARE(report.bytes_on_disk_estimate, e->payload.size() + kRecordHeaderBytesEstimate);

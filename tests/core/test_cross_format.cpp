@@ -120,7 +120,7 @@ private slots:
         std::vector<WriteTensor> tensors;
         for (const Tensor& t : st->tensors()) {
             storage.push_back(*tensor_to_f32(t));
-            tensors.push_back({t.role, t.layer, t.shape, nullptr, t.name});
+            tensors.push_back({{t.name, t.role, t.layer, t.shape, DType::F32}, nullptr, {}});
         }
         for (size_t i = 0; i < tensors.size(); ++i) tensors[i].data = storage[i].data();
         QVERIFY(write_llama2c(dir.file("back.bin"), st->config(), tensors).is_ok());

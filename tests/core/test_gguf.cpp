@@ -657,7 +657,7 @@ void TestGguf::writerRejectsBadInput() {
     TinyModel m = make_tiny_model(32, 32, 1, 2, 2, 8);
     std::vector<float> odd(4 * 48, 0.5f);
     std::vector<WriteTensor> t = m.tensors;
-    t.push_back({TensorRole::Other, -1, {4, 48}, odd.data(), "extra.weight", {}});
+    t.push_back({{"extra.weight", TensorRole::Other, -1, {4, 48}, DType::F32}, odd.data(), {}});
     WriteOptions q8;
     q8.dtype = DType::Q8_0;
     expect_invalid(write_gguf(path, m.config, t, {}, q8),
@@ -675,8 +675,15 @@ void TestGguf::writerRejectsBadInput() {
     expect_invalid(write_gguf(path, m.config, t, {}), "tensor 'token_embd.weight' is given more than once");
 
     t = m.tensors;
-    t.push_back({TensorRole::Other, -1, {2, 2, 2, 2, 2}, odd.data(), "five.d", {}});
+    t.push_back({{"five.d", TensorRole::Other, -1, {2, 2, 2, 2, 2}, DType::F32}, odd.data(), {}});
     expect_invalid(write_gguf(path, m.config, t, {}), "tensor 'five.d': GGUF tensors have 1 to 4 dimensions, not 5");
+
+    // the data is float32 whatever the tensor is stored as: another dtype is a caller's mistake, not a request
+    t = m.tensors;
+    t[1].dtype = DType::Q8_0;
+    expect_invalid(write_gguf(path, m.config, t, {}, q8),
+                   "tensor 'blk.0.attn_norm.weight': its data is float32, not q8_0 (the write options choose the "
+                   "stored type)");
 
     WriteOptions bad_meta;
     bad_meta.extra_metadata.set("x.small", MetaValue::of_uint(300, MetaType::U8));

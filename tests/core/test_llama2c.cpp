@@ -213,7 +213,7 @@ struct WriterModel {
 
     void add(TensorRole role, int32_t layer, Shape shape) {
         storage.push_back(gkq::test::random_floats(size_t(numel(shape)), storage.size() + 1));
-        tensors.push_back({role, layer, shape, storage.back().data(), {}});
+        tensors.push_back({{{}, role, layer, shape, DType::F32}, storage.back().data(), {}});
     }
 };
 
@@ -395,8 +395,13 @@ void TestLlama2c::writerRejects() {
     }
     {
         WriterModel m = writer_model(true);
-        m.tensors.push_back({TensorRole::Other, -1, {8}, m.storage[0].data(), "rope.freqs", {}});
+        m.tensors.push_back({{"rope.freqs", TensorRole::Other, -1, {8}, DType::F32}, m.storage[0].data(), {}});
         expect(m, {"'rope.freqs' has no role"});
+    }
+    {
+        WriterModel m = writer_model(true);
+        m.tensors[1].dtype = DType::F16;  // the data is float32 whatever the source stored
+        expect(m, {"'blk.0.attn_norm.weight': its data is float32, not f16"});
     }
     {
         WriterModel m = writer_model(true);

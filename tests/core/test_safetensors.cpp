@@ -111,7 +111,7 @@ SmallModel small_model() {
     gkq::test::TinyModel tiny = gkq::test::make_tiny_model(m.config);
     m.values = std::move(tiny.storage);
     m.tensors = std::move(tiny.tensors);
-    m.tensors.push_back({TensorRole::Other, -1, {3}, nullptr, "extra.rotary_scale", {}});
+    m.tensors.push_back({{"extra.rotary_scale", TensorRole::Other, -1, {3}, DType::F32}, nullptr, {}});
     // values that exercise f16 / bf16 rounding: ties, overflow to inf, subnormals, signed zero
     m.values.push_back({65520.0f, 3e-8f, -0.0f});
     for (size_t i = 0; i < m.tensors.size(); ++i) m.tensors[i].data = m.values[i].data();
@@ -533,6 +533,14 @@ private slots:
         unnamed[0].name.clear();
         s = write_safetensors(path, m.config, unnamed);
         QCOMPARE(s.code(), StatusCode::InvalidArgument);
+
+        std::vector<WriteTensor> typed = m.tensors;
+        typed[0].dtype = DType::BF16;  // the data is float32: WriteOptions::dtype chooses what is stored
+        s = write_safetensors(path, m.config, typed);
+        QCOMPARE(s.code(), StatusCode::InvalidArgument);
+        QVERIFY2(
+            s.message().find("tensor 'model.embed_tokens.weight': its data is float32, not bf16") != std::string::npos,
+            s.message().c_str());
 
         QVERIFY(!QFile::exists(QString::fromStdString(path)));  // nothing written on failure
         QVERIFY(!QFile::exists(QString::fromStdString(dir.file("config.json"))));

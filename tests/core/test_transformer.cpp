@@ -462,7 +462,7 @@ private slots:
             auto values = tensor_to_f32(t);
             QVERIFY2(values, values.message().c_str());
             storage.push_back(std::move(*values));
-            tensors.push_back({t.role, t.layer, t.shape, storage.back().data(), {}, {}});
+            tensors.push_back({{t.name, t.role, t.layer, t.shape, DType::F32}, storage.back().data(), {}});
         }
         test::TempDir dir;
         QVERIFY(write_gguf(dir.file("m.gguf"), file->config(), tensors));
@@ -684,11 +684,11 @@ private slots:
     // The one consistency check: every problem listed in a fixed order, the first one refusing the load.
     void consistencyCheckListsEveryProblem() {
         auto m = test::make_tiny_model(test::tiny_config(true), 2);
-        std::vector<CheckedTensor> tensors;
+        std::vector<TensorInfo> tensors;
         for (const auto& t : m.tensors)
             if (!(t.role == TensorRole::AttnK && t.layer == 0))
-                tensors.push_back({gguf_name(t.role, t.layer), t.role, t.layer, t.shape});
-        tensors.push_back({"blk.5.attn_q.weight", TensorRole::AttnQ, 5, {64, 64}});
+                tensors.push_back({gguf_name(t.role, t.layer), t.role, t.layer, t.shape, DType::F32});
+        tensors.push_back({"blk.5.attn_q.weight", TensorRole::AttnQ, 5, {64, 64}, DType::F32});
         tensors[0].shape = {40, 32};
         const std::vector<std::string> p = model_problems(m.config, tensors);
         QCOMPARE(p.size(), size_t(3));

@@ -9,11 +9,8 @@ namespace gkq::test {
 
 MemoryWeights::MemoryWeights(const TinyModel& m) : model_config(m.config), values(m.storage) {
     for (const WriteTensor& t : m.tensors) {
-        TensorInfo info;
-        info.name = t.role == TensorRole::Other ? t.name : gguf_name(t.role, t.layer);
-        info.role = t.role;
-        info.layer = t.layer;
-        info.shape = t.shape;
+        TensorInfo info = t;
+        if (t.role != TensorRole::Other) info.name = gguf_name(t.role, t.layer);
         infos.push_back(std::move(info));
     }
     factors.resize(infos.size());
@@ -59,7 +56,11 @@ TinyModel make_tiny_model(const ModelConfig& c, uint64_t seed) {
         if (norm)
             for (float& x : v) x += 1.0f;  // norms sit near one, as trained ones do
         m.storage.push_back(std::move(v));
-        m.tensors.push_back({role, layer, std::move(shape), nullptr, {}, {}});
+        WriteTensor w;
+        w.role = role;
+        w.layer = layer;
+        w.shape = std::move(shape);
+        m.tensors.push_back(std::move(w));
     };
     const int64_t kv = c.kv_dim();
     add(TensorRole::TokenEmbd, -1, {c.vocab_size, c.dim});

@@ -131,19 +131,15 @@ int32_t fold_head_count(TensorRole role, const ModelConfig& config);
 // Per-record header bytes used for the on-disk estimate until a container (the knot) states its real size.
 inline constexpr uint64_t kRecordHeaderBytesEstimate = 96;
 
-struct TensorReport {
-    std::string name;
-    TensorRole role = TensorRole::Other;
-    int32_t layer = -1;
-    std::vector<int64_t> shape;
-    int64_t n_elements = 0;
+// TensorInfo: the encoded tensor's (dtype: its payload layout, as EncodedTensor's).
+struct TensorReport : TensorInfo {
     Method method = Method::F32;  // as encoded (after any fallback)
     int32_t rank = 0;
     int factor_bits = 0;
     int residual_bits = 0;
     uint32_t flags = 0;
     uint64_t payload_bytes = 0;           // everything: sigma, scales, fold scales, codes / RLE, residual blocks
-    double bits_per_weight = 0.0;         // 8 * payload_bytes / n_elements (0 for an empty tensor)
+    double bits_per_weight = 0.0;         // 8 * payload_bytes / n_elements() (0 for an empty tensor)
     uint64_t bytes_on_disk_estimate = 0;  // payload_bytes + kRecordHeaderBytesEstimate
     double rel_error = 0.0;               // ||W - W'||_F / ||W||_F against the decoded W' (0 when both are 0)
     double max_abs_error = 0.0;           // max |W - W'|

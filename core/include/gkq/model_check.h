@@ -18,26 +18,19 @@
 
 namespace gkq {
 
-// One stored tensor as the check sees it.
-struct CheckedTensor {
-    std::string name;
-    TensorRole role = TensorRole::Other;
-    int32_t layer = -1;
-    std::vector<int64_t> shape;  // row-major, outermost first
-};
-
 // Problems with the config alone ("dim 64 is not a multiple of n_heads 5"); empty when none.
 std::vector<std::string> config_problems(const ModelConfig& config);
 
 // Every problem of the config and the tensors, one line each, in a fixed order (config, then tensors in the
-// forward pass's order, then tensors the config has no block for); empty when the model can run.
-std::vector<std::string> model_problems(const ModelConfig& config, const std::vector<CheckedTensor>& tensors);
+// forward pass's order, then tensors the config has no block for); empty when the model can run. Of each tensor the
+// check reads its name, role, layer and shape, not its dtype.
+std::vector<std::string> model_problems(const ModelConfig& config, const std::vector<TensorInfo>& tensors);
 std::vector<std::string> model_problems(const ModelConfig& config, const std::vector<Tensor>& tensors);
 std::vector<std::string> model_problems(const ModelConfig& config, const std::vector<KnotEntry>& entries);
 
 // The first problem as an error "LABEL: PROBLEM" (with "(and N more)" when there are others): Unsupported for a
 // config problem, NotFound for a missing tensor, Corrupt for a tensor of the wrong shape; ok when there is none.
-Status check_model(const std::string& label, const ModelConfig& config, const std::vector<CheckedTensor>& tensors);
+Status check_model(const std::string& label, const ModelConfig& config, const std::vector<TensorInfo>& tensors);
 Status check_model(const std::string& label, const ModelConfig& config, const std::vector<Tensor>& tensors);
 Status check_model(const std::string& label, const ModelConfig& config, const std::vector<KnotEntry>& entries);
 

@@ -16,12 +16,11 @@
 
 namespace gkq {
 
-struct WriteTensor {
-    TensorRole role = TensorRole::Other;
-    int32_t layer = -1;
-    std::vector<int64_t> shape;   // row-major, outermost first
-    const float* data = nullptr;  // n_elements floats
-    std::string name;             // used only for role Other
+// TensorInfo: name (read only for role Other; the writers name the other roles by their format's convention),
+// role, layer, shape; dtype is that of the data handed over, F32 (the writers refuse another): the stored type is
+// WriteOptions::dtype.
+struct WriteTensor : TensorInfo {
+    const float* data = nullptr;  // (shape) n_elements floats, row-major
     // Used when data is null: writes the n_elements floats into `out` when the tensor's turn comes, so a writer
     // holds one tensor at a time (gkq synth streams a model this way). A failed Status stops the write.
     std::function<Status(float* out)> fill = {};

@@ -55,16 +55,9 @@ const SynthModel* find_synth_model(std::string_view name);
 // "tinyllama-1.1b, llama-3.2-1b, ..."
 std::string synth_model_names();
 
-// One tensor a synthetic checkpoint holds, in HF naming.
-struct SynthTensor {
-    std::string name;
-    TensorRole role = TensorRole::Other;  // Other: a tensor the architecture table has no role for (qwen2 biases)
-    int32_t layer = -1;
-    std::vector<int64_t> shape;  // row-major: (rows, cols) or (n)
-};
-
-// The tensors of `m` cut to its first n_layers layers (<= 0: all), in HF's order.
-std::vector<SynthTensor> synth_tensors(const SynthModel& m, int64_t n_layers);
+// The tensors of `m` cut to its first n_layers layers (<= 0: all), in HF's order and naming: shape (rows, cols) or
+// (n); role Other for a tensor the architecture table has no role for (qwen2 biases); dtype F32, as generated.
+std::vector<TensorInfo> synth_tensors(const SynthModel& m, int64_t n_layers);
 // Their element count.
 int64_t synth_param_count(const SynthModel& m, int64_t n_layers);
 

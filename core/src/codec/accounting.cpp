@@ -12,8 +12,9 @@ uint64_t bytes_on_disk(const TensorReport& r, uint64_t record_header_bytes) {
 }
 
 double bits_per_weight_on_disk(const TensorReport& r, uint64_t record_header_bytes) {
-    if (r.n_elements <= 0) return 0.0;
-    return 8.0 * static_cast<double>(bytes_on_disk(r, record_header_bytes)) / static_cast<double>(r.n_elements);
+    const int64_t n = r.n_elements();
+    if (n <= 0) return 0.0;
+    return 8.0 * static_cast<double>(bytes_on_disk(r, record_header_bytes)) / static_cast<double>(n);
 }
 
 Result<TensorReport> measure_encoded(const float* original, const EncodedTensor& encoded) {
@@ -22,19 +23,15 @@ Result<TensorReport> measure_encoded(const float* original, const EncodedTensor&
     const std::vector<float>& w2 = *decoded;
 
     TensorReport r;
-    r.name = encoded.name;
-    r.role = encoded.role;
-    r.layer = encoded.layer;
-    r.shape = encoded.shape;
-    r.n_elements = static_cast<int64_t>(w2.size());
+    static_cast<TensorInfo&>(r) = encoded;  // decode_tensor checked that w2 holds its n_elements()
     r.method = encoded.method;
     r.rank = encoded.rank;
     r.factor_bits = encoded.factor_bits;
     r.residual_bits = encoded.residual_bits;
     r.flags = encoded.flags;
     r.payload_bytes = encoded.payload.size();
-    r.bits_per_weight =
-        r.n_elements > 0 ? 8.0 * static_cast<double>(r.payload_bytes) / static_cast<double>(r.n_elements) : 0.0;
+    const int64_t n = r.n_elements();
+    r.bits_per_weight = n > 0 ? 8.0 * static_cast<double>(r.payload_bytes) / static_cast<double>(n) : 0.0;
     r.bytes_on_disk_estimate = bytes_on_disk(r, kRecordHeaderBytesEstimate);
 
     if (!w2.empty() && original == nullptr)

@@ -281,6 +281,10 @@ Status plan_tensors(const std::string& path, const ModelConfig& config, const st
             if (dim <= 0 || !checked_mul(p.n_elements, static_cast<uint64_t>(dim), p.n_elements))
                 return error(StatusCode::InvalidArgument, where + ": invalid shape " + shape_to_string(w.shape));
         if (w.data == nullptr && !w.fill) return error(StatusCode::InvalidArgument, where + ": no data");
+        if (w.dtype != DType::F32)
+            return error(StatusCode::InvalidArgument, where + ": its data is float32, not " +
+                                                          std::string(dtype_name(w.dtype)) +
+                                                          " (the write options choose the stored type)");
         const DType dtype = w.shape.size() == 1 ? DType::F32 : matrix_dtype;
         p.type = gguf::find_ggml_type(dtype);
         const auto row = static_cast<uint64_t>(w.shape.back());

@@ -97,6 +97,9 @@ Status write_llama2c(const std::string& path, const ModelConfig& config, const s
                                                           std::to_string(t.layer) + " is outside 0.." +
                                                           std::to_string(h.n_layers - 1));
         if (t.data == nullptr) return error(StatusCode::InvalidArgument, path + ": tensor '" + name + "' has no data");
+        if (t.dtype != DType::F32)
+            return error(StatusCode::InvalidArgument, path + ": tensor '" + name + "': its data is float32, not " +
+                                                          std::string(dtype_name(t.dtype)));
         if (!given.emplace(std::make_pair(t.role, layer), &t).second)
             return error(StatusCode::InvalidArgument, path + ": tensor '" + name + "' is given twice");
         if (rope_reorder_needed(t.role, config.rope_style, RopeStyle::Interleaved))

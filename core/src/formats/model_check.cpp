@@ -82,10 +82,10 @@ std::vector<Required> required_tensors(const ModelConfig& c, bool shared_classif
     return r;
 }
 
-std::vector<Problem> issues(const ModelConfig& config, const std::vector<CheckedTensor>& tensors) {
+std::vector<Problem> issues(const ModelConfig& config, const std::vector<TensorInfo>& tensors) {
     std::vector<Problem> p = config_issues(config);
-    std::map<std::pair<TensorRole, int32_t>, const CheckedTensor*> by_role;
-    for (const CheckedTensor& t : tensors)
+    std::map<std::pair<TensorRole, int32_t>, const TensorInfo*> by_role;
+    for (const TensorInfo& t : tensors)
         if (t.role != TensorRole::Other) by_role.emplace(std::make_pair(t.role, t.layer), &t);
     // Without a sane config the expected shapes mean nothing; a lone tensor is still told what is missing.
     if (!p.empty() && (config.n_layers <= 0 || config.n_layers > 100000)) {
@@ -108,7 +108,7 @@ std::vector<Problem> issues(const ModelConfig& config, const std::vector<Checked
                                                   shape_to_string(it->second->shape) + ", the config needs " +
                                                   shape_to_string(req.shape)});
     }
-    for (const CheckedTensor& t : tensors)
+    for (const TensorInfo& t : tensors)
         if (t.role != TensorRole::Other && t.layer >= config.n_layers)
             p.push_back({StatusCode::Corrupt, "tensor " + t.name + " is in block " + std::to_string(t.layer) +
                                                   " but the config has " + std::to_string(config.n_layers) +
@@ -116,18 +116,12 @@ std::vector<Problem> issues(const ModelConfig& config, const std::vector<Checked
     return p;
 }
 
-std::vector<CheckedTensor> checked(const std::vector<Tensor>& tensors) {
-    std::vector<CheckedTensor> out;
-    out.reserve(tensors.size());
-    for (const Tensor& t : tensors) out.push_back({t.name, t.role, t.layer, t.shape});
-    return out;
+std::vector<TensorInfo> checked(const std::vector<Tensor>& tensors) {
+    return std::vector<TensorInfo>(tensors.begin(), tensors.end());
 }
 
-std::vector<CheckedTensor> checked(const std::vector<KnotEntry>& entries) {
-    std::vector<CheckedTensor> out;
-    out.reserve(entries.size());
-    for (const KnotEntry& e : entries) out.push_back({e.name, e.role, e.layer, e.shape});
-    return out;
+std::vector<TensorInfo> checked(const std::vector<KnotEntry>& entries) {
+    return std::vector<TensorInfo>(entries.begin(), entries.end());
 }
 
 std::vector<std::string> texts(const std::vector<Problem>& p) {
@@ -143,7 +137,7 @@ std::vector<std::string> config_problems(const ModelConfig& config) {
     return texts(config_issues(config));
 }
 
-std::vector<std::string> model_problems(const ModelConfig& config, const std::vector<CheckedTensor>& tensors) {
+std::vector<std::string> model_problems(const ModelConfig& config, const std::vector<TensorInfo>& tensors) {
     return texts(issues(config, tensors));
 }
 std::vector<std::string> model_problems(const ModelConfig& config, const std::vector<Tensor>& tensors) {
@@ -153,7 +147,7 @@ std::vector<std::string> model_problems(const ModelConfig& config, const std::ve
     return model_problems(config, checked(entries));
 }
 
-Status check_model(const std::string& label, const ModelConfig& config, const std::vector<CheckedTensor>& tensors) {
+Status check_model(const std::string& label, const ModelConfig& config, const std::vector<TensorInfo>& tensors) {
     const std::vector<Problem> p = issues(config, tensors);
     if (p.empty()) return Status::ok();
     std::string more = p.size() > 1 ? " (and " + std::to_string(p.size() - 1) + " more)" : "";

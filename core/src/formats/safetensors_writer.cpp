@@ -100,6 +100,10 @@ Status write_safetensors(const std::string& path, const ModelConfig& config, con
             return error(StatusCode::InvalidArgument, path + ": tensor '" + p.name + "' is too large");
         if (t.data == nullptr && !t.fill)
             return error(StatusCode::InvalidArgument, path + ": tensor '" + p.name + "' has no data");
+        if (t.dtype != DType::F32)
+            return error(StatusCode::InvalidArgument, path + ": tensor '" + p.name + "': its data is float32, not " +
+                                                          std::string(dtype_name(t.dtype)) +
+                                                          " (the write options choose the stored type)");
         p.begin = offset;
         offset = p.end;
         plan.push_back(std::move(p));

@@ -419,12 +419,9 @@ ModelConfig runnable_config(const Weights& weights) {
 // The architecture, then the one model-consistency check (gkq/model_check.h) over the config and every tensor.
 Status check_weights(const ModelConfig& config, const Weights& weights) {
     if (Status s = check_architecture(config); !s) return s.with_context(weights.label());
-    std::vector<CheckedTensor> tensors;
+    std::vector<TensorInfo> tensors;
     tensors.reserve(weights.n_tensors());
-    for (size_t i = 0; i < weights.n_tensors(); ++i) {
-        const TensorInfo& t = weights.tensor_info(i);
-        tensors.push_back({t.name, t.role, t.layer, t.shape});
-    }
+    for (size_t i = 0; i < weights.n_tensors(); ++i) tensors.push_back(weights.tensor_info(i));
     return check_model(weights.label(), config, tensors);
 }
 

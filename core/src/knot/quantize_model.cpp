@@ -38,8 +38,8 @@ bool in_shard(int32_t layer, uint32_t shard_index, uint32_t shard_count) {
 }
 
 double QuantizedTensor::bits_per_weight() const {
-    return codec.n_elements > 0 ? 8.0 * static_cast<double>(bytes_on_disk()) / static_cast<double>(codec.n_elements)
-                                : 0.0;
+    const int64_t n = codec.n_elements();
+    return n > 0 ? 8.0 * static_cast<double>(bytes_on_disk()) / static_cast<double>(n) : 0.0;
 }
 
 double QuantizeReport::bits_per_weight() const {
@@ -161,8 +161,8 @@ Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOpti
         q.stored_bytes = e.record.entry.stored_bytes;
         q.record_bytes = e.record.entry.record_bytes;
         q.index_entry_bytes = index_entry_bytes(e.record.entry);
-        report.n_params += q.codec.n_elements;
-        done_elements += q.codec.n_elements;
+        report.n_params += q.codec.n_elements();
+        done_elements += q.codec.n_elements();
         const std::string name = q.codec.name;
         report.tensors.push_back(std::move(q));
         const double fraction = total_elements > 0 ? static_cast<double>(done_elements) / total_elements : 1.0;

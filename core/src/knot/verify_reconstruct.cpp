@@ -207,10 +207,8 @@ Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::s
     auto consume = [&](size_t i, std::vector<float>&& d) -> Status {
         const KnotEntry& e = knot->entries()[i];
         data[i] = std::move(d);
-        tensors[i].role = e.role;
-        tensors[i].layer = e.layer;
-        tensors[i].shape = e.shape;
-        tensors[i].name = e.name;
+        static_cast<TensorInfo&>(tensors[i]) = e;
+        tensors[i].dtype = DType::F32;  // decoded; the record's own layout is not what is handed over
         tensors[i].data = data[i].data();
         report.n_params += e.n_elements();
         if (!report_progress(progress, static_cast<double>(i + 1) / static_cast<double>(n), e.name))

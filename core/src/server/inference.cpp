@@ -114,11 +114,8 @@ Status InferenceEngine::load() {
     // A model with its own classifier uses it whatever the header says (as Transformer::load does).
     m_model_config.shared_classifier = m_weights->index_of(TensorRole::Output, -1) < 0;
     {
-        std::vector<CheckedTensor> shapes;
-        for (size_t i = 0; i < m_weights->n_tensors(); ++i) {
-            const TensorInfo& w = m_weights->tensor_info(i);
-            shapes.push_back({w.name, w.role, w.layer, w.shape});
-        }
+        std::vector<TensorInfo> shapes;
+        for (size_t i = 0; i < m_weights->n_tensors(); ++i) shapes.push_back(m_weights->tensor_info(i));
         if (Status s = check_model(m_weights->label(), m_model_config, shapes); !s) return s;
     }
 

@@ -91,13 +91,13 @@ std::string synth_model_names() {
     return out;
 }
 
-std::vector<SynthTensor> synth_tensors(const SynthModel& m, int64_t n_layers) {
+std::vector<TensorInfo> synth_tensors(const SynthModel& m, int64_t n_layers) {
     if (n_layers <= 0 || n_layers > m.n_layers) n_layers = m.n_layers;
     const ArchSpec& arch = arch_for_writing("llama");  // qwen2 names its tensors as llama does
     const int64_t head = m.dim / m.n_heads, q_out = m.n_heads * head, kv_out = m.n_kv_heads * head;
-    std::vector<SynthTensor> out;
+    std::vector<TensorInfo> out;
     auto add = [&](TensorRole role, int32_t layer, std::vector<int64_t> shape) {
-        out.push_back({tensor_name(arch, NameFormat::Hf, role, layer), role, layer, std::move(shape)});
+        out.push_back({tensor_name(arch, NameFormat::Hf, role, layer), role, layer, std::move(shape), DType::F32});
     };
     add(TensorRole::TokenEmbd, -1, {m.vocab_size, m.dim});
     for (int32_t l = 0; l < n_layers; ++l) {
@@ -110,9 +110,9 @@ std::vector<SynthTensor> synth_tensors(const SynthModel& m, int64_t n_layers) {
                 std::string n = tensor_name(arch, NameFormat::Hf, r, l);
                 return n.substr(0, n.size() - std::string_view(".weight").size()) + ".bias";
             };
-            out.push_back({bias(TensorRole::AttnQ), TensorRole::Other, l, {q_out}});
-            out.push_back({bias(TensorRole::AttnK), TensorRole::Other, l, {kv_out}});
-            out.push_back({bias(TensorRole::AttnV), TensorRole::Other, l, {kv_out}});
+            out.push_back({bias(TensorRole::AttnQ), TensorRole::Other, l, {q_out}, DType::F32});
+            out.push_back({bias(TensorRole::AttnK), TensorRole::Other, l, {kv_out}, DType::F32});
+            out.push_back({bias(TensorRole::AttnV), TensorRole::Other, l, {kv_out}, DType::F32});
         }
         add(TensorRole::AttnO, l, {m.dim, q_out});
         add(TensorRole::FfnGate, l, {m.hidden_dim, m.dim});
@@ -128,11 +128,7 @@ std::vector<SynthTensor> synth_tensors(const SynthModel& m, int64_t n_layers) {
 
 int64_t synth_param_count(const SynthModel& m, int64_t n_layers) {
     int64_t n = 0;
-    for (const SynthTensor& t : synth_tensors(m, n_layers)) {
-        int64_t e = 1;
-        for (int64_t d : t.shape) e *= d;
-        n += e;
-    }
+    for (const TensorInfo& t : synth_tensors(m, n_layers)) n += t.n_elements();
     return n;
 }
 
@@ -316,9 +312,9 @@ Result<SynthReport> synth_model(const SynthModel& m, const std::string& dir, con
     // Random weights have no rotary layout to preserve: declare the target format's own, so nothing is reordered.
     config.rope_style = options.format == SynthFormat::Hf ? RopeStyle::HalfSplit : RopeStyle::Interleaved;
 
-    const std::vector<SynthTensor> specs = synth_tensors(m, n_layers);
+    const std::vector<TensorInfo> specs = synth_tensors(m, n_layers);
     uint64_t total_elems = 0;
-    for (const SynthTensor& t : specs) {
+    for (const TensorInfo& t : specs) {
         uint64_t e = 1;
         for (int64_t d : t.shape) e *= static_cast<uint64_t>(d);
         total_elems += e;
@@ -347,15 +343,12 @@ Result<SynthReport> synth_model(const SynthModel& m, const std::string& dir, con
     std::vector<WriteTensor> tensors;
     tensors.reserve(specs.size());
     for (size_t i = 0; i < specs.size(); ++i) {
-        const SynthTensor& t = specs[i];
+        const TensorInfo& t = specs[i];
         WriteTensor w;
-        w.role = t.role;
-        w.layer = t.layer;
-        w.shape = t.shape;
-        w.name = t.name;
+        static_cast<TensorInfo&>(w) = t;
         const uint64_t tensor_seed = mix_seed(options.seed, i);
         w.fill = [&, tensor_seed, i](float* out) -> Status {
-            const SynthTensor& st = specs[i];
+            const TensorInfo& st = specs[i];
             if (!report_progress(progress, total_elems ? static_cast<double>(done_elems) / total_elems : 0.0,
                                  st.name)) {
                 cancelled = true;
