@@ -5,15 +5,15 @@
 # output updates the expected file in the same commit, and the commit says why (--update rewrites it).
 #
 # usage: golden_outputs.sh GKQ SOURCE_DIR [--update]
-# Inputs: the bundled demo model (always) and the checkpoints in SOURCE_DIR/../shared/models (when present;
-# their lines are skipped, and said so, without them). Timings are never part of an output compared here:
+# Inputs: the bundled demo model (always) and the checkpoints in SOURCE_DIR/../shared/models, or in
+# $GKQ_SHARED_MODELS when set (when present; their lines are skipped, and said so, without them). Timings are never part of an output compared here:
 # a `"seconds":` line is dropped before hashing, and so are the paths of this checkout and of the scratch folder.
 set -euo pipefail
 gkq="$1"
-src="$2"
+src="$(cd "$2" && pwd -P)"  # absolute: it is replaced in outputs (a relative "." would match every character)
 update="${3:-}"
 expected="$src/tests/repo/golden/expected.txt"
-shared="$src/../shared/models"
+shared="${GKQ_SHARED_MODELS:-$src/../shared/models}"
 work=$(mktemp -d /tmp/gkq-golden-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 actual="$work/actual.txt"
@@ -31,7 +31,7 @@ run() {
         exit 1
     fi
     # paths differ between checkouts and runs, seconds between runs: replaced / dropped before hashing
-    sed -e "s|$work|WORK|g" -e "s|$src|SRC|g" -e '/"seconds":/d' "$work/out" >"$work/out.norm"
+    sed -e "s|$work|WORK|g" -e "s|$shared|SRC/../shared/models|g" -e "s|$src|SRC|g" -e '/"seconds":/d' "$work/out" >"$work/out.norm"
     line "$name" "$work/out.norm"
 }
 
