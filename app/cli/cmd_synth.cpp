@@ -45,8 +45,11 @@ int cmd_synth(int argc, char** argv) {
         "random permutations and random orthogonal 32x32 blocks (no SVD). Norm weights are 1, biases Gaussian.\n"
         "Deterministic: the same options and seed give the same bytes. Streams tensor by tensor (memory: the\n"
         "largest tensor in float32). HF layout: config.json and model.safetensors, or shards with\n"
-        "model.safetensors.index.json above --shard-mb as save_pretrained does; GGUF: model.gguf. DIR must be new\n"
-        "or empty, so no model is ever replaced; files appear only when complete.\n\n"
+        "model.safetensors.index.json above --shard-mb as save_pretrained does, plus tokenizer.bin; GGUF:\n"
+        "model.gguf with the vocabulary inside. The tokenizer is synthetic, not the real model's: llama SPM with\n"
+        "<unk> <s> </s>, the 256 byte tokens (every text encodes) and numbered words up to the vocabulary size, so\n"
+        "generate, eval and quantize run on the checkpoint. DIR must be new or empty, so no model is ever\n"
+        "replaced; files appear only when complete.\n\n"
         "Known models (the rest of gkq runs the llama and mistral architectures of its table; a qwen2 shape is\n"
         "written with its true tensors, biases included, and a config.json naming qwen2):\n" +
             model_table());

@@ -134,6 +134,14 @@ private slots:
         QVERIFY2(inspect.out.contains("219,162,624") || inspect.out.contains("219162624"),
                  qPrintable(inspect.out.left(2000)));
         QVERIFY(inspect.out.contains("model.layers.1.mlp.down_proj.weight"));
+
+        // The synthetic tokenizer beside it has the model's vocabulary size and encodes any text by its bytes.
+        auto tok = test::run_gkq_as(
+            {"tokenize", QString::fromStdString(out + "/tokenizer.bin"), "--text", "h\xc3\xa9", "--json"}, 60000);
+        QCOMPARE(tok.code, 0);
+        const auto ids = nlohmann::json::parse(tok.out.toStdString());
+        QVERIFY2(ids.dump().find("<0xC3>") != std::string::npos, ids.dump().c_str());
+        QCOMPARE(fs::file_size(out + "/tokenizer.bin") > 32000 * 8, true);
     }
 
     void sameSeedSameBytesGguf() {

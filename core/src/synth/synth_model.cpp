@@ -6,6 +6,8 @@
 #include "formats/model_families.h"
 
 #include "gkq/arch.h"
+#include "gkq/atomic_file.h"
+#include "gkq/metadata.h"
 #include "gkq/model_config.h"
 #include "gkq/model_writer.h"
 
@@ -21,6 +23,57 @@
 namespace gkq {
 
 namespace fs = std::filesystem;
+
+// ---- the synthetic vocabulary ---------------------------------------------------------------------------------
+// A model-shaped checkpoint needs a tokenizer of its vocabulary size for generate / eval / quantize to run: the
+// llama SPM layout with <unk> <s> </s>, the 256 byte-fallback tokens <0x00>..<0xFF> (so every text encodes), then
+// numbered words "\u2581w<id>" with descending scores. It is synthetic and says so in the files' metadata; it is not
+// the real model's vocabulary.
+
+namespace {
+
+Vocabulary synthetic_vocabulary(int64_t n) {
+    Vocabulary v;
+    v.model = "llama";
+    v.bos_id = 1;
+    v.eos_id = 2;
+    const auto add = [&](std::string piece, float score, int32_t type) {
+        v.max_token_length = std::max(v.max_token_length, static_cast<int32_t>(piece.size()));
+        v.tokens.push_back(std::move(piece));
+        v.scores.push_back(score);
+        v.token_types.push_back(type);
+    };
+    // GGUF token types as llama.cpp numbers them: 1 normal, 2 unknown, 3 control, 6 byte.
+    add("<unk>", 0.0f, 2);
+    add("<s>", 0.0f, 3);
+    add("</s>", 0.0f, 3);
+    for (int b = 0; b < 256 && static_cast<int64_t>(v.tokens.size()) < n; ++b) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+        add(buf, 0.0f, 6);
+    }
+    while (static_cast<int64_t>(v.tokens.size()) < n) {
+        const auto id = static_cast<int64_t>(v.tokens.size());
+        add("\xe2\x96\x81w" + std::to_string(id), -static_cast<float>(id), 1);
+    }
+    return v;
+}
+
+// llama2.c's tokenizer.bin: int32 max_token_length, then per token f32 score, int32 length, the bytes.
+std::string llama2c_tokenizer_bytes(const Vocabulary& v) {
+    std::string out;
+    const auto put = [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
+    put(&v.max_token_length, 4);
+    for (size_t i = 0; i < v.tokens.size(); ++i) {
+        const auto len = static_cast<int32_t>(v.tokens[i].size());
+        put(&v.scores[i], 4);
+        put(&len, 4);
+        put(v.tokens[i].data(), v.tokens[i].size());
+    }
+    return out;
+}
+
+}  // namespace
 
 // ---- the table ----------------------------------------------------------------------------------------------------
 // Values from each model's config.json on the Hugging Face hub (hf_id); `params` is the count those shapes give,
@@ -378,16 +431,23 @@ Result<SynthReport> synth_model(const SynthModel& m, const std::string& dir, con
     Status st = Status::ok();
     if (options.format == SynthFormat::Gguf) {
         const std::string path = (fs::path(dir) / "model.gguf").string();
-        st = write_gguf(path, config, tensors, {}, wo);
+        st = write_gguf(path, config, tensors, synthetic_vocabulary(m.vocab_size), wo);
         if (st) report.files.push_back(path);
     } else {
         if (m.architecture.empty()) wo.config_json = foreign_config_json(m, config, options.dtype);
         const std::string path = (fs::path(dir) / "model.safetensors").string();
-        st = write_safetensors(path, config, tensors, wo);
+        // The tokenizer first (small), so a failed or cancelled tensor write can take it away again.
+        const std::string tok = (fs::path(dir) / "tokenizer.bin").string();
+        st = write_file_atomic(tok, llama2c_tokenizer_bytes(synthetic_vocabulary(m.vocab_size)));
+        if (st) {
+            st = write_safetensors(path, config, tensors, wo);
+            if (!st) fs::remove(tok, ec);
+        }
         if (st) {
             const fs::path index = fs::path(dir) / "model.safetensors.index.json";
             report.files.push_back(fs::exists(index) ? index.string() : path);
             report.files.push_back((fs::path(dir) / "config.json").string());
+            report.files.push_back(tok);
         }
     }
     if (!st) {
