@@ -59,8 +59,8 @@ int cmd_imatrix(int argc, char** argv) {
     bool json = false, process_output = false;
     ArgParser p(
         "gkq imatrix [MODEL|KNOT] --text FILE -o FILE [--chunks N] [--ctx N] [--output-format gguf|dat] [--json]",
-        "Runs the model over a calibration text and writes, for every matrix of the transformer blocks (GGUF names,\n"
-        "blk.N.attn_q.weight ...), the sum of squares of each input column's activations and the number of tokens:\n"
+        "Runs the model over a calibration text and writes, for every matrix of the transformer blocks (by their GGUF\n"
+        "tensor names), the sum of squares of each input column's activations and the number of tokens:\n"
         "llama.cpp's importance matrix, as llama-imatrix computes it (the text with BOS cut into chunks of --ctx\n"
         "tokens, each chunk from BOS at position 0, every token counted) and in its file format (GGUF by default,\n"
         "the legacy .dat with --output-format dat), for `gkq quantize --imatrix` and llama-quantize --imatrix.\n"
@@ -74,7 +74,9 @@ int cmd_imatrix(int argc, char** argv) {
     p.option_int("--chunks", "N", "at most N chunks (default: every whole chunk of the text)", &chunks, 1,
                  int64_t{1} << 30);
     p.option("--output-format", "F", "gguf (llama.cpp's default) or dat (its legacy format)", &format_name);
-    p.flag("--process-output", "also collect output.weight (llama-imatrix --process-output)", &process_output);
+    p.flag("--process-output",
+           "also collect the classifier when it is not tied to the embedding (llama-imatrix --process-output)",
+           &process_output);
     p.option("--tokenizer", "FILE", "llama2.c tokenizer.bin to use instead of the model's own", &tokenizer_path);
     p.option_int("--threads", "N", "threads per matrix product (default 0: all cores); results do not depend on it",
                  &threads, 0, 1024);
