@@ -435,6 +435,43 @@ private slots:
         QVERIFY2(worst <= kRelTol, worst_at.c_str());
     }
 
+    // llama-quantize --pure --imatrix (that fixture) Q4_0 of the same checkpoint: gkq's codec, given the same
+    // importance, writes the same blocks, tensor for tensor (token_embd, which has no entry, unweighted in both).
+    void quantizeMatchesLlamaQuantize() {
+        const auto model_path = test::shared_model("llama2xs-279K/model.bin");
+        if (!model_path) QSKIP(test::shared_models_skip_reason("llama2xs-279K/model.bin").c_str());
+        auto imatrix = read_imatrix(data_dir() + "/llama2xs-279K.imatrix.gguf");
+        auto theirs = ModelFile::open(data_dir() + "/llama2xs-279K.q4_0-imatrix.gguf");
+        auto source = ModelFile::open(*model_path);
+        QVERIFY(imatrix && theirs && source);
+        int n_weighted = 0, n_compared = 0;
+        for (const Tensor& t : theirs->tensors()) {
+            if (t.dtype != DType::Q4_0) continue;
+            const Tensor* src = source->find(t.name);
+            QVERIFY2(src != nullptr, t.name.c_str());
+            auto x = source->read_f32(static_cast<size_t>(src - source->tensors().data()));
+            QVERIFY(x);
+            auto imp = imatrix_importance(*imatrix, t.name, src->cols());
+            TensorInput in;
+            static_cast<TensorInfo&>(in) = *src;
+            in.dtype = DType::F32;
+            in.data = x->data();
+            if (imp) {
+                in.importance = imp->data();
+                ++n_weighted;
+            }
+            CodecParams p;
+            p.method = Method::Q4_0;
+            auto enc = encode_tensor(in, p);
+            QVERIFY(enc);
+            QCOMPARE(enc->payload.size(), size_t(t.n_bytes));
+            QVERIFY2(std::memcmp(enc->payload.data(), t.data, t.n_bytes) == 0, t.name.c_str());
+            ++n_compared;
+        }
+        QCOMPARE(n_weighted, 35);
+        QCOMPARE(n_compared, 36);
+    }
+
     // The same file read and written back: byte for byte what llama-imatrix wrote.
     void rewritesLlamaFileByteForByte() {
         const std::string path = data_dir() + "/llama2xs-279K.imatrix.gguf";
