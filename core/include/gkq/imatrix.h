@@ -12,6 +12,9 @@
 //     attn_output / ffn_gate / ffn_up / ffn_down.weight, GGUF names), plus output.weight only with process_output
 //     (a classifier tied to token_embd is never collected, nor is the embedding lookup);
 //   - per tensor: sums[j] += x_j * x_j in float32, token after token in text order, and count += tokens.
+// One rule of llama-imatrix is not repeated: it skips a matrix product over fewer than 16 tokens (a micro-batch of its
+// scheduler, at most 512 tokens), which cannot happen when 16 <= n_ctx <= 512 divides its batch (the defaults, 512
+// and 2048, or -b n_ctx); gkq counts every token.
 // The GGUF file (llama.cpp's default): general.type = "imatrix", imatrix.datasets (string array), imatrix.chunk_count
 // and imatrix.chunk_size (u32), then per entry, in byte order of the names, "<name>.in_sum2" (f32, cols x n_mat) and
 // "<name>.counts" (f32, 1 x n_mat). The legacy .dat file: i32 entry count, then per entry i32 name length, name, i32
