@@ -32,6 +32,8 @@ const Command kCommands[] = {
      gkq::cli::cmd_eval},
     {"profile", "FFN neuron saturation masks from a calibration text (per block: counts, histogram, RLE mask)",
      gkq::cli::cmd_profile},
+    {"imatrix", "importance matrix of a calibration text in llama.cpp's imatrix format (for quantize --imatrix)",
+     gkq::cli::cmd_imatrix},
     {"rknot", "rknot tuning files: encode from a knot, show, verify, set fields (validated)", gkq::cli::cmd_rknot},
     {"bench", "reconstruction kernels: GB/s against memset, sgemm and memcpy measured in the same run",
      gkq::cli::cmd_bench},

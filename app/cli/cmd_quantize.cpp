@@ -6,6 +6,7 @@
 #include "cli/output_check.h"
 #include "cli/progress_bar.h"
 
+#include "gkq/imatrix.h"
 #include "gkq/model_file.h"
 #include "gkq/quantize.h"
 #include "gkq/quantize_fields.h"
@@ -252,7 +253,7 @@ std::string presets_help() {
 }  // namespace
 
 int cmd_quantize(int argc, char** argv) {
-    std::string model_path, out_path, preset, shard, tokenizer, tuning;
+    std::string model_path, out_path, preset, shard, tokenizer, tuning, imatrix_path;
     int64_t threads = 0;
     bool json = false, no_tokenizer = false, allow_requantize = false, force = false;
     std::string names;
@@ -292,6 +293,11 @@ int cmd_quantize(int argc, char** argv) {
              "per-matrix method, rank and bit width from an rknot (over the preset and "
              "the options above)",
              &tuning);
+    p.option("--imatrix", "FILE",
+             "importance matrix (gkq imatrix or llama-imatrix; GGUF or legacy .dat): each matrix's Q4_0 blocks (the "
+             "method or a low-rank residual) are fitted weighted by its columns' importance, as llama-quantize "
+             "--imatrix does; the file's name and sha256 are recorded in the knot",
+             &imatrix_path);
     p.option_int("--threads", "N", "worker threads (0: one per CPU)", &threads, 0, 4096);
     p.flag("--allow-requantize",
            "encode tensors that are already block-quantized (q8_0, q4_0, q8_g) although that adds a second rounding "
@@ -347,7 +353,8 @@ int cmd_quantize(int argc, char** argv) {
         // The demo model keeps its vocabulary in tokenizer.bin beside it; the knot should carry it.
         if (tokenizer.empty()) tokenizer = model_path + "/tokenizer.bin";
     }
-    if (int rc = refuse_output_over_input("quantize", out_path, model_inputs(model_path, {tokenizer, tuning})))
+    if (int rc =
+            refuse_output_over_input("quantize", out_path, model_inputs(model_path, {tokenizer, tuning, imatrix_path})))
         return rc;
     auto model = ModelFile::open(model_path);
     if (!model) {
@@ -359,6 +366,20 @@ int cmd_quantize(int argc, char** argv) {
             std::fprintf(stderr, "gkq quantize: %s\n", s.message().c_str());
             return exit_code(s);
         }
+    }
+    if (!imatrix_path.empty()) {
+        auto importance = load_model_importance(imatrix_path, *model);
+        if (!importance) {
+            std::fprintf(stderr, "gkq quantize: %s\n", importance.message().c_str());
+            return exit_code(importance.status());
+        }
+        if (!json)
+            std::printf("imatrix: %s (sha256 %s): importance for %lld matrices, %zu without an entry\n",
+                        imatrix_path.c_str(), importance->sha256.c_str(),
+                        static_cast<long long>(importance->n_weighted), importance->without.size());
+        options.importance = std::move(importance->by_tensor);
+        options.importance_command = importance->command;
+        options.importance_metadata = std::move(importance->metadata);
     }
     if (!no_tokenizer) {
         // The lookup generate and eval use, so that a knot carries the tokenizer they would run the model with.

@@ -13,6 +13,7 @@ int cmd_reconstruct(int argc, char** argv);
 int cmd_merge(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_profile(int argc, char** argv);
+int cmd_imatrix(int argc, char** argv);
 int cmd_rknot(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_serve(int argc, char** argv);

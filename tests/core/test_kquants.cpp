@@ -208,6 +208,7 @@ private slots:
         QTest::addColumn<DType>("type");
         for (DType t : kTypes)
             if (t != DType::Q8_K) QTest::newRow(std::string(dtype_name(t)).c_str()) << t;
+        QTest::newRow("q4_0") << DType::Q4_0;  // gkq's own Q4_0 row, weighted by ggml's quantize_row_q4_0_impl
     }
     void weightedBlocksMatchGgml() {
         QFETCH(DType, type);

@@ -16,6 +16,7 @@
  *   <type>.weighted the raw blocks of ggml_quantize_chunk(type, inputs, kRows rows, importance): what
  *                   llama-quantize writes with an imatrix (every type but Q8_K, which has no such quantizer)
  *   iq4_nl.unweighted  the same without importance (IQ4_NL's only differs from its reference quantizer)
+ *   q4_0.weighted   Q4_0's importance-weighted blocks (its reference blocks are checked against other fixtures)
  * All rows are quantized in ONE call, row 0 first: ggml's IQ4_NL quantizer lets an all-zero block keep the
  * previous block's indices, so the blocks depend on what came before within a call. Output buffers start zeroed
  * (ggml's Q8_K quantizer leaves an all-zero block's sums untouched). */
@@ -163,6 +164,8 @@ int main(int argc, char** argv) {
             ok = write_weighted(argv[1], types[i].name, types[i].id, x, importance, "weighted") && ok;
     }
     ok = write_weighted(argv[1], "iq4_nl", GGML_TYPE_IQ4_NL, x, NULL, "unweighted") && ok;
+    /* Q4_0's reference blocks are checked elsewhere (tests/data/llama); its importance-weighted ones here */
+    ok = write_weighted(argv[1], "q4_0", GGML_TYPE_Q4_0, x, importance, "weighted") && ok;
     printf("ggml %s (commit %s)\n", ggml_version(), ggml_commit());
     return ok ? 0 : 1;
 }

@@ -122,6 +122,11 @@ CodecParams resolve_params(const Preset& preset, TensorRole role, int32_t layer,
 struct TensorInput : TensorInfo {
     const float* data = nullptr;  // n_elements float32, row-major
     int32_t n_heads = 0;          // attention heads along the folded axis (fold_head_count); 0 = no head folding
+    // (cols) per-input-column importance (an importance matrix's sums / count, gkq/imatrix.h) or null. Block types
+    // whose type-table row has quantize_weighted (Q4_0 here; the k-quants, Q4_1, Q5_x, IQ4_NL) quantize with it, as
+    // llama-quantize does with an imatrix: the Q4_0 method and the Q4_0 residual of the low-rank methods (its error
+    // weighted the same way); Q8_0, f16, f32 and the factors ignore it.
+    const float* importance = nullptr;
 };
 
 // Heads along the axis head folding splits: q and o -> n_heads (rows of q, columns of o); k and v -> n_kv_heads;

@@ -46,6 +46,13 @@ struct QuantizeOptions {
     bool allow_requantize = false;
     // An explicit rank above a matrix's smallest dimension is refused unless this is set (then it is capped there).
     bool force = false;
+    // Per-column importance of the source tensors (an importance matrix, gkq/imatrix.h: load_model_importance):
+    // empty, or one vector per source tensor, each empty or of the tensor's column count; passed to the codec as
+    // TensorInput::importance. `importance_command` is appended to the recorded command line ("--imatrix NAME
+    // sha256:HEX") and `importance_metadata` added to the knot's metadata.
+    std::vector<std::vector<float>> importance;
+    std::string importance_command;
+    Metadata importance_metadata;
 };
 
 struct QuantizedTensor {

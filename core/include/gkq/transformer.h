@@ -142,6 +142,13 @@ class ThreadPool;
 // act (n_tokens, hidden_dim) row-major, valid during the call only. Only while no FFN routing is set.
 using FfnObserver = std::function<void(int64_t layer, const float* act, int64_t n_tokens)>;
 
+// Called before each matrix product of the forward pass with its input x (n_tokens, cols) row-major, valid during the
+// call only: the block matrices (role AttnQ, AttnK, AttnV, AttnO, FfnGate, FfnUp, FfnDown; `layer` the block) and the
+// classifier (role Output, or TokenEmbd when it is tied to the embedding; layer -1; the positions whose logits are
+// computed). The FFN matrices only while no FFN routing is set. Observing changes no logit.
+using MatrixInputObserver =
+    std::function<void(TensorRole role, int32_t layer, const float* x, int64_t n_tokens, int64_t cols)>;
+
 // One block's feed-forward restricted to its hot hidden neurons (routing by a saturation mask): the rows of
 // w1 and w3 and the columns of w2 of the hot neurons, in ascending neuron order.
 struct RoutedFfn {
@@ -213,6 +220,8 @@ public:
     int64_t n_active_ffn_neurons() const;
     // Observes the FFN hidden activations (see FfnObserver); an empty function removes it.
     void set_ffn_observer(FfnObserver observer) { m_ffn_observer = std::move(observer); }
+    // Observes the input of every matrix product (see MatrixInputObserver); an empty function removes it.
+    void set_matrix_input_observer(MatrixInputObserver observer) { m_input_observer = std::move(observer); }
 
 private:
     // One weight the forward pass reads: its tensor in the Weights and its place and size here.
@@ -252,6 +261,7 @@ private:
     std::unique_ptr<ThreadPool> m_pool;
     std::vector<RoutedFfn> m_routed;  // (n_layers) when routing is set, else empty
     FfnObserver m_ffn_observer;
+    MatrixInputObserver m_input_observer;
 };
 
 }  // namespace gkq

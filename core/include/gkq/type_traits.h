@@ -47,7 +47,7 @@ struct TypeTraits {
     ToF32Row to_f32;                     // null where not implemented (Q8_G needs its group scales: tensor_to_f32)
     FromF32Row from_f32;                 // null where not implemented
     DotF32Row dot_f32;                   // null where not implemented
-    QuantizeWeighted quantize_weighted;  // null where not implemented (Q4_0 not yet; ggml has none for Q8_0, Q8_K)
+    QuantizeWeighted quantize_weighted;  // null where not implemented (ggml has none for Q8_0, Q8_K)
 };
 
 // Every row: gkq's types in DType order, then the other ggml types by id.

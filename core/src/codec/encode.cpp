@@ -8,6 +8,7 @@
 #include "gkq/convert.h"
 #include "gkq/lowrank_payload.h"
 #include "gkq/matrix_shape.h"
+#include "gkq/type_traits.h"
 
 #include <cmath>
 #include <cstdint>
@@ -44,6 +45,21 @@ bool is_low_rank(Method m) {
 
 DType residual_dtype(ResidualKind r) {
     return r == ResidualKind::Q4_0 ? DType::Q4_0 : DType::Q8_0;
+}
+
+// The blocks of `t` (Q4_0 or Q8_0) for x, a matrix of shape `ms`: the type table's importance-weighted quantizer when
+// `importance` (ms.cols per-column weights) is given and the type has one, llama-quantize's choice with an imatrix;
+// the reference quantizer otherwise (Q8_0 has no weighted one, in ggml either).
+void quantize_blocks(DType t, const float* x, const MatrixShape& ms, const float* importance, uint8_t* dst) {
+    const TypeTraits& tr = type_traits(t);
+    if (importance != nullptr && tr.quantize_weighted != nullptr) {
+        tr.quantize_weighted(x, dst, ms.rows, ms.cols, importance);
+        return;
+    }
+    if (t == DType::Q4_0)
+        quantize_q4_0(x, static_cast<uint64_t>(ms.n), dst);
+    else
+        quantize_q8_0(x, static_cast<uint64_t>(ms.n), dst);
 }
 
 // What the low-rank path learned beyond the EncodedTensor itself, for the report.
@@ -117,10 +133,7 @@ Status encode_low_rank(const TensorInput& in, const MatrixShape& ms, const Codec
     std::vector<float> dequantized;
     if (p.residual != ResidualKind::None && p.target == LowRankTarget::QuantError) {
         blocks.resize(static_cast<size_t>(*dtype_storage_bytes(rtype, static_cast<uint64_t>(n))));
-        if (rtype == DType::Q4_0)
-            quantize_q4_0(in.data, static_cast<uint64_t>(n), blocks.data());
-        else
-            quantize_q8_0(in.data, static_cast<uint64_t>(n), blocks.data());
+        quantize_blocks(rtype, in.data, ms, in.importance, blocks.data());
         dequantized.resize(static_cast<size_t>(n));
         if (Status s = convert_to_f32(rtype, blocks.data(), static_cast<uint64_t>(n), dequantized.data()); !s)
             return s.with_context(label);
@@ -213,10 +226,7 @@ Status encode_low_rank(const TensorInput& in, const MatrixShape& ms, const Codec
         reconstruct_lowrank(chosen, r.data());
         for (int64_t i = 0; i < n; ++i) r[i] = in.data[i] - r[i];
         blocks.resize(static_cast<size_t>(*dtype_storage_bytes(rtype, static_cast<uint64_t>(n))));
-        if (rtype == DType::Q4_0)
-            quantize_q4_0(r.data(), static_cast<uint64_t>(n), blocks.data());
-        else
-            quantize_q8_0(r.data(), static_cast<uint64_t>(n), blocks.data());
+        quantize_blocks(rtype, r.data(), ms, in.importance, blocks.data());
     }
 
     e.method = p.residual != ResidualKind::None ? Method::LowRankResidual : Method::LowRank;
@@ -309,7 +319,7 @@ Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& para
             break;
         case Method::Q4_0:
             e.payload.resize(*dtype_storage_bytes(DType::Q4_0, n));
-            quantize_q4_0(in.data, n, e.payload.data());
+            quantize_blocks(DType::Q4_0, in.data, ms, in.importance, e.payload.data());
             break;
         case Method::LowRank:
         case Method::LowRankResidual:

@@ -62,6 +62,7 @@ float iq4_nl_dot_f32(const void* row, const float* x, int64_t n);
 
 // ggml's importance-weighted quantize_<type> (quants_weighted.cpp): n_rows rows of n_per_row floats, importance
 // n_per_row per-column weights or null (then what llama-quantize writes without an imatrix).
+void q4_0_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance);
 void q4_1_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance);
 void q5_0_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance);
 void q5_1_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance);

@@ -46,7 +46,7 @@ constexpr TypeTraits kTable[] = {
     {DType::Q8_0, "q8_0", "Q8_0", 8, kQ8_0Block.elements, kQ8_0Block.bytes, rows::q8_0_to_f32, rows::q8_0_from_f32,
      rows::q8_0_dot_f32, nullptr},
     {DType::Q4_0, "q4_0", "Q4_0", 2, kQ4_0Block.elements, kQ4_0Block.bytes, rows::q4_0_to_f32, rows::q4_0_from_f32,
-     rows::q4_0_dot_f32, nullptr},
+     rows::q4_0_dot_f32, rows::q4_0_quantize_weighted},
     plain(DType::Q8_G, "q8_g", "", -1, 1),  // int8 codes; the f32 group scales are stored apart (Tensor::scales)
     // llama.cpp's other legacy blocks and the k-quants (gkq/block_layout.h; quants_legacy.cpp, kquants.cpp)
     block(DType::Q4_1, "q4_1", "Q4_1", 3, GKQ_LEGACY_BLOCK_ELEMENTS, GKQ_Q4_1_BLOCK_BYTES, rows::q4_1_to_f32,

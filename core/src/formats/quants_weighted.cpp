@@ -127,6 +127,31 @@ void q5_1_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t
     affine_blocks<BlockQ5_1, 31>(src, dst, n_rows, n_per_row, importance);
 }
 
+// Q4_0: ggml's quantize_row_q4_0_impl, a weighted symmetric fit per block (make_qx_quants, nmax 8) stored as
+// gkq/block_layout.h's Q4_0 block (f16 scale, then value j in the low nibble of byte j and value j + 16 in its high).
+void q4_0_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance) {
+    if (reference_when_unweighted(q4_0_from_f32, src, dst, n_rows, n_per_row, importance)) return;
+    const int64_t per_row = n_per_row / kLegacy;
+    auto* out = static_cast<uint8_t*>(dst);
+    for (int64_t r = 0; r < n_rows; ++r) {
+        const float* x = src + r * n_per_row;
+        const float sigma2 = mean_square(x, n_per_row);
+        for (int64_t b = 0; b < per_row; ++b) {
+            const float* xb = x + kLegacy * b;
+            float w[kLegacy];
+            int8_t codes[kLegacy];
+            importance_weights(xb, importance + kLegacy * b, sigma2, kLegacy, w);
+            const uint16_t d = to_half(fit_symmetric(kLegacy, 8, xb, codes, w));
+            uint8_t block[GKQ_Q4_0_BLOCK_BYTES];
+            std::memcpy(block, &d, sizeof(d));
+            for (int j = 0; j < kLegacy / 2; ++j)
+                block[GKQ_BLOCK_SCALE_BYTES + j] = static_cast<uint8_t>(
+                    static_cast<uint8_t>(codes[j]) | (static_cast<uint8_t>(codes[j + kLegacy / 2]) << 4));
+            std::memcpy(out + (r * per_row + b) * GKQ_Q4_0_BLOCK_BYTES, block, sizeof(block));
+        }
+    }
+}
+
 void q5_0_quantize_weighted(const float* src, void* dst, int64_t n_rows, int64_t n_per_row, const float* importance) {
     if (reference_when_unweighted(q5_0_from_f32, src, dst, n_rows, n_per_row, importance)) return;
     const int64_t per_row = n_per_row / kLegacy;

@@ -159,6 +159,10 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
         for (int64_t t = 0; t < n; t++) rmsnorm(s.xb.data() + t * dim, x + t * dim, w.rms_att.dense(), dim, eps);
         float* k = s.key_cache.data() + (l * s.n_context + pos) * kv_dim;
         float* v = s.value_cache.data() + (l * s.n_context + pos) * kv_dim;
+        if (m_input_observer) {
+            for (TensorRole role : {TensorRole::AttnQ, TensorRole::AttnK, TensorRole::AttnV})
+                m_input_observer(role, static_cast<int32_t>(l), s.xb.data(), n, dim);
+        }
         apply(w.wq, s.xb.data(), s.q.data(), n);
         apply(w.wk, s.xb.data(), k, n);
         apply(w.wv, s.xb.data(), v, n);
@@ -172,6 +176,7 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
         attention(l, n, pos);
 
         // output projection and residual
+        if (m_input_observer) m_input_observer(TensorRole::AttnO, static_cast<int32_t>(l), s.xb.data(), n, w.wo.cols);
         apply(w.wo, s.xb.data(), s.xb2.data(), n);
         for (int64_t i = 0; i < n * dim; i++) x[i] += s.xb2[static_cast<size_t>(i)];
 
@@ -189,10 +194,16 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
             swiglu(s.hb.data(), s.hb2.data(), n * r.n_hot);
             apply(r.w2, s.hb.data(), s.xb2.data(), n);
         } else {
+            if (m_input_observer) {
+                for (TensorRole role : {TensorRole::FfnGate, TensorRole::FfnUp})
+                    m_input_observer(role, static_cast<int32_t>(l), s.xb.data(), n, dim);
+            }
             apply(w.w1, s.xb.data(), s.hb.data(), n);
             apply(w.w3, s.xb.data(), s.hb2.data(), n);
             swiglu(s.hb.data(), s.hb2.data(), n * hidden);
             if (m_ffn_observer) m_ffn_observer(l, s.hb.data(), n);
+            if (m_input_observer)
+                m_input_observer(TensorRole::FfnDown, static_cast<int32_t>(l), s.hb.data(), n, hidden);
             apply(w.w2, s.hb.data(), s.xb2.data(), n);
         }
         for (int64_t i = 0; i < n * dim; i++) x[i] += s.xb2[static_cast<size_t>(i)];
@@ -204,6 +215,9 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
     if (Status st = lend_step(c.n_layers); !st) return st;
     for (int64_t t = first; t < n; t++) rmsnorm(x + t * dim, x + t * dim, m_weights.rms_final.dense(), dim, eps);
     const float* xs = x + first * dim;
+    if (m_input_observer)
+        m_input_observer(m_weights.shared_classifier ? TensorRole::TokenEmbd : TensorRole::Output, -1, xs, n - first,
+                         dim);
     if (m_weights.shared_classifier)
         apply(m_weights.token_embedding, xs, s.logits.data(), n - first);
     else

@@ -59,6 +59,7 @@ std::string quantize_command(const QuantizeOptions& options) {
         if (o.role) s += " " + std::string(role_name(*o.role));
         s += ":" + (o.params.empty() ? std::string(" (nothing)") : override_arguments(o.params));
     }
+    if (!options.importance_command.empty()) s += " " + options.importance_command;
     return s;
 }
 
@@ -76,6 +77,17 @@ Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOpti
     // convertibility of each tensor.
     if (Status s = check_model(model.path(), model.config(), model.tensors()); !s) return s;
     const std::vector<Tensor>& tensors = model.tensors();
+    if (!options.importance.empty() && options.importance.size() != tensors.size())
+        return error(StatusCode::InvalidArgument, model.path() + ": importance given for " +
+                                                      std::to_string(options.importance.size()) +
+                                                      " tensors, the model has " + std::to_string(tensors.size()));
+    for (size_t i = 0; i < options.importance.size(); ++i)
+        if (!options.importance[i].empty() &&
+            (tensors[i].n_dims() < 2 || static_cast<int64_t>(options.importance[i].size()) != tensors[i].cols()))
+            return error(StatusCode::InvalidArgument, model.path() + ": tensor '" + tensors[i].name + "' (" +
+                                                          shape_to_string(tensors[i].shape) + "): importance of " +
+                                                          std::to_string(options.importance[i].size()) +
+                                                          " columns does not match its columns");
     std::vector<size_t> selected;
     std::vector<CodecParams> params;
     int64_t total_elements = 0;
@@ -115,6 +127,7 @@ Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOpti
     header.metadata = model.metadata();
     header.metadata.set("gkq.preset", MetaValue::of_string(options.preset));
     header.metadata.set("gkq.source_format", MetaValue::of_string(model.format_detail()));
+    for (const auto& [key, value] : options.importance_metadata.entries) header.metadata.set(key, value);
     header.shard_index = options.shard_index;
     header.shard_count = options.shard_count;
     header.n_source_tensors = tensors.size();
@@ -144,6 +157,8 @@ Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOpti
         in.shape = t.shape;
         in.data = data->data();
         in.n_heads = fold_head_count(t.role, model.config());
+        if (!options.importance.empty() && !options.importance[selected[j]].empty())
+            in.importance = options.importance[selected[j]].data();
         Encoded out;
         auto enc = encode_tensor(in, params[j], &out.report);
         if (!enc) return enc.status().with_context(model.path());

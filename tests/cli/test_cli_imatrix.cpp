@@ -1,0 +1,132 @@
+// The real gkq binary's `imatrix` and `quantize --imatrix`: the file written (GGUF and legacy), the summary and its
+// JSON, the importance reaching the Q4_0 blocks and the knot's recorded command and metadata, and bad input (exit 2
+// with a message naming the file, entry or option).
+#include "cli_run.h"
+#include "gkq/imatrix.h"
+#include "gkq/knot.h"
+#include "test_support.h"
+#include "tiny_model.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QtTest>
+
+#include <filesystem>
+#include <string>
+
+using namespace gkq;
+
+namespace {
+using Run = gkq::test::CliRunT<QString>;
+Run run_gkq(const QStringList& args) {
+    return gkq::test::run_gkq_as<QString>(args, 120000);
+}
+
+QString q(const std::string& s) {
+    return QString::fromStdString(s);
+}
+
+const char* const kText =
+    "the quick brown fox jumps over the lazy dog and then the dog sleeps while the fox hides in the high grass "
+    "beside the old hedge where the birds sing each morning of the long summer";
+}  // namespace
+
+class TestCliImatrix : public QObject {
+    Q_OBJECT
+
+    test::TempDir m_dir;
+    std::string m_model, m_text;
+
+private slots:
+    void initTestCase() {
+        if (qgetenv("GKQ_CLI").isEmpty()) QSKIP("GKQ_CLI is not set (run through ctest)");
+        m_model = m_dir.file("tiny.gguf");
+        test::write_tiny_gguf(m_model, true, 3,
+                              test::tiny_vocabulary({"ab", "ba", "cd", "de", "ef", "fg", "gh", "hi", "th", "he"}));
+        m_text = m_dir.file("calib.txt");
+        test::write_file(m_text, std::string_view(kText));
+    }
+
+    void writesTheImatrixAndQuantizesWithIt() {
+        const std::string out = m_dir.file("tiny.imatrix.gguf");
+        Run r = run_gkq({"imatrix", q(m_model), "--text", q(m_text), "--ctx", "16", "-o", q(out)});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains("blk.0.attn_q.weight") && r.out.contains("wrote"), qPrintable(r.out));
+        auto m = read_imatrix(out);
+        QVERIFY2(m, m.message().c_str());
+        QCOMPARE(m->entries.size(), size_t(14));  // 7 matrices x 2 blocks
+        QCOMPARE(m->chunk_size, 16);
+        QCOMPARE(m->datasets, std::vector<std::string>{m_text});
+        QCOMPARE(m->entries[0].counts[0], int64_t(16) * m->chunk_count);
+
+        Run j = run_gkq({"imatrix", q(m_model), "--text", q(m_text), "--ctx", "16", "--chunks", "2", "-o",
+                         q(m_dir.file("two.dat")), "--output-format", "dat", "--json"});
+        QVERIFY2(j.code == 0, qPrintable(j.err));
+        const QJsonObject doc = QJsonDocument::fromJson(j.out.toUtf8()).object();
+        QCOMPARE(doc["n_chunks"].toInt(), 2);
+        QCOMPARE(doc["format"].toString(), QString("dat"));
+        QCOMPARE(doc["entries"].toArray().size(), 14);
+        auto legacy = read_imatrix(m_dir.file("two.dat"));
+        QVERIFY(legacy);
+        QCOMPARE(legacy->format, ImatrixFormat::Legacy);
+        QCOMPARE(legacy->entries[0].counts[0], int64_t(2));  // ncall: chunks
+
+        const std::string knot = m_dir.file("tiny.knot");
+        Run qz = run_gkq({"quantize", q(m_model), "-o", q(knot), "--preset", "q4_0", "--imatrix", q(out)});
+        QVERIFY2(qz.code == 0, qPrintable(qz.err));
+        QVERIFY2(qz.out.contains("imatrix: ") && qz.out.contains("importance for 14 matrices"), qPrintable(qz.out));
+        auto k = KnotFile::open(knot);
+        QVERIFY(k);
+        QVERIFY2(k->header().command.find("--imatrix tiny.imatrix.gguf sha256:") != std::string::npos,
+                 k->header().command.c_str());
+        const MetaValue* file = k->header().metadata.find("quantize.imatrix.file");
+        QVERIFY(file != nullptr && file->as_string() && *file->as_string() == "tiny.imatrix.gguf");
+        QVERIFY(k->header().metadata.find("gkq.imatrix.sha256") != nullptr);
+        // the blocks differ from those of a run without it
+        const std::string plain = m_dir.file("plain.knot");
+        QCOMPARE(run_gkq({"quantize", q(m_model), "-o", q(plain), "--preset", "q4_0"}).code, 0);
+        QVERIFY(test::read_file(knot) != test::read_file(plain));
+    }
+
+    void badInput() {
+        const std::string out = m_dir.file("x.gguf");
+        Run r = run_gkq({"imatrix", q(m_model), "-o", q(out)});
+        QCOMPARE(r.code, 2);
+        QVERIFY(r.err.contains("--text"));
+        const std::string short_text = m_dir.file("short.txt");
+        test::write_file(short_text, std::string_view("the lazy dog"));
+        r = run_gkq({"imatrix", q(m_model), "--text", q(short_text), "--ctx", "16", "-o", q(out)});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("at least 32"), qPrintable(r.err));
+        QVERIFY(!std::filesystem::exists(out));
+        r = run_gkq({"imatrix", q(m_model), "--text", q(m_text), "--output-format", "bin", "-o", q(out)});
+        QCOMPARE(r.code, 2);
+        r = run_gkq({"imatrix", q(m_model), "--text", q(m_text), "-o", q(m_text)});
+        QCOMPARE(r.code, 2);
+
+        // quantize: not an imatrix; an imatrix of another model
+        r = run_gkq(
+            {"quantize", q(m_model), "-o", q(m_dir.file("y.knot")), "--preset", "q4_0", "--imatrix", q(m_text)});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains(q(m_text)), qPrintable(r.err));
+        Imatrix other;
+        other.chunk_size = 8;
+        other.chunk_count = 1;
+        ImatrixEntry e;
+        e.name = "blk.0.attn_q.weight";
+        e.n_cols = 48;
+        e.sums.assign(48, 1.0f);
+        e.counts = {8};
+        other.entries = {e};
+        QVERIFY(write_imatrix(other, m_dir.file("other.gguf"), ImatrixFormat::Gguf));
+        r = run_gkq({"quantize", q(m_model), "-o", q(m_dir.file("y.knot")), "--preset", "q4_0", "--imatrix",
+                     q(m_dir.file("other.gguf"))});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("blk.0.attn_q.weight") && r.err.contains("48"), qPrintable(r.err));
+        QVERIFY(!std::filesystem::exists(m_dir.file("y.knot")));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCliImatrix)
+#include "test_cli_imatrix.moc"
