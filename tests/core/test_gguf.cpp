@@ -7,6 +7,7 @@
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
 #include "gkq/naming.h"
+#include "gkq/tokenizer.h"
 #include "gkq/type_traits.h"
 #include "test_support.h"
 
@@ -490,6 +491,7 @@ private slots:
     void roundTripDtypes();
     void metadataRoundTrip();
     void vocabularyRoundTrip();
+    void llama2cVocabularyWrittenAsSpm();
     void writerRejectsBadInput();
     void halfSplitQkReordered();
 
@@ -618,7 +620,8 @@ void TestGguf::metadataRoundTrip() {
     QCOMPARE(meta.find("llama.rope.freq_base")->type, MetaType::F32);
     QCOMPARE(meta.find("llama.attention.layer_norm_rms_epsilon")->type, MetaType::F32);
     QCOMPARE(meta.entries.back().first, std::string("general.name"));
-    QCOMPARE(meta.entries.size(), size_t{11} + x.entries.size());  // 2 general + 9 llama.* keys
+    QCOMPARE(*meta.find("general.file_type")->as_int(), int64_t{0});  // LLAMA_FTYPE_ALL_F32
+    QCOMPARE(meta.entries.size(), size_t{12} + x.entries.size());     // 3 general + 9 llama.* keys
 }
 
 void TestGguf::vocabularyRoundTrip() {
@@ -643,6 +646,65 @@ void TestGguf::vocabularyRoundTrip() {
     QCOMPARE(r->config().vocab_size, int64_t{10});
     QCOMPARE(r->metadata().find("tokenizer.ggml.token_type")->array_type, MetaType::I32);
     QCOMPARE(r->metadata().find("tokenizer.ggml.bos_token_id")->type, MetaType::U32);
+}
+
+// A llama2.c tokenizer.bin's vocabulary is written as the llama (SPM) vocabulary llama.cpp loads: pieces with U+2581
+// for spaces, BOS / EOS as <s> / </s> of type CONTROL, <unk> UNKNOWN, <0xXX> BYTE; gkq tokenizes the file's vocabulary
+// as it does the tokenizer.bin. A vocabulary whose pieces collide once converted is refused.
+void TestGguf::llama2cVocabularyWrittenAsSpm() {
+    TempDir dir;
+    const std::string path = dir.file("l2c.gguf");
+    TinyModel m = make_tiny_model(32, 32, 1, 2, 1, 12);
+    Vocabulary l2c;
+    l2c.model = "llama2.c";
+    l2c.bos_id = 1;
+    l2c.eos_id = 2;
+    const std::vector<std::string> pieces = {"<unk>", "\n<s>\n", "\n</s>\n", "<0x0A>", "<0x61>", " ",      "a",
+                                             "b",     " a",      "ab",       " ab",    "a b",    "<0x0a>", "c"};
+    for (size_t i = 0; i < pieces.size(); ++i) {
+        l2c.tokens.push_back(pieces[i]);
+        l2c.scores.push_back(-static_cast<float>(i));
+    }
+    m.config.vocab_size = static_cast<int64_t>(pieces.size());
+    Status ws = write_gguf(path, m.config, m.tensors, l2c);
+    QVERIFY2(ws.is_ok(), ws.message().c_str());
+
+    auto r = ModelFile::open(path);
+    QVERIFY2(r.is_ok(), r.message().c_str());
+    const Vocabulary& v = r->vocabulary();
+    const std::string sp = "\xE2\x96\x81";
+    QCOMPARE(v.model, std::string("llama"));
+    const std::vector<std::string> want = {"<unk>", "<s>",    "</s>", "<0x0A>",  "<0x61>",       sp,       "a",
+                                           "b",     sp + "a", "ab",   sp + "ab", "a" + sp + "b", "<0x0a>", "c"};
+    QCOMPARE(v.tokens, want);
+    QCOMPARE(v.scores, l2c.scores);
+    // 1 normal, 2 unknown, 3 control, 6 byte; a lower-case <0x0a> is not one llama.cpp's byte_to_token finds
+    const std::vector<int32_t> types = {2, 3, 3, 6, 6, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    QCOMPARE(v.token_types, types);
+    QCOMPARE(v.bos_id, 1);
+    QCOMPARE(v.eos_id, 2);
+    const Metadata& meta = r->metadata();
+    QCOMPARE(*meta.find("tokenizer.ggml.unknown_token_id")->as_int(), int64_t{0});
+    QCOMPARE(meta.find("tokenizer.ggml.unknown_token_id")->type, MetaType::U32);
+    QCOMPARE(std::get<bool>(meta.find("tokenizer.ggml.add_bos_token")->scalar), true);
+    QCOMPARE(std::get<bool>(meta.find("tokenizer.ggml.add_eos_token")->scalar), false);
+
+    auto a = Tokenizer::from_vocabulary(l2c, "l2c");
+    auto b = Tokenizer::from_vocabulary(v, path);
+    QVERIFY2(a.is_ok() && b.is_ok(), (a.message() + b.message()).c_str());
+    for (const char* text : {"a b", "ab ab a", "cab\nba", "", "\xc3\xa9 a"}) {
+        const std::vector<int32_t> ia = a->encode(text, true, false);
+        QCOMPARE(b->encode(text, true, false), ia);
+        const std::vector<int32_t> text_ids(ia.begin() + 1, ia.end());  // a llama2.c BOS decodes to "\n<s>\n"
+        QCOMPARE(QString::fromStdString(b->decode_all(text_ids)), QString::fromStdString(a->decode_all(text_ids)));
+    }
+
+    Vocabulary clash = l2c;
+    clash.tokens[13] = sp + "ab";  // the same text as " ab" once spaces are U+2581
+    const Status cs = write_gguf(dir.file("clash.gguf"), m.config, m.tensors, clash);
+    QCOMPARE(cs.code(), StatusCode::InvalidArgument);
+    QVERIFY2(cs.message().find("tokens 10 and 13") != std::string::npos, cs.message().c_str());
+    QVERIFY(!std::filesystem::exists(dir.file("clash.gguf")));
 }
 
 void TestGguf::writerRejectsBadInput() {

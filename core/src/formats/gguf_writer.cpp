@@ -5,6 +5,7 @@
 // is written, and the file appears only when complete (AtomicFile).
 #include "common/byte_reader.h"
 #include "formats/gguf_layout.h"
+#include "formats/gguf_vocab.h"
 #include "formats/rope_layout.h"
 #include "gkq/arch.h"
 #include "gkq/atomic_file.h"
@@ -16,6 +17,8 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace gkq {
@@ -150,6 +153,143 @@ Status put_value(Buffer& b, const MetaValue& v, const std::string& path, const s
 // ---------------------------------------------------------------------------------------------------------
 // metadata from config and vocabulary
 
+// llama.cpp's token types (llama.h enum llama_token_type), as tokenizer.ggml.token_type stores them.
+constexpr int32_t kTokenNormal = 1;
+constexpr int32_t kTokenUnknown = 2;
+constexpr int32_t kTokenControl = 3;
+constexpr int32_t kTokenByte = 6;
+
+// A byte token as llama.cpp's SPM byte_to_token looks it up: "<0x%02X>" (upper-case hex).
+bool is_spm_byte_piece(std::string_view t) {
+    auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F'); };
+    return t.size() == 6 && t.substr(0, 3) == "<0x" && hex(t[3]) && hex(t[4]) && t[5] == '>';
+}
+
+std::string trim_ascii_space(std::string_view s) {
+    const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+    while (!s.empty() && space(s.front())) s.remove_prefix(1);
+    while (!s.empty() && space(s.back())) s.remove_suffix(1);
+    return std::string(s);
+}
+
+// The vocabulary in the form llama.cpp loads. A llama2.c tokenizer.bin becomes the llama (SPM) vocabulary
+// llama.cpp's converter writes from the sentencepiece model it came from (tokenizer.py reversed): spaces back to
+// U+2581, BOS "\n<s>\n" / EOS "\n</s>\n" trimmed to "<s>" / "</s>" and typed CONTROL, id 0 (<unk>) UNKNOWN, the
+// <0xXX> pieces BYTE, every other piece NORMAL. A llama vocabulary without token types gets the same types. Every
+// token text must be distinct (llama.cpp aborts on a repeated one).
+Result<Vocabulary> spm_vocabulary(const std::string& path, const Vocabulary& vocab) {
+    Vocabulary v = vocab;
+    const bool from_llama2c = vocab.model == "llama2.c";
+    if (from_llama2c || v.model.empty()) v.model = "llama";
+    const size_t n = v.tokens.size();
+    auto is_id = [&](int32_t id, size_t i) { return id >= 0 && static_cast<size_t>(id) == i; };
+    if (from_llama2c) {
+        static constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, sentencepiece's space
+        for (size_t i = 0; i < n; ++i) {
+            std::string& t = v.tokens[i];
+            if (is_id(v.bos_id, i) || is_id(v.eos_id, i)) {
+                t = trim_ascii_space(t);
+                if (t.empty()) t = is_id(v.bos_id, i) ? "<s>" : "</s>";
+                continue;
+            }
+            std::string out;
+            out.reserve(t.size());
+            for (char c : t)
+                if (c == ' ')
+                    out += kSpace;
+                else
+                    out += c;
+            t = std::move(out);
+        }
+    }
+    if (v.model == "llama" && v.token_types.empty()) {
+        v.token_types.assign(n, kTokenNormal);
+        for (size_t i = 0; i < n; ++i) {
+            if (i == 0 && from_llama2c)
+                v.token_types[i] = kTokenUnknown;  // llama2.c (sentencepiece) ids: <unk> 0
+            else if (is_id(v.bos_id, i) || is_id(v.eos_id, i))
+                v.token_types[i] = kTokenControl;
+            else if (is_spm_byte_piece(v.tokens[i]))
+                v.token_types[i] = kTokenByte;
+        }
+    }
+    std::unordered_map<std::string_view, size_t> seen;
+    seen.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+        auto [it, fresh] = seen.emplace(v.tokens[i], i);
+        if (!fresh)
+            return error(StatusCode::InvalidArgument, path + ": vocabulary tokens " + std::to_string(it->second) +
+                                                          " and " + std::to_string(i) + " are both '" + v.tokens[i] +
+                                                          "'" +
+                                                          (from_llama2c ? " once spaces are written as U+2581" : "") +
+                                                          "; llama.cpp needs every token text distinct");
+    }
+    return v;
+}
+
+Status put_vocabulary(const std::string& path, const Vocabulary& v, Metadata& m) {
+    const size_t n = v.tokens.size();
+    m.set("tokenizer.ggml.model", MetaValue::of_string(v.model));
+    MetaValue tokens;
+    tokens.type = MetaType::Array;
+    tokens.array_type = MetaType::String;
+    tokens.array.reserve(n);
+    for (const std::string& t : v.tokens) tokens.array.push_back(MetaValue::of_string(t));
+    m.set("tokenizer.ggml.tokens", std::move(tokens));
+    if (!v.scores.empty()) {
+        MetaValue scores;
+        scores.type = MetaType::Array;
+        scores.array_type = MetaType::F32;
+        scores.array.reserve(n);
+        for (float s : v.scores) scores.array.push_back(MetaValue::of_float(s, MetaType::F32));
+        m.set("tokenizer.ggml.scores", std::move(scores));
+    }
+    if (!v.token_types.empty()) {
+        MetaValue types;
+        types.type = MetaType::Array;
+        types.array_type = MetaType::I32;
+        types.array.reserve(n);
+        for (int32_t t : v.token_types) {
+            MetaValue e = MetaValue::of_int(t);
+            e.type = MetaType::I32;
+            types.array.push_back(std::move(e));
+        }
+        m.set("tokenizer.ggml.token_type", std::move(types));
+    }
+    auto token_id = [&](const char* key, int32_t id) -> Status {
+        if (id < 0) return Status::ok();
+        if (static_cast<size_t>(id) >= n)
+            return error(StatusCode::InvalidArgument, path + ": " + key + " " + std::to_string(id) +
+                                                          " is outside the vocabulary of " + std::to_string(n));
+        m.set(key, MetaValue::of_uint(static_cast<uint64_t>(id), MetaType::U32));
+        return Status::ok();
+    };
+    if (Status s = token_id("tokenizer.ggml.bos_token_id", v.bos_id); !s) return s;
+    if (Status s = token_id("tokenizer.ggml.eos_token_id", v.eos_id); !s) return s;
+    if (v.model == "llama") {
+        int32_t unk = -1;
+        for (size_t i = 0; i < v.token_types.size() && unk < 0; ++i)
+            if (v.token_types[i] == kTokenUnknown) unk = static_cast<int32_t>(i);
+        if (Status s = token_id("tokenizer.ggml.unknown_token_id", unk); !s) return s;
+        // sentencepiece llama models start every prompt with BOS and never end one with EOS
+        m.set("tokenizer.ggml.add_bos_token", MetaValue::of_bool(v.bos_id >= 0));
+        m.set("tokenizer.ggml.add_eos_token", MetaValue::of_bool(false));
+    }
+    return Status::ok();
+}
+
+// llama.cpp's general.file_type (llama.h enum llama_ftype) of a file whose matrices are all `t`.
+std::optional<uint32_t> llama_file_type(DType t) {
+    switch (t) {
+        case DType::F32: return 0;
+        case DType::F16: return 1;
+        case DType::Q4_0: return 2;
+        case DType::Q8_0: return 7;
+        case DType::BF16: return 32;
+        default: return std::nullopt;
+    }
+}
+
 Status build_metadata(const std::string& path, const ModelConfig& c, const Vocabulary& vocab,
                       const WriteOptions& options, Metadata& m) {
     const ArchSpec& arch = arch_for_writing(c.architecture);
@@ -174,6 +314,9 @@ Status build_metadata(const std::string& path, const ModelConfig& c, const Vocab
             case HParamKind::Flag: m.set(key, MetaValue::of_bool(*f.flag)); break;
         }
     }
+    // llama.cpp's label of the file's quantization (callers with a mixture of types give theirs in extra_metadata)
+    if (const auto ft = llama_file_type(options.dtype))
+        m.set("general.file_type", MetaValue::of_uint(*ft, MetaType::U32));
 
     if (!vocab.empty()) {
         const size_t n = vocab.tokens.size();
@@ -184,38 +327,10 @@ Status build_metadata(const std::string& path, const ModelConfig& c, const Vocab
         if (!vocab.scores.empty() && vocab.scores.size() != n) return mismatch("scores", vocab.scores.size());
         if (!vocab.token_types.empty() && vocab.token_types.size() != n)
             return mismatch("token types", vocab.token_types.size());
-        m.set("tokenizer.ggml.model", MetaValue::of_string(vocab.model.empty() ? "llama" : vocab.model));
-        MetaValue tokens;
-        tokens.type = MetaType::Array;
-        tokens.array_type = MetaType::String;
-        tokens.array.reserve(n);
-        for (const std::string& t : vocab.tokens) tokens.array.push_back(MetaValue::of_string(t));
-        m.set("tokenizer.ggml.tokens", std::move(tokens));
-        if (!vocab.scores.empty()) {
-            MetaValue scores;
-            scores.type = MetaType::Array;
-            scores.array_type = MetaType::F32;
-            scores.array.reserve(n);
-            for (float s : vocab.scores) scores.array.push_back(MetaValue::of_float(s, MetaType::F32));
-            m.set("tokenizer.ggml.scores", std::move(scores));
-        }
-        if (!vocab.token_types.empty()) {
-            MetaValue types;
-            types.type = MetaType::Array;
-            types.array_type = MetaType::I32;
-            types.array.reserve(n);
-            for (int32_t t : vocab.token_types) {
-                MetaValue e = MetaValue::of_int(t);
-                e.type = MetaType::I32;
-                types.array.push_back(std::move(e));
-            }
-            m.set("tokenizer.ggml.token_type", std::move(types));
-        }
-        auto token_id = [](int32_t id) { return MetaValue::of_uint(static_cast<uint64_t>(id), MetaType::U32); };
-        if (vocab.bos_id >= 0) m.set("tokenizer.ggml.bos_token_id", token_id(vocab.bos_id));
-        if (vocab.eos_id >= 0) m.set("tokenizer.ggml.eos_token_id", token_id(vocab.eos_id));
+        auto spm = spm_vocabulary(path, vocab);
+        if (!spm) return spm.status();
+        if (Status s = put_vocabulary(path, *spm, m); !s) return s;
     }
-
     for (const auto& [key, value] : options.extra_metadata.entries) {
         if (key.empty() || key.size() > gguf::kMaxKeyBytes || !is_valid_utf8(key))
             return error(StatusCode::InvalidArgument,
@@ -340,6 +455,22 @@ Status write_tensor_data(AtomicFile& f, const PlannedTensor& p, const float* src
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
+
+void copy_source_tokenizer_keys(const Metadata& source, const Vocabulary& vocab, Metadata& out) {
+    const MetaValue* model = source.find("tokenizer.ggml.model");
+    const MetaValue* tokens = source.find("tokenizer.ggml.tokens");
+    if (model == nullptr || model->as_string() == nullptr || *model->as_string() != vocab.model || tokens == nullptr ||
+        tokens->array.size() != vocab.tokens.size())
+        return;
+    static constexpr std::string_view kDerived[] = {"tokenizer.ggml.model",        "tokenizer.ggml.tokens",
+                                                    "tokenizer.ggml.scores",       "tokenizer.ggml.token_type",
+                                                    "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
+    for (const auto& [key, value] : source.entries) {
+        if (key.rfind("tokenizer.", 0) != 0) continue;
+        if (std::find(std::begin(kDerived), std::end(kDerived), key) != std::end(kDerived)) continue;
+        out.set(key, value);
+    }
+}
 
 Status write_gguf(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors,
                   const Vocabulary& vocab, const WriteOptions& options) {

@@ -1,5 +1,6 @@
 // verify_knot and reconstruct: read every record of a knot (CRC, descriptor, codec payload checks) and decode it to
 // float32 — to count and report, or to write a dense model that the readers (and other runtimes) load.
+#include "formats/gguf_vocab.h"
 #include "formats/hf_config.h"
 #include "gkq/arch.h"
 #include "gkq/atomic_file.h"
@@ -226,6 +227,7 @@ Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::s
     WriteOptions options;  // float32 everywhere: the decoded values exactly
     options.extra_metadata.set("gkq.knot_producer", MetaValue::of_string(h.producer));
     options.extra_metadata.set("gkq.knot_command", MetaValue::of_string(h.command));
+    if (report.format == "gguf") copy_source_tokenizer_keys(h.metadata, h.vocab, options.extra_metadata);
     Status written;
     if (report.format == "safetensors")
         written = write_safetensors(out_path, h.config, tensors, options);
