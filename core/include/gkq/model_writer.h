@@ -25,6 +25,10 @@ struct WriteTensor {
     // Used when data is null: writes the n_elements floats into `out` when the tensor's turn comes, so a writer
     // holds one tensor at a time (gkq synth streams a model this way). A failed Status stops the write.
     std::function<Status(float* out)> fill = {};
+    // GGUF only: this tensor's storage type when it is not the file's (Other: WriteOptions::dtype, F32 for 1-D), and,
+    // when set, a function giving its bytes in that type exactly as they are written (instead of data / fill).
+    DType dtype = DType::Other;
+    std::function<Status(std::vector<uint8_t>& bytes)> fill_stored = {};
 };
 
 struct WriteOptions {
