@@ -29,7 +29,7 @@ std::span<const LlamaFileType> llama_file_types();
 const LlamaFileType* find_llama_file_type(std::string_view name);
 
 // tensor_type_fallback: the type a matrix of `row` elements per row is stored as when `wanted`'s blocks do not divide
-// it (Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, a 32-element type stays), F16 when that does
+// it (Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, a legacy-block type stays), F16 when that does
 // not divide it either; `wanted` itself when its blocks divide the row.
 DType llama_fallback_type(DType wanted, int64_t row);
 
