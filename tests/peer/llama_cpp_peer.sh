@@ -9,6 +9,9 @@
 # package; the lock is compared afterwards so nothing unpinned slipped in).
 # Exits 77 (skipped) with the reason when node/npm are missing or the packages are not installed and the registry
 # cannot be reached. The shared checkpoint's cases are skipped (with a line saying so) when ../shared is absent.
+# Not included: babyllama-tok105 (a character vocabulary without byte tokens): node-llama-cpp's addon aborts
+# (std::out_of_range from llama.cpp's byte_to_token) while loading any GGUF whose vocabulary has no "\n" token, though
+# llama.cpp itself loads the file (llama-tokenize gives gkq's ids).
 #   llama_cpp_peer.sh GKQ SOURCE_DIR DEPS_DIR [--install-only]
 set -euo pipefail
 gkq=$1
