@@ -27,6 +27,8 @@ const Command kCommands[] = {
     {"quantize", "encode a model into a knot with a preset; per-tensor size and error table", gkq::cli::cmd_quantize},
     {"verify", "check every record of a knot: CRC32, descriptor, payload decodes", gkq::cli::cmd_verify},
     {"reconstruct", "decode a knot into a safetensors, GGUF or llama2.c model", gkq::cli::cmd_reconstruct},
+    {"export", "GGUF that llama.cpp runs: native quant types kept or made (q4_k_m ...), llama.cpp's tokenizer keys",
+     gkq::cli::cmd_export},
     {"merge", "combine the shard knots of a `quantize --shard i/N` run into one knot", gkq::cli::cmd_merge},
     {"eval", "KL divergence, top-token agreement and perplexity of a candidate against its base model",
      gkq::cli::cmd_eval},

@@ -10,6 +10,7 @@ int cmd_analyze(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
 int cmd_reconstruct(int argc, char** argv);
+int cmd_export(int argc, char** argv);
 int cmd_merge(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_profile(int argc, char** argv);

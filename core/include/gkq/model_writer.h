@@ -17,13 +17,17 @@
 namespace gkq {
 
 // TensorInfo: name (read only for role Other; the writers name the other roles by their format's convention),
-// role, layer, shape; dtype is that of the data handed over, F32 (the writers refuse another): the stored type is
-// WriteOptions::dtype.
+// role, layer, shape; dtype is that of the data handed over by data / fill, F32 (the writers refuse another): the
+// stored type is WriteOptions::dtype, or store_as (GGUF).
 struct WriteTensor : TensorInfo {
     const float* data = nullptr;  // (shape) n_elements floats, row-major
     // Used when data is null: writes the n_elements floats into `out` when the tensor's turn comes, so a writer
     // holds one tensor at a time (gkq synth streams a model this way). A failed Status stops the write.
     std::function<Status(float* out)> fill = {};
+    // GGUF only: this tensor's storage type when it is not the file's (Other: WriteOptions::dtype, F32 for 1-D), and,
+    // when set, a function giving its bytes in that type exactly as they are written (instead of data / fill).
+    DType store_as = DType::Other;
+    std::function<Status(std::vector<uint8_t>& bytes)> fill_stored = {};
 };
 
 struct WriteOptions {

@@ -291,7 +291,7 @@ std::optional<uint32_t> llama_file_type(DType t) {
 }
 
 Status build_metadata(const std::string& path, const ModelConfig& c, const Vocabulary& vocab,
-                      const WriteOptions& options, Metadata& m) {
+                      const WriteOptions& options, bool uniform, Metadata& m) {
     const ArchSpec& arch = arch_for_writing(c.architecture);
     const std::string arch_name(arch.gguf_name);
     m.set(std::string(arch_name_keys().gguf_architecture), MetaValue::of_string(arch_name));
@@ -315,7 +315,7 @@ Status build_metadata(const std::string& path, const ModelConfig& c, const Vocab
         }
     }
     // llama.cpp's label of the file's quantization (callers with a mixture of types give theirs in extra_metadata)
-    if (const auto ft = llama_file_type(options.dtype))
+    if (const auto ft = llama_file_type(options.dtype); ft && uniform)
         m.set("general.file_type", MetaValue::of_uint(*ft, MetaType::U32));
 
     if (!vocab.empty()) {
@@ -395,13 +395,18 @@ Status plan_tensors(const std::string& path, const ModelConfig& config, const st
         for (int64_t dim : w.shape)
             if (dim <= 0 || !checked_mul(p.n_elements, static_cast<uint64_t>(dim), p.n_elements))
                 return error(StatusCode::InvalidArgument, where + ": invalid shape " + shape_to_string(w.shape));
-        if (w.data == nullptr && !w.fill) return error(StatusCode::InvalidArgument, where + ": no data");
-        if (w.dtype != DType::F32)
+        if (w.data == nullptr && !w.fill && !w.fill_stored)
+            return error(StatusCode::InvalidArgument, where + ": no data");
+        if (!w.fill_stored && w.dtype != DType::F32)
             return error(StatusCode::InvalidArgument, where + ": its data is float32, not " +
                                                           std::string(dtype_name(w.dtype)) +
                                                           " (the write options choose the stored type)");
-        const DType dtype = w.shape.size() == 1 ? DType::F32 : matrix_dtype;
+        const DType dtype = w.store_as != DType::Other ? w.store_as : w.shape.size() == 1 ? DType::F32 : matrix_dtype;
         p.type = gguf::find_ggml_type(dtype);
+        if (p.type == nullptr || p.type->block_bytes == 0 ||
+            (!w.fill_stored && p.type->quantize_weighted == nullptr && p.type->from_f32 == nullptr))
+            return error(StatusCode::InvalidArgument,
+                         where + ": GGUF export cannot write " + std::string(dtype_name(dtype)) + " tensors");
         const auto row = static_cast<uint64_t>(w.shape.back());
         if (row % p.type->block_elements != 0)
             return error(StatusCode::InvalidArgument, where + " (" + shape_to_string(w.shape) + "): rows of " +
@@ -425,35 +430,63 @@ Status plan_tensors(const std::string& path, const ModelConfig& config, const st
 
 Status write_tensor_data(AtomicFile& f, const PlannedTensor& p, const float* src) {
     if (p.type->dtype == DType::F32) return f.write(src, p.n_elements * sizeof(float));
+    // whole rows at a time (the weighted quantizers take rows); the encoders are row-independent, so the bytes do not
+    // depend on the chunk size
+    const auto row = static_cast<uint64_t>(p.src->shape.back());
+    const uint64_t rows_per_chunk = std::max<uint64_t>(1, kChunkElements / row);
     std::vector<uint16_t> halves;
     std::vector<uint8_t> blocks;
-    for (uint64_t done = 0; done < p.n_elements; done += kChunkElements) {
-        const uint64_t n = std::min(kChunkElements, p.n_elements - done);
-        Status s;
-        switch (p.type->dtype) {
-            case DType::F16:
-            case DType::BF16:
-                halves.resize(n);
-                if (p.type->dtype == DType::F16)
-                    encode_f16(src + done, n, halves.data());
-                else
-                    encode_bf16(src + done, n, halves.data());
-                s = f.write(halves.data(), n * sizeof(uint16_t));
-                break;
-            case DType::Q8_0:
-            case DType::Q4_0:
-                blocks.resize(n / p.type->block_elements * p.type->block_bytes);
-                if (p.type->dtype == DType::Q8_0)
-                    quantize_q8_0(src + done, n, blocks.data());
-                else
-                    quantize_q4_0(src + done, n, blocks.data());
-                s = f.write(blocks.data(), blocks.size());
-                break;
-            default: return error(StatusCode::Internal, f.path() + ": tensor '" + p.name + "': no encoder");
+    for (uint64_t done = 0; done < p.n_elements; done += rows_per_chunk * row) {
+        const uint64_t n = std::min(rows_per_chunk * row, p.n_elements - done);
+        if (p.type->dtype == DType::F16 || p.type->dtype == DType::BF16) {
+            halves.resize(n);
+            if (p.type->dtype == DType::F16)
+                encode_f16(src + done, n, halves.data());
+            else
+                encode_bf16(src + done, n, halves.data());
+            if (Status s = f.write(halves.data(), n * sizeof(uint16_t)); !s) return s;
+            continue;
         }
-        if (!s) return s;
+        blocks.resize(n / static_cast<uint64_t>(p.type->block_elements) * p.type->block_bytes);
+        switch (p.type->dtype) {
+            case DType::Q8_0: quantize_q8_0(src + done, n, blocks.data()); break;
+            case DType::Q4_0: quantize_q4_0(src + done, n, blocks.data()); break;
+            default:
+                // llama-quantize's quantize_<type> without an importance matrix
+                if (p.type->quantize_weighted != nullptr)
+                    p.type->quantize_weighted(src + done, blocks.data(), static_cast<int64_t>(n / row),
+                                              static_cast<int64_t>(row), nullptr);
+                else
+                    p.type->from_f32(src + done, blocks.data(), static_cast<int64_t>(n));
+        }
+        if (Status s = f.write(blocks.data(), blocks.size()); !s) return s;
     }
     return Status::ok();
+}
+
+// A tensor given as stored bytes: checked against its type's size, q/k rows moved to the target's rotary layout.
+Status write_stored_data(AtomicFile& f, const PlannedTensor& p, const ModelConfig& config) {
+    std::vector<uint8_t> bytes;
+    if (Status s = p.src->fill_stored(bytes); !s)
+        return error(s.code(), f.path() + ": tensor '" + p.name + "': " + s.message());
+    if (bytes.size() != p.n_bytes)
+        return error(StatusCode::InvalidArgument,
+                     f.path() + ": tensor '" + p.name + "': " + std::to_string(bytes.size()) + " stored bytes; " +
+                         std::string(dtype_name(p.type->dtype)) + " of shape " + shape_to_string(p.src->shape) +
+                         " takes " + std::to_string(p.n_bytes));
+    if (!p.reorder) return f.write(bytes.data(), bytes.size());
+    // the row permutation: rope_reorder of the row indices (exact in float below 2^24 rows)
+    const int64_t rows = p.src->shape[0];
+    std::vector<float> index(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) index[static_cast<size_t>(r)] = static_cast<float>(r);
+    const std::vector<float> from = rope_reorder(index.data(), rows, 1, config.head_size(), config.rope_style,
+                                                 arch_for_writing(config.architecture).gguf_rope);
+    const uint64_t row_bytes = p.n_bytes / static_cast<uint64_t>(rows);
+    std::vector<uint8_t> out(bytes.size());
+    for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(out.data() + static_cast<uint64_t>(r) * row_bytes,
+                    bytes.data() + static_cast<uint64_t>(from[static_cast<size_t>(r)]) * row_bytes, row_bytes);
+    return f.write(out.data(), out.size());
 }
 
 }  // namespace
@@ -480,8 +513,13 @@ Status write_gguf(const std::string& path, const ModelConfig& config, const std:
                   const Vocabulary& vocab, const WriteOptions& options) {
     std::vector<PlannedTensor> planned;
     if (Status s = plan_tensors(path, config, tensors, options.dtype, planned); !s) return s;
+    // general.file_type names the matrices' one type; a file whose tensors choose their own types has none unless
+    // the caller gives it
+    bool uniform = true;
+    for (const PlannedTensor& p : planned)
+        if (p.src->shape.size() >= 2 && p.type->dtype != options.dtype) uniform = false;
     Metadata meta;
-    if (Status s = build_metadata(path, config, vocab, options, meta); !s) return s;
+    if (Status s = build_metadata(path, config, vocab, options, uniform, meta); !s) return s;
 
     Buffer header;
     header.put_raw(std::string_view(gguf::kMagic, sizeof gguf::kMagic));
@@ -512,6 +550,11 @@ Status write_gguf(const std::string& path, const ModelConfig& config, const std:
     for (const PlannedTensor& p : planned) {
         if (f.bytes_written() != data_start + p.offset)
             return error(StatusCode::Internal, path + ": tensor '" + p.name + "' written at the wrong offset");
+        if (p.src->fill_stored) {
+            if (Status s = write_stored_data(f, p, config); !s) return s;
+            if (Status s = f.write_zeros(align_up(p.n_bytes) - p.n_bytes); !s) return s;
+            continue;
+        }
         std::vector<float> filled;     // a `fill` tensor's floats
         std::vector<float> reordered;  // one tensor at a time, so memory stays at one matrix
         const float* src = p.src->data;

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# CTest driver of the live llama.cpp peer test: GGUF files that `gkq export` writes (from the bundled demo model and
+# the shared llama2xs checkpoint; F32, Q8_0, Q4_0, Q4_K_M from the model, the kept records of a Q8_0 knot, and a
+# lowrank-q4 knot decoded to dense F16) are loaded by llama.cpp (node-llama-cpp 3.22.1 with its prebuilt CPU
+# binaries, pinned by llama-cpp/package-lock.json), and its 16-token greedy continuation of a prompt must equal
+# `gkq generate --temp 0` on the same file, as text. GKQ_SHARED_MODELS_DIR overrides where the shared models are.
+# The packages are installed into DEPS_DIR with `npm install --ignore-scripts --omit=optional` from the committed
+# lock (npm ci refuses the lock: it lists only the linux-x64 binaries, and npm ci wants every platform's optional
+# package; the lock is compared afterwards so nothing unpinned slipped in).
+# Exits 77 (skipped) with the reason when node/npm are missing or the packages are not installed and the registry
+# cannot be reached. The shared checkpoint's cases are skipped (with a line saying so) when ../shared is absent.
+# Not included: babyllama-tok105 (a character vocabulary without byte tokens): node-llama-cpp's addon aborts
+# (std::out_of_range from llama.cpp's byte_to_token) while loading any GGUF whose vocabulary has no "\n" token, though
+# llama.cpp itself loads the file (llama-tokenize gives gkq's ids).
+#   llama_cpp_peer.sh GKQ SOURCE_DIR DEPS_DIR [--install-only]
+set -euo pipefail
+gkq=$1
+src=$2
+deps=$3
+mode=${4:-}
+pkg=$src/tests/peer/llama-cpp
+
+node=$(command -v node || command -v nodejs || true)
+if [ -z "$node" ]; then
+    echo "SKIP: no node or nodejs on PATH (Debian package nodejs)"
+    exit 77
+fi
+
+# ---- the pinned packages ----
+mkdir -p "$deps"
+stamp=$deps/node_modules/.gkq-package-lock.json
+if ! cmp -s "$pkg/package-lock.json" "$stamp" || [ ! -d "$deps/node_modules/@node-llama-cpp/linux-x64" ]; then
+    if ! command -v npm >/dev/null; then
+        echo "SKIP: node-llama-cpp is not installed in $deps and there is no npm (Debian package npm)"
+        exit 77
+    fi
+    if ! timeout 20 npm ping >/dev/null 2>&1; then
+        echo "SKIP: node-llama-cpp is not installed in $deps and the npm registry is unreachable (npm ping failed);" \
+             "run \`ninja llama_cpp_peer_deps\` where it is reachable"
+        exit 77
+    fi
+    cp "$pkg/package.json" "$pkg/package-lock.json" "$deps/"
+    (cd "$deps" && npm install --ignore-scripts --omit=optional --no-audit --no-fund)
+    if ! cmp -s "$pkg/package-lock.json" "$deps/package-lock.json"; then
+        echo "FAIL: npm install changed the pinned package-lock.json in $deps"
+        exit 1
+    fi
+    cp "$pkg/package-lock.json" "$stamp"
+fi
+cp "$pkg/greedy.mjs" "$deps/"
+[ "$mode" = "--install-only" ] && exit 0
+
+work=$(mktemp -d /tmp/gkq-llama-peer-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fails=0
+n_new=16
+
+# check NAME GGUF PROMPT: llama.cpp's greedy continuation of BOS + PROMPT's tokens against gkq generate's.
+check() {
+    local name=$1 gguf=$2 prompt=$3
+    local ids
+    ids=$("$gkq" tokenize "$gguf" --text "$prompt" --json |
+        "$node" -e 'const j = JSON.parse(require("fs").readFileSync(0, "utf8")); console.log(j.ids.join(" "))')
+    local n_prompt
+    n_prompt=$(wc -w <<<"$ids")
+    if ! "$node" "$deps/greedy.mjs" "$gguf" "$n_new" $ids >"$work/$name.llama" 2>"$work/$name.err"; then
+        echo "FAIL $name: llama.cpp did not run $gguf: $(tail -3 "$work/$name.err")"
+        fails=$((fails + 1))
+        return
+    fi
+    # run.c's -n counts positions: the prompt's n_prompt tokens (BOS included) and N new ones take n_prompt + N - 1
+    "$gkq" generate "$gguf" -p "$prompt" --temp 0 -n $((n_prompt + n_new - 1)) --threads 1 >"$work/$name.gkq" 2>/dev/null
+    local want got
+    want=$(sed -n 2p "$work/$name.llama")
+    got=$("$node" -e 'process.stdout.write(JSON.stringify(require("fs").readFileSync(0, "utf8").replace(/\n$/, "")))' \
+        <"$work/$name.gkq")
+    if [ "$want" = "$got" ]; then
+        echo "ok   $name: $(sed -n 1p "$work/$name.llama" | wc -w) tokens: $want"
+    else
+        echo "FAIL $name: llama.cpp ids $(sed -n 1p "$work/$name.llama")"
+        echo "     llama.cpp: $want"
+        echo "     gkq:       $got"
+        fails=$((fails + 1))
+    fi
+}
+
+# export_and_check NAME SOURCE PROMPT EXPORT-ARGS...
+export_and_check() {
+    local name=$1 source=$2 prompt=$3
+    shift 3
+    if ! "$gkq" export "$source" -o "$work/$name.gguf" "$@" >"$work/$name.export" 2>&1; then
+        echo "FAIL $name: gkq export $source $*: $(tail -3 "$work/$name.export")"
+        fails=$((fails + 1))
+        return
+    fi
+    check "$name" "$work/$name.gguf" "$prompt"
+}
+
+demo=$src/resources/demo
+prompt_demo="The best way to"
+for t in f32 q8_0 q4_0 q4_k_m; do export_and_check "demo-$t" "$demo" "$prompt_demo" --type "$t"; done
+"$gkq" quantize "$demo" --preset q8_0 --threads 2 -o "$work/demo-q8_0.knot" >/dev/null
+export_and_check "demo-knot-q8_0" "$work/demo-q8_0.knot" "$prompt_demo" --keep
+"$gkq" quantize "$demo" --preset lowrank-q4 --threads 2 -o "$work/demo-lowrank-q4.knot" >/dev/null
+export_and_check "demo-knot-lowrank-q4-f16" "$work/demo-lowrank-q4.knot" "$prompt_demo" --dense f16
+
+shared=${GKQ_SHARED_MODELS_DIR:-$src/../shared/models}/llama2xs-279K/model.bin
+if [ -f "$shared" ]; then
+    for t in f32 q8_0 q4_0 q4_k_m; do export_and_check "llama2xs-$t" "$shared" "Once upon a time" --type "$t"; done
+else
+    echo "skipped: $shared is absent (the shared checkpoints are not next to this checkout)"
+fi
+
+[ "$fails" -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }
+echo "all cases agree"
