@@ -231,6 +231,58 @@ private slots:
         QVERIFY(test::read_file(merged) == test::read_file(whole));
     }
 
+    // A knot is Weights too: quantize_model decodes its records and encodes them again, refusing each lossy record
+    // unless allow_requantize; kept as f32, every record decodes to exactly what the first knot's does, and the new
+    // knot carries the first one's metadata with its own preset and source format. A shard is refused.
+    void quantizesAKnotFromItsRecords() {
+        test::TempDir dir;
+        auto model = ModelFile::open(write_tiny_gguf(dir));
+        QVERIFY(model.is_ok());
+        const std::string first = dir.file("q4.knot");
+        QVERIFY(quantize_model(*model, preset_options("q4_0"), first).is_ok());
+        auto knot = KnotFile::open(first);
+        QVERIFY2(knot.is_ok(), knot.message().c_str());
+
+        const std::string again = dir.file("again.knot");
+        QuantizeOptions o = preset_options("q8_0");
+        auto refused = quantize_model(*knot, o, again);
+        QVERIFY(!refused.is_ok());
+        VERIFY_CONTAINS(refused.message(), first + ": tensor '");
+        VERIFY_CONTAINS(refused.message(), "is already quantized (q4_0)");
+        QVERIFY(!fs::exists(again));
+
+        o.allow_requantize = true;
+        o.global.method = Method::F32;
+        auto report = quantize_model(*knot, o, again);
+        QVERIFY2(report.is_ok(), report.message().c_str());
+        auto exact = KnotFile::open(again);
+        QVERIFY2(exact.is_ok(), exact.message().c_str());
+        QCOMPARE(exact->n_records(), knot->n_records());
+        for (size_t i = 0; i < knot->n_records(); ++i) {
+            QCOMPARE(exact->entries()[i].name, knot->entries()[i].name);
+            QCOMPARE(exact->entries()[i].method, Method::F32);
+            auto a = knot->read_f32(i);
+            auto b = exact->read_f32(i);
+            QVERIFY(a.is_ok() && b.is_ok());
+            QVERIFY(*a == *b);
+        }
+        const MetaValue* preset = exact->header().metadata.find("gkq.preset");
+        const MetaValue* source = exact->header().metadata.find("gkq.source_format");
+        QVERIFY(preset && preset->as_string() && *preset->as_string() == "q8_0");
+        QVERIFY(source && source->as_string() && *source->as_string() == "knot");
+        QCOMPARE(exact->header().metadata.entries.size(), knot->header().metadata.entries.size());
+
+        QuantizeOptions sharded = preset_options("q4_0");
+        sharded.shard_count = 2;
+        const std::string shard = dir.file("shard.knot");
+        QVERIFY(quantize_model(*model, sharded, shard).is_ok());
+        auto part = KnotFile::open(shard);
+        QVERIFY(part.is_ok());
+        auto whole = quantize_model(*part, o, dir.file("from-shard.knot"));
+        QVERIFY(!whole.is_ok());
+        VERIFY_CONTAINS(whole.message(), "merge the shards");
+    }
+
     void shardGroups() {
         QCOMPARE(knot_group(-1), 0u);
         QCOMPARE(knot_group(0), 1u);

@@ -1,4 +1,5 @@
 // The tensor table model (checked by QAbstractItemModelTester) and the main window's open path, offscreen.
+#include "gkq/model_file.h"
 #include "gkq/model_writer.h"
 #include "models/tensor_table_model.h"
 #include "test_support.h"
@@ -22,7 +23,7 @@ private slots:
 
         ui::TensorTableModel model;
         QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
-        model.setModelFile(*file);
+        model.setWeights(*file);
         QCOMPARE(model.rowCount(), 20);
         QCOMPARE(model.columnCount(), int(ui::TensorTableModel::ColumnCount));
         const QModelIndex name = model.index(2, ui::TensorTableModel::Name);

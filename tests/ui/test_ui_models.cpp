@@ -1,6 +1,7 @@
 // The workbench's item models (each under QAbstractItemModelTester), the spectrum store and the exact rank
 // arithmetic the spectrum view shows.
 #include "charts/rank_stats.h"
+#include "gkq/model_file.h"
 #include "gkq/model_writer.h"
 #include "gkq/quantize.h"
 #include "models/model_tree_model.h"
@@ -39,7 +40,7 @@ private slots:
 
         ui::ModelTreeModel model;
         QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
-        model.setModelFile(*file);
+        model.setWeights(*file);
         QCOMPARE(model.rowCount(), 3);  // model-wide, layer 0, layer 1
         QCOMPARE(model.index(0, 0).data().toString(), QStringLiteral("model-wide"));
         QCOMPARE(model.index(1, 0).data().toString(), QStringLiteral("layer 0"));

@@ -147,7 +147,7 @@ private slots:
         QVERIFY(quantize->lastReport().has_value());
         const QuantizeReport& report = *quantize->lastReport();
         QCOMPARE(report.preset, std::string("lowrank-q4"));
-        QCOMPARE(quantize->resultModel()->rowCount(), static_cast<int>(w.model()->tensors().size()));
+        QCOMPARE(quantize->resultModel()->rowCount(), static_cast<int>(w.model()->n_tensors()));
         QAbstractItemModelTester resultTester(quantize->resultModel(),
                                               QAbstractItemModelTester::FailureReportingMode::QtTest);
         QVERIFY(quantize->totalsText().contains(QString::number(report.bits_per_weight(), 'f', 3)));
@@ -188,17 +188,17 @@ private slots:
         QCOMPARE(exported.last().at(0).toString(), knotPath);
         auto knot = KnotFile::open(knotPath.toStdString());
         QVERIFY2(knot.is_ok(), knot.message().c_str());
-        QCOMPARE(knot->n_records(), w.model()->tensors().size());
+        QCOMPARE(knot->n_records(), w.model()->n_tensors());
         QCOMPARE(knot->file_bytes(), report.file_bytes);
 
         // Reconstruct it to safetensors and reopen that in the window.
         const QString rebuilt = QString::fromStdString(m_dir.file("rebuilt.safetensors"));
         QVERIFY(quantize->exportReconstructed(rebuilt) != 0);
         QVERIFY(exported.wait(120000));
-        const size_t nTensors = w.model()->tensors().size();
+        const size_t nTensors = w.model()->n_tensors();
         QVERIFY(openAndAnalyze(w, rebuilt));
         QCOMPARE(w.modelPath(), rebuilt);
-        QCOMPARE(w.model()->tensors().size(), nTensors);
+        QCOMPARE(w.model()->n_tensors(), nTensors);
         QCOMPARE(w.recentFiles().value(0), QFileInfo(rebuilt).absoluteFilePath());
         QCOMPARE(w.recentFiles().value(1), QFileInfo(m_model).absoluteFilePath());
     }
@@ -222,7 +222,7 @@ private slots:
         const QString model = QString::fromStdString(*path);
         QVERIFY(openAndAnalyze(w, model));
         QVERIFY2(w.lastError().isEmpty(), qPrintable(w.lastError()));
-        const size_t nTensors = w.model()->tensors().size();
+        const size_t nTensors = w.model()->n_tensors();
         QVERIFY(!w.spectrumPanel()->store()->byRole(TensorRole::FfnUp).empty());
 
         ui::QuantizePanel* quantize = w.quantizePanel();
@@ -256,7 +256,7 @@ private slots:
         QVERIFY(exported.wait(60000));
         QVERIFY(openAndAnalyze(w, knotPath));
         QVERIFY2(w.lastError().isEmpty(), qPrintable(w.lastError()));
-        QCOMPARE(w.model()->tensors().size(), nTensors);
+        QCOMPARE(w.model()->n_tensors(), nTensors);
     }
 
     // The window driven by keyboard and mouse events (QTest sends them through the platform: offscreen in CTest,
@@ -294,7 +294,7 @@ private slots:
 
         QTest::mouseClick(quantize->runButton(), Qt::LeftButton);
         QVERIFY(quantized.wait(300000));
-        QCOMPARE(quantize->resultModel()->rowCount(), static_cast<int>(w.model()->tensors().size()));
+        QCOMPARE(quantize->resultModel()->rowCount(), static_cast<int>(w.model()->n_tensors()));
     }
 
     void compareRunsPresetsAndExports() {

@@ -2,11 +2,8 @@
 
 #include "gkq/encoded_tensor.h"
 #include "gkq/knot.h"
-#include "gkq/naming.h"
-#include "gkq/quantize.h"
-#include "gkq/weights.h"
 
-#include <filesystem>
+#include <map>
 #include <sstream>
 
 namespace gkq::ui {
@@ -28,17 +25,13 @@ std::string presetOf(const std::string& command) {
 }
 }  // namespace
 
-Result<OpenedModel> openModelOrKnot(const std::string& path, const std::string& scratchDir,
-                                    const ProgressFn& progress) {
+Result<OpenedModel> openModelOrKnot(const std::string& path) {
+    auto opened = open_weights(path);  // a knot: trailer, header and index checked; records when read
+    if (!opened) return opened.status();
     OpenedModel out;
-    if (!is_knot_path(path)) {
-        auto opened = ModelFile::open(path);
-        if (!opened) return opened.status();
-        out.model = std::make_shared<ModelFile>(std::move(opened).value());
-        return out;
-    }
-    auto knot = KnotFile::open(path);
-    if (!knot) return knot.status();
+    out.model = std::shared_ptr<const Weights>(std::move(opened).value());
+    const auto* knot = dynamic_cast<const KnotFile*>(out.model.get());
+    if (knot == nullptr) return out;
     KnotSummary s;
     s.path = path;
     s.producer = knot->header().producer;
@@ -48,28 +41,12 @@ Result<OpenedModel> openModelOrKnot(const std::string& path, const std::string& 
     s.gzipped = knot->gzipped();
     s.n_records = knot->n_records();
     s.vocab = knot->header().vocab;
-    std::vector<size_t> perMethod(static_cast<size_t>(Method::LowRankResidual) + 1, 0);
-    bool ggufNames = false;
+    std::map<Method, size_t> perMethod;  // in Method order
     for (const KnotEntry& e : knot->entries()) {
         s.n_params += e.n_elements();
-        if (static_cast<size_t>(e.method) < perMethod.size()) ++perMethod[static_cast<size_t>(e.method)];
-        ggufNames = ggufNames || parse_gguf_name(e.name).role != TensorRole::Other;
+        ++perMethod[e.method];
     }
-    for (size_t m = 0; m < perMethod.size(); ++m)
-        if (perMethod[m] > 0) s.methods.emplace_back(std::string(method_name(static_cast<Method>(m))), perMethod[m]);
-
-    // Decode into a float32 model the readers open, named as the knot names its tensors (the writers name by
-    // convention: HF for safetensors, GGUF for GGUF; llama2.c checkpoints read back with GGUF names too).
-    std::error_code ec;
-    std::filesystem::create_directories(scratchDir, ec);
-    if (ec) return Status(StatusCode::IoError, scratchDir + ": cannot create: " + ec.message());
-    const std::string stem = std::filesystem::path(path).filename().string();
-    s.decoded_path = (std::filesystem::path(scratchDir) / (stem + (ggufNames ? ".gguf" : ".safetensors"))).string();
-    auto rebuilt = reconstruct(path, s.decoded_path, 0, progress);
-    if (!rebuilt) return rebuilt.status();
-    auto opened = ModelFile::open(s.decoded_path);
-    if (!opened) return opened.status().with_context(path + ": its decoded model");
-    out.model = std::make_shared<ModelFile>(std::move(opened).value());
+    for (const auto& [m, n] : perMethod) s.methods.emplace_back(std::string(method_name(m)), n);
     out.knot = std::move(s);
     return out;
 }

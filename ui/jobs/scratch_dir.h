@@ -1,4 +1,4 @@
-// Scratch folders of the workbench (the quantize runs' run-N.knot, decoded knots, reconstruction outputs): one
+// Scratch folders of the workbench (the quantize runs' run-N.knot, reconstruction outputs): one
 // QTemporaryDir per owner, removed with it when the workbench exits. Their names carry the process id, so the next
 // start removes the folders that a killed or crashed workbench left behind (removeStaleScratch()).
 #pragma once

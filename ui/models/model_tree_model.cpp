@@ -1,5 +1,7 @@
 #include "models/model_tree_model.h"
 
+#include "models/tensor_table_model.h"
+
 #include <QLocale>
 #include <map>
 
@@ -12,19 +14,20 @@ constexpr quintptr kGroupId = 0;
 
 ModelTreeModel::ModelTreeModel(QObject* parent) : QAbstractItemModel(parent) {}
 
-void ModelTreeModel::setModelFile(const ModelFile& file) {
+void ModelTreeModel::setWeights(const Weights& weights) {
     beginResetModel();
     m_groups.clear();
     std::map<int32_t, Group> byLayer;  // -1 (outside the blocks) sorts first
-    for (const Tensor& t : file.tensors()) {
+    for (size_t i = 0; i < weights.n_tensors(); ++i) {
+        const TensorInfo& t = weights.tensor_info(i);
         Item item;
         item.name = QString::fromStdString(t.name);
         const std::string_view role = role_name(t.role);
         item.role = QString::fromLatin1(role.data(), static_cast<qsizetype>(role.size()));
         item.shape = QString::fromStdString(shape_to_string(t.shape));
-        item.type = QString::fromStdString(t.type_name);
+        item.type = storedTypeName(weights, i);
         item.params = t.n_elements();
-        item.bytes = t.n_bytes + t.n_scale_bytes;
+        item.bytes = weights.stored_bytes(i);
         Group& g = byLayer[t.layer];
         g.summary.params += item.params;
         g.summary.bytes += item.bytes;

@@ -1,10 +1,11 @@
 // ModelTreeModel: the open model's tensors as a tree — one group for the tensors outside the blocks, then one per
 // transformer layer — with role, shape, type, parameters and bytes per tensor (and sums per group).
-// Holds a snapshot of value types copied from the ModelFile, so it never points into a closed file.
+// Holds a snapshot of value types copied from the Weights (a model file or a knot), so it never points into a closed
+// file.
 // Qt::UserRole on any column of a tensor row is its name (empty for groups); RawRole gives unformatted numbers.
 #pragma once
 
-#include "gkq/model_file.h"
+#include "gkq/weights.h"
 
 #include <QAbstractItemModel>
 #include <vector>
@@ -20,7 +21,7 @@ public:
 
     explicit ModelTreeModel(QObject* parent = nullptr);
 
-    void setModelFile(const ModelFile& file);
+    void setWeights(const Weights& weights);
     void clear();
     // Index (column 0) of the tensor named `name`, invalid when absent.
     QModelIndex indexOfTensor(const QString& name) const;

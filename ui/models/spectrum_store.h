@@ -1,5 +1,5 @@
 // SpectrumStore: the spectra computed for the open model, cached per tensor name, shared read-only with the
-// panels (TensorSpectrum values are copied in from the analysis job; nothing here points into a ModelFile).
+// panels (TensorSpectrum values are copied in from the analysis job; nothing here points into a model or knot).
 #pragma once
 
 #include "gkq/spectrum.h"

@@ -1,25 +1,39 @@
 #include "models/tensor_table_model.h"
 
+#include "gkq/knot.h"
+#include "gkq/model_file.h"
+
 #include <QLocale>
 
 namespace gkq::ui {
 
+QString storedTypeName(const Weights& weights, size_t i) {
+    if (const auto* file = dynamic_cast<const ModelFile*>(&weights))
+        return QString::fromStdString(file->tensors()[i].type_name);
+    if (const auto* knot = dynamic_cast<const KnotFile*>(&weights))
+        return QString::fromLatin1(method_name(knot->entries()[i].method).data());
+    return QString::fromLatin1(dtype_name(weights.tensor_info(i).dtype).data());
+}
+
 TensorTableModel::TensorTableModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void TensorTableModel::setModelFile(const ModelFile& file) {
+void TensorTableModel::setWeights(const Weights& weights) {
     beginResetModel();
     m_rows.clear();
-    m_rows.reserve(file.tensors().size());
-    for (const Tensor& t : file.tensors()) {
+    m_rows.reserve(weights.n_tensors());
+    const bool modelFile = dynamic_cast<const ModelFile*>(&weights) != nullptr;
+    for (size_t i = 0; i < weights.n_tensors(); ++i) {
+        const TensorInfo& t = weights.tensor_info(i);
         Row r;
         r.name = QString::fromUtf8(t.name.data(), static_cast<qsizetype>(t.name.size()));
         r.role = QString::fromLatin1(role_name(t.role).data(), static_cast<qsizetype>(role_name(t.role).size()));
         r.layer = t.layer;
         r.shape = QString::fromStdString(shape_to_string(t.shape));
-        r.type = t.dtype == DType::Other || t.dtype == DType::Q8_G ? QString::fromStdString(t.type_name)
-                                                                   : QString::fromLatin1(dtype_name(t.dtype).data());
+        r.type = !modelFile || t.dtype == DType::Other || t.dtype == DType::Q8_G
+                     ? storedTypeName(weights, i)
+                     : QString::fromLatin1(dtype_name(t.dtype).data());
         r.params = t.n_elements();
-        r.bytes = t.n_bytes + t.n_scale_bytes;
+        r.bytes = weights.stored_bytes(i);
         m_rows.push_back(std::move(r));
     }
     endResetModel();

@@ -1,13 +1,19 @@
-// TensorTableModel: the tensors of an open model as a table (name, role, layer, shape, type, parameters,
-// bytes). Holds a snapshot of value types copied from the ModelFile, so it never points into a closed file.
+// TensorTableModel: the tensors of an open model or knot as a table (name, role, layer, shape, type, parameters,
+// bytes as stored). Holds a snapshot of value types copied from the Weights, so it never points into a closed file.
 #pragma once
 
-#include "gkq/model_file.h"
+#include "gkq/weights.h"
+
+#include <QString>
 
 #include <QAbstractTableModel>
 #include <vector>
 
 namespace gkq::ui {
+
+// How tensor i is stored, as its source names it: a model file's type ("F32", "Q4_K", "q8_g64"), a knot record's
+// method ("lowrank", "q4_0"), else the dtype.
+QString storedTypeName(const Weights& weights, size_t i);
 
 class TensorTableModel : public QAbstractTableModel {
     Q_OBJECT
@@ -16,7 +22,7 @@ public:
 
     explicit TensorTableModel(QObject* parent = nullptr);
 
-    void setModelFile(const ModelFile& file);
+    void setWeights(const Weights& weights);
     void clear();
 
     int rowCount(const QModelIndex& parent = {}) const override;

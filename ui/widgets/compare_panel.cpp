@@ -38,7 +38,7 @@ ComparePanel::ComparePanel(JobRunner* runner, QWidget* parent) : QWidget(parent)
     m_text->setPlaceholderText(tr("Text to evaluate on (UTF-8)"));
     auto* browse = new QPushButton(tr("Browse..."), this);
     connect(browse, &QPushButton::clicked, this, [this] {
-        const QString dir = m_model ? QFileInfo(QString::fromStdString(m_model->path())).absolutePath() : QString();
+        const QString dir = m_model ? QFileInfo(QString::fromStdString(m_model->label())).absolutePath() : QString();
         const QString path =
             QFileDialog::getOpenFileName(this, tr("Text to evaluate on"), dir, tr("Text (*.txt);;All files (*)"));
         if (!path.isEmpty()) m_text->setText(path);
@@ -116,13 +116,13 @@ ComparePanel::~ComparePanel() {
     }
 }
 
-void ComparePanel::setModel(std::shared_ptr<const ModelFile> model) {
+void ComparePanel::setModel(std::shared_ptr<const Weights> model) {
     if (m_job) m_runner->cancel(m_job);
     m_model = std::move(model);
     m_results->setPoints({});
     m_chart->setPoints({});
     if (m_model) {
-        const QFileInfo info(QString::fromStdString(m_model->path()));
+        const QFileInfo info(QString::fromStdString(m_model->label()));
         const QString heldout =
             QDir(info.isDir() ? info.absoluteFilePath() : info.absolutePath()).filePath(QStringLiteral("heldout.txt"));
         if (QFileInfo::exists(heldout)) m_text->setText(heldout);
@@ -149,7 +149,7 @@ void ComparePanel::setTextPath(const QString& path) {
 quint64 ComparePanel::run() {
     const QStringList chosen = presets();
     if (!m_model || chosen.isEmpty() || m_text->text().isEmpty() || !m_tempDir.isValid()) return 0;
-    std::shared_ptr<const ModelFile> model = m_model;
+    std::shared_ptr<const Weights> model = m_model;
     std::vector<std::string> names;
     for (const QString& p : chosen) names.push_back(p.toStdString());
     const std::string text = m_text->text().toStdString();
@@ -159,7 +159,7 @@ quint64 ComparePanel::run() {
         [model, names, text, dir](const ProgressFn& progress) -> Result<std::vector<ComparePoint>> {
             // One evaluation session: the base's logits are computed with the first preset's knot and reused.
             EvalRequest request;
-            request.base = model->path();
+            request.base = model->label();
             request.text_path = text;
             auto session = EvalSession::open(request);
             if (!session) return session.status();
@@ -176,6 +176,7 @@ quint64 ComparePanel::run() {
                 QuantizeOptions options;
                 options.preset = names[i];
                 options.producer = "gkq-workbench";
+                options.allow_requantize = model->kind() != "model-file";  // a knot: its decoded records, again
                 const std::string knot = dir + "/compare-" + names[i] + ".knot";
                 auto q = quantize_model(*model, options, knot, part(0.0, names[i] + ": quantizing"));
                 if (!q) return q.status();
@@ -211,7 +212,7 @@ void ComparePanel::cancel() {
 }
 
 bool ComparePanel::refusesExport(const QString& path, QString* error) const {
-    std::vector<std::string> inputs = m_model ? model_input_files(m_model->path()) : std::vector<std::string>{};
+    std::vector<std::string> inputs = m_model ? model_input_files(m_model->label()) : std::vector<std::string>{};
     if (!m_text->text().isEmpty()) inputs.push_back(m_text->text().toStdString());
     return refuseOutputOverInput(const_cast<ComparePanel*>(this), path, inputs, error);
 }

@@ -4,7 +4,7 @@
 // the open model runs over the text once, not once per preset; Cancel stops it.
 #pragma once
 
-#include "gkq/model_file.h"
+#include "gkq/weights.h"
 #include "jobs/job_watch.h"
 #include "jobs/scratch_dir.h"
 #include "models/compare_result_model.h"
@@ -32,7 +32,7 @@ public:
     ComparePanel(JobRunner* runner, QWidget* parent = nullptr);
     ~ComparePanel() override;
 
-    void setModel(std::shared_ptr<const ModelFile> model);
+    void setModel(std::shared_ptr<const Weights> model);
     void setPresets(const QStringList& presets);  // checks exactly these
     QStringList presets() const;
     void setTextPath(const QString& path);
@@ -56,7 +56,7 @@ private:
     bool refusesExport(const QString& path, QString* error) const;
 
     JobRunner* m_runner = nullptr;
-    std::shared_ptr<const ModelFile> m_model;
+    std::shared_ptr<const Weights> m_model;
     QTemporaryDir m_tempDir{scratchTemplate()};
     quint64 m_job = 0;
 

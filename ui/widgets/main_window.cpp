@@ -1,5 +1,6 @@
 #include "widgets/main_window.h"
 
+#include "gkq/model_file.h"
 #include "gkq/tokenizer.h"
 #include "jobs/job_runner.h"
 #include "models/model_tree_model.h"
@@ -188,7 +189,6 @@ void MainWindow::buildMenus() {
         m_spectrum->analyze();
     });
     analysis->addAction(tr("&Quantize"), QKeySequence(Qt::CTRL | Qt::Key_R), this, [this] {
-        if (m_knot) return showError(knotNotice());
         m_tabs->setCurrentWidget(m_quantize);
         m_quantize->startQuantize();
     });
@@ -225,44 +225,42 @@ void MainWindow::openDialog() {
 quint64 MainWindow::openModel(const QString& path) {
     const std::string p = path.toStdString();
     statusBar()->showMessage(tr("Opening %1...").arg(path));
-    // A knot is decoded into its own folder of m_scratch (removed when the next model opens).
-    const QString knotDir = m_scratch.filePath(QStringLiteral("knot-%1").arg(++m_nKnotOpens));
+    // A knot opens as itself: the views read its records (nothing is decoded into a file).
     m_loadJob = m_runner->run<OpenedModel>(
         kLoadKey, tr("Opening %1").arg(QFileInfo(path).fileName()),
-        [p, dir = knotDir.toStdString()](const ProgressFn& progress) { return openModelOrKnot(p, dir, progress); },
-        [this, path, knotDir](OpenedModel& opened) {
-            if (!m_knotDir.isEmpty() && m_knotDir != knotDir) QDir(m_knotDir).removeRecursively();  // mmaps outlive it
-            m_knotDir = opened.knot ? knotDir : QString();
+        [p](const ProgressFn&) { return openModelOrKnot(p); },
+        [this, path](OpenedModel& opened) {
             m_knot = std::move(opened.knot);
             onModelOpened(path, std::move(opened.model));
         });
     return m_loadJob;
 }
 
-void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const ModelFile> model) {
+void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weights> model) {
     m_model = std::move(model);
     m_modelPath = path;
-    m_tensorModel->setModelFile(*m_model);
-    m_browser->treeModel()->setModelFile(*m_model);
+    m_tensorModel->setWeights(*m_model);
+    m_browser->treeModel()->setWeights(*m_model);
     m_spectrum->setModel(m_model);
     m_quantize->setModel(m_model);
     m_compare->setModel(m_model);
     m_tuning->setModel(m_model, m_knot ? path : QString());
-    m_saturation->setModel(m_model, m_knot ? path : QString(), m_knot ? m_knot->vocab : Vocabulary{});
+    m_saturation->setModel(m_model);
     if (m_knot) {  // an opened knot is also what Reconstruct and Serve work on
         m_reconstruct->setKnotPath(path);
         if (!m_serve->isRunning()) m_serve->setKnotPath(path);
     }
-    // A knot holds no original to measure against: Quantize (its Evaluate) and Compare are off, and say why.
-    for (QWidget* needsOriginal : {static_cast<QWidget*>(m_quantize), static_cast<QWidget*>(m_compare)}) {
-        const int index = m_tabs->indexOf(needsOriginal);
-        m_tabs->setTabEnabled(index, !m_knot);
-        m_tabs->setTabToolTip(index, knotNotice());
-    }
+    // A knot holds no original: Quantize re-encodes the knot, Evaluate and Compare measure against it; they say so.
+    for (QWidget* measures : {static_cast<QWidget*>(m_quantize), static_cast<QWidget*>(m_compare)})
+        m_tabs->setTabToolTip(m_tabs->indexOf(measures), knotNotice());
     const ModelConfig& c = m_model->config();
+    const auto* file = dynamic_cast<const ModelFile*>(m_model.get());
+    const QString detail = QString::fromStdString(file ? file->format_detail() : std::string(m_model->kind()));
+    uint64_t tensorBytes = file ? file->n_tensor_bytes() : 0;
+    for (size_t i = 0; !file && i < m_model->n_tensors(); ++i) tensorBytes += m_model->stored_bytes(i);
     m_summary->setText(tr("<b>%1</b> — %2<br>dim %3, hidden %4, %5 layers, %6 heads (%7 kv), vocab %8, context %9; "
                           "%10 tensors, %11 parameters, %12 bytes")
-                           .arg(path.toHtmlEscaped(), QString::fromStdString(m_model->format_detail()))
+                           .arg(path.toHtmlEscaped(), detail)
                            .arg(c.dim)
                            .arg(c.hidden_dim)
                            .arg(c.n_layers)
@@ -270,9 +268,9 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const ModelF
                            .arg(c.n_kv_heads)
                            .arg(c.vocab_size)
                            .arg(c.context_length)
-                           .arg(m_model->tensors().size())
+                           .arg(m_model->n_tensors())
                            .arg(QLocale().toString(static_cast<qlonglong>(m_model->n_params())))
-                           .arg(QLocale().toString(static_cast<qulonglong>(m_model->n_tensor_bytes()))));
+                           .arg(QLocale().toString(static_cast<qulonglong>(tensorBytes))));
     if (m_knot) {
         const KnotSummary& k = *m_knot;
         QStringList methods;
@@ -280,7 +278,7 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const ModelF
             methods << QStringLiteral("%1 %2").arg(QString::fromStdString(name)).arg(n);
         m_summary->setText(
             tr("<b>%1</b> — knot%2, written by %3; command <tt>%4</tt>%5<br>%6 records (%7), %8 parameters, %9 bytes "
-               "= %10 bits per weight (whole file)<br>Shown decoded: the float32 weights this knot reconstructs.<br>"
+               "= %10 bits per weight (whole file)<br>Read from its records: each view decodes what it shows.<br>"
                "dim %11, hidden %12, %13 layers, %14 heads (%15 kv), vocab %16, context %17<br><b>%18</b>")
                 .arg(path.toHtmlEscaped(), k.gzipped ? tr(" (gzipped)") : QString(),
                      QString::fromStdString(k.producer).toHtmlEscaped(),
@@ -315,9 +313,9 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const ModelF
 
 QString MainWindow::knotNotice() const {
     if (!m_knot) return {};
-    return tr("This is a knot: Quantize, Evaluate and Compare measure a model against its original, which a knot does "
-              "not hold. Open the original model to quantize it, or compare this knot with it: gkq eval --base "
-              "ORIGINAL --candidate %1 --text FILE.")
+    return tr("This is a knot: Quantize encodes its decoded records again (a second rounding on top of the first), and "
+              "Evaluate and Compare measure against this knot, not the original it was made from, which a knot does "
+              "not hold. To compare this knot with its original: gkq eval --base ORIGINAL --candidate %1 --text FILE.")
         .arg(QString::fromStdString(m_knot->path));
 }
 

@@ -6,13 +6,12 @@
 // display) and never take the app down.
 #pragma once
 
-#include "gkq/model_file.h"
+#include "gkq/weights.h"
 #include "jobs/open_model_job.h"
 #include "jobs/scratch_dir.h"
 
 #include <QMainWindow>
 #include <QStringList>
-#include <QTemporaryDir>
 
 #include <memory>
 
@@ -53,7 +52,7 @@ public:
     quint64 openModel(const QString& path);
     QString lastError() const { return m_lastError; }
     QString modelPath() const { return m_modelPath; }
-    std::shared_ptr<const ModelFile> model() const { return m_model; }
+    std::shared_ptr<const Weights> model() const { return m_model; }
     QStringList recentFiles() const;
 
     JobRunner* runner() const { return m_runner; }
@@ -66,9 +65,9 @@ public:
     ReconstructPanel* reconstructPanel() const { return m_reconstruct; }
     ServerPanel* serverPanel() const { return m_serve; }
     RknotEditor* rknotEditor() const { return m_tuning; }
-    // Set while the open model is a knot (decoded for the views): what the knot records about itself.
+    // Set while the open model is a knot (the views read its records): what the knot records about itself.
     const std::optional<KnotSummary>& knot() const { return m_knot; }
-    // Why Quantize, Evaluate and Compare are off while a knot is open; empty otherwise.
+    // What Quantize, Evaluate and Compare measure while a knot is open (the knot, not its original); empty otherwise.
     QString knotNotice() const;
     QTabWidget* tabs() const { return m_tabs; }
 
@@ -84,7 +83,7 @@ protected:
 private:
     void buildMenus();
     void openDialog();
-    void onModelOpened(const QString& path, std::shared_ptr<const ModelFile> model);
+    void onModelOpened(const QString& path, std::shared_ptr<const Weights> model);
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
     void showError(const QString& message);
@@ -104,15 +103,12 @@ private:
     ServerPanel* m_serve = nullptr;
     RknotEditor* m_tuning = nullptr;
     std::optional<KnotSummary> m_knot;
-    QTemporaryDir m_scratch{scratchTemplate()};  // decoded knots, one folder per open
-    QString m_knotDir;                           // the open knot's folder in m_scratch
-    int m_nKnotOpens = 0;
     QTabWidget* m_tabs = nullptr;
     QMenu* m_recentMenu = nullptr;
     QLabel* m_jobLabel = nullptr;
     QProgressBar* m_jobProgress = nullptr;
     QToolButton* m_jobCancel = nullptr;
-    std::shared_ptr<const ModelFile> m_model;
+    std::shared_ptr<const Weights> m_model;
     QString m_modelPath;
     QString m_lastError;
     quint64 m_loadJob = 0;

@@ -167,7 +167,7 @@ QuantizePanel::~QuantizePanel() {
     if (m_job || m_exportJob || m_evalJob) m_runner->waitForAll();
 }
 
-void QuantizePanel::setModel(std::shared_ptr<const ModelFile> model) {
+void QuantizePanel::setModel(std::shared_ptr<const Weights> model) {
     if (m_job) m_runner->cancel(m_job);
     m_model = std::move(model);
     if (m_evalJob) m_runner->cancel(m_evalJob);
@@ -202,6 +202,8 @@ QuantizeOptions QuantizePanel::options() const {
     o.n_threads = m_threads->value();
     o.per_layer = m_tuning;
     o.producer = "gkq-workbench";
+    // An open knot is re-encoded from its decoded records: every lossy record is quantized again, by choice.
+    o.allow_requantize = m_model && m_model->kind() != "model-file";
     return o;
 }
 
@@ -246,7 +248,7 @@ quint64 QuantizePanel::startQuantize() {
     if (!m_model || !m_tempDir.isValid()) return 0;
     const QuantizeOptions opts = options();
     const std::string out = m_tempDir.filePath(QStringLiteral("run-%1.knot").arg(++m_runCount)).toStdString();
-    std::shared_ptr<const ModelFile> model = m_model;
+    std::shared_ptr<const Weights> model = m_model;
     m_progress->setValue(0);
     m_status->setText(tr("Quantizing with preset %1...").arg(preset()));
     m_job = m_runner->run<QuantizeReport>(
@@ -294,7 +296,7 @@ QString QuantizePanel::evaluationText() const {
 
 quint64 QuantizePanel::evaluate(const QString& textPath) {
     if (m_knotPath.isEmpty() || !m_model) return 0;
-    const std::string base = m_model->path();
+    const std::string base = m_model->label();
     const std::string knot = m_knotPath.toStdString();
     const std::string text = textPath.toStdString();
     m_progress->setValue(0);
@@ -343,7 +345,7 @@ quint64 QuantizePanel::evaluate(const QString& textPath) {
 }
 
 void QuantizePanel::evaluateDialog() {
-    const QString dir = m_model ? QFileInfo(QString::fromStdString(m_model->path())).absolutePath() : QString();
+    const QString dir = m_model ? QFileInfo(QString::fromStdString(m_model->label())).absolutePath() : QString();
     const QString path =
         QFileDialog::getOpenFileName(this, tr("Text to evaluate on"), dir, tr("Text (*.txt);;All files (*)"));
     if (!path.isEmpty()) evaluate(path);
@@ -393,7 +395,7 @@ quint64 QuantizePanel::exportReconstructed(const QString& path) {
 }
 
 std::vector<std::string> QuantizePanel::exportInputs() const {
-    std::vector<std::string> inputs = m_model ? model_input_files(m_model->path()) : std::vector<std::string>{};
+    std::vector<std::string> inputs = m_model ? model_input_files(m_model->label()) : std::vector<std::string>{};
     if (!m_knotPath.isEmpty()) inputs.push_back(m_knotPath.toStdString());
     return inputs;
 }

@@ -7,8 +7,8 @@
 #pragma once
 
 #include "gkq/evaluate.h"
-#include "gkq/model_file.h"
 #include "gkq/quantize.h"
+#include "gkq/weights.h"
 #include "jobs/job_watch.h"
 #include "jobs/scratch_dir.h"
 
@@ -40,7 +40,7 @@ public:
     QuantizePanel(JobRunner* runner, QWidget* parent = nullptr);
     ~QuantizePanel() override;
 
-    void setModel(std::shared_ptr<const ModelFile> model);
+    void setModel(std::shared_ptr<const Weights> model);
     void setPreset(const QString& name);
     QString preset() const;
     // The options the controls describe (preset + overrides that are set).
@@ -91,7 +91,7 @@ private:
     void evaluateDialog();
 
     JobRunner* m_runner = nullptr;
-    std::shared_ptr<const ModelFile> m_model;
+    std::shared_ptr<const Weights> m_model;
     QTemporaryDir m_tempDir{scratchTemplate()};
     int m_runCount = 0;
     quint64 m_job = 0;

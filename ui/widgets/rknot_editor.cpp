@@ -150,7 +150,7 @@ RknotEditor::RknotEditor(JobRunner* runner, QuantizePanel* quantize, QWidget* pa
     connect(m_quantize, &QuantizePanel::quantized, this, [this] {
         if (!m_encodeAfterQuantize) return;
         m_encodeAfterQuantize = false;
-        if (m_model) newFromKnot(m_quantize->lastKnotPath(), text(m_model->path()), true);
+        if (m_model) newFromKnot(m_quantize->lastKnotPath(), text(m_model->label()), true);
         updateState();
     });
     const auto stopWaiting = [this] {
@@ -169,7 +169,7 @@ RknotEditor::~RknotEditor() {
     if (m_encodeJob) m_runner->cancel(m_encodeJob);
 }
 
-void RknotEditor::setModel(std::shared_ptr<const ModelFile> model, const QString& knotPath) {
+void RknotEditor::setModel(std::shared_ptr<const Weights> model, const QString& knotPath) {
     m_model = std::move(model);
     m_openKnot = knotPath;
     if (m_encodeJob) m_runner->cancel(m_encodeJob);
@@ -346,7 +346,7 @@ quint64 RknotEditor::newFromOpenModel(bool discardEdits) {
     }
     if (!discardEdits && !confirmDiscard(tr("make a new rknot"), [this] { newFromOpenModel(true); })) return 0;
     if (!m_openKnot.isEmpty()) return newFromKnot(m_openKnot, QString(), true);  // spectra of its decoded records
-    const QString modelPath = text(m_model->path());
+    const QString modelPath = text(m_model->label());
     if (!m_quantize->lastKnotPath().isEmpty()) return newFromKnot(m_quantize->lastKnotPath(), modelPath, true);
     // An rknot describes a knot: quantize with the Quantize view's settings first, then encode.
     const quint64 id = m_quantize->startQuantize();
@@ -399,13 +399,13 @@ quint64 RknotEditor::requantize() {
     const std::string label = m_path.isEmpty() ? std::string("(new rknot)") : m_path.toStdString();
     // A tuning of another model would silently apply to whatever (layer, role) pairs match: refuse it.
     std::set<std::string> names;
-    for (const Tensor& t : m_model->tensors()) names.insert(t.name);
+    for (size_t i = 0; i < m_model->n_tensors(); ++i) names.insert(m_model->tensor_info(i).name);
     for (size_t i = 0; i < r.layers.size(); ++i)
         if (!names.count(r.layers[i].tensor)) {
             fail(tr("%1: folded_waves.layers[%2].tensor '%3' is not a tensor of the open model %4")
                      .arg(text(label))
                      .arg(i)
-                     .arg(text(r.layers[i].tensor), text(m_model->path())));
+                     .arg(text(r.layers[i].tensor), text(m_model->label())));
             return 0;
         }
     auto overrides = rknot_layer_overrides(r, label);

@@ -12,7 +12,7 @@
 // `gkq quantize --tuning`) to the QuantizePanel for one run.
 #pragma once
 
-#include "gkq/model_file.h"
+#include "gkq/weights.h"
 
 #include <QString>
 #include <QWidget>
@@ -40,8 +40,9 @@ public:
     ~RknotEditor() override;
 
     // The open model: the spectrum source of a new rknot and the model a re-quantization runs on. `knotPath`: the
-    // open model is that knot (decoded): a new rknot encodes it alone, and there is no original to re-quantize.
-    void setModel(std::shared_ptr<const ModelFile> model, const QString& knotPath = {});
+    // open model is that knot (read through its records): a new rknot encodes it alone, and there is no original to
+    // re-quantize.
+    void setModel(std::shared_ptr<const Weights> model, const QString& knotPath = {});
 
     // Reads `path` (read_rknot). With unsaved edits and !discardEdits: asks (see the contract) and returns false.
     bool openFile(const QString& path, bool discardEdits = false);
@@ -96,7 +97,7 @@ private:
 
     JobRunner* m_runner = nullptr;
     QuantizePanel* m_quantize = nullptr;
-    std::shared_ptr<const ModelFile> m_model;
+    std::shared_ptr<const Weights> m_model;
     QString m_openKnot;
     QString m_path;
     quint64 m_encodeJob = 0;

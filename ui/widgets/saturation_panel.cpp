@@ -81,10 +81,8 @@ QColor binColour(int bin, bool hot) {
 }
 
 struct ProfileInput {
-    std::shared_ptr<const ModelFile> model;
-    std::string modelLabel;  // the path the user opened (the knot for a decoded knot)
-    std::string origin;
-    Vocabulary originVocab;
+    std::shared_ptr<const Weights> model;
+    std::string modelLabel;  // the path the user opened
     std::string text;
     std::string tokenizer;  // chosen by the user; empty: automatic
     int64_t maxTokens = 0;
@@ -92,16 +90,14 @@ struct ProfileInput {
     double minFrequency = 0.0;
 };
 
-// The core's profile workflow: the user's tokenizer.bin, else the model's own vocabulary, the origin's (a knot's
-// header), else a tokenizer.bin beside the model or the origin; the profile carries its `gkq profile` command.
+// The core's profile workflow: the user's tokenizer.bin, else the model's own vocabulary (a knot's: its header's), else
+// a tokenizer.bin beside the model; the profile carries its `gkq profile` command.
 Result<SaturationProfile> runProfile(const ProfileInput& in, const ProgressFn& progress) {
     ProfileRequest request;
     request.model_label = in.modelLabel;
     request.text_path = in.text;
     request.tokenizer.given = in.tokenizer;
     request.tokenizer.hint = "choose a llama2.c tokenizer file (Tokenizer)";
-    request.tokenizer.origin = in.origin;
-    request.tokenizer.origin_vocab = in.originVocab;
     request.max_tokens = in.maxTokens;
     request.threshold = in.threshold;
     request.min_frequency = in.minFrequency;
@@ -281,12 +277,9 @@ SaturationPanel::~SaturationPanel() {
     if (m_job) m_runner->cancel(m_job);
 }
 
-void SaturationPanel::setModel(std::shared_ptr<const ModelFile> model, const QString& originPath,
-                               const Vocabulary& originVocab) {
+void SaturationPanel::setModel(std::shared_ptr<const Weights> model) {
     if (m_job) m_runner->cancel(m_job);
     m_model = std::move(model);
-    m_originPath = originPath;
-    m_originVocab = originVocab;
     m_tokenizer->clear();  // another model may have another vocabulary
     m_profile.reset();
     m_source.clear();
@@ -295,14 +288,11 @@ void SaturationPanel::setModel(std::shared_ptr<const ModelFile> model, const QSt
     m_progress->setValue(0);
     refreshViews();
     if (m_model) {
-        // The held-out text beside the model (or the knot it came from), else the bundled demo's.
+        // The held-out text beside the model (or knot), else the bundled demo's.
         QStringList candidates;
-        for (const QString& base : {QString::fromStdString(m_model->path()), m_originPath}) {
-            if (base.isEmpty()) continue;
-            const QFileInfo info(base);
-            candidates << QDir(info.isDir() ? info.absoluteFilePath() : info.absolutePath())
-                              .filePath(QStringLiteral("heldout.txt"));
-        }
+        const QFileInfo info(QString::fromStdString(m_model->label()));
+        candidates << QDir(info.isDir() ? info.absoluteFilePath() : info.absolutePath())
+                          .filePath(QStringLiteral("heldout.txt"));
 #ifdef GKQ_DEMO_MODEL_DIR
         candidates << QStringLiteral(GKQ_DEMO_MODEL_DIR "/heldout.txt");
 #endif
@@ -342,9 +332,7 @@ quint64 SaturationPanel::startProfile() {
     if (!m_model || m_text->text().isEmpty()) return 0;
     ProfileInput in;
     in.model = m_model;
-    in.modelLabel = m_originPath.isEmpty() ? m_model->path() : m_originPath.toStdString();
-    in.origin = m_originPath.toStdString();
-    in.originVocab = m_originVocab;
+    in.modelLabel = m_model->label();
     in.text = m_text->text().toStdString();
     in.tokenizer = m_tokenizer->text().toStdString();
     in.maxTokens = m_maxTokens->value();
@@ -412,7 +400,7 @@ bool SaturationPanel::saveMasks(const QString& path) {
         setError(tr("%1: no masks to save (profile or load first)").arg(path));
         return false;
     }
-    std::vector<std::string> inputs = m_model ? model_input_files(m_model->path()) : std::vector<std::string>{};
+    std::vector<std::string> inputs = m_model ? model_input_files(m_model->label()) : std::vector<std::string>{};
     if (!m_text->text().isEmpty()) inputs.push_back(m_text->text().toStdString());
     QString refused;
     if (refuseOutputOverInput(this, path, inputs, &refused)) {

@@ -10,8 +10,8 @@
 #pragma once
 
 #include "gkq/metadata.h"
-#include "gkq/model_file.h"
 #include "gkq/saturation.h"
+#include "gkq/weights.h"
 #include "jobs/job_watch.h"
 
 #include <QImage>
@@ -40,10 +40,8 @@ public:
     SaturationPanel(JobRunner* runner, QWidget* parent = nullptr);
     ~SaturationPanel() override;
 
-    // `originPath`/`originVocab`: where the model came from when that is not model->path() (a knot decoded into a
-    // temporary model): its vocabulary, else a tokenizer.bin beside it, tokenizes the text.
-    void setModel(std::shared_ptr<const ModelFile> model, const QString& originPath = {},
-                  const Vocabulary& originVocab = {});
+    // A model file or a knot: its own vocabulary, else a tokenizer.bin beside it, tokenizes the text.
+    void setModel(std::shared_ptr<const Weights> model);
     void setTextPath(const QString& path);
     // A llama2.c tokenizer.bin to use instead of the automatic choice (empty: automatic).
     void setTokenizerPath(const QString& path);
@@ -93,9 +91,7 @@ private:
     void updateButtons();
 
     JobRunner* m_runner = nullptr;
-    std::shared_ptr<const ModelFile> m_model;
-    QString m_originPath;
-    Vocabulary m_originVocab;
+    std::shared_ptr<const Weights> m_model;
     quint64 m_job = 0;
     std::optional<SaturationProfile> m_profile;
     QImage m_image;

@@ -138,7 +138,7 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     refreshChart();
 }
 
-void SpectrumPanel::setModel(std::shared_ptr<const ModelFile> model) {
+void SpectrumPanel::setModel(std::shared_ptr<const Weights> model) {
     m_runner->cancelKey(QStringLiteral("analyze"));
     m_model = std::move(model);
     m_current.clear();
@@ -149,7 +149,7 @@ void SpectrumPanel::setModel(std::shared_ptr<const ModelFile> model) {
 quint64 SpectrumPanel::analyze() {
     if (!m_model) return 0;
     m_analyzeButton->setEnabled(false);
-    std::shared_ptr<const ModelFile> model = m_model;
+    std::shared_ptr<const Weights> model = m_model;
     const quint64 id = m_runner->run<std::vector<TensorSpectrum>>(
         QStringLiteral("analyze"), tr("Analyzing spectra"),
         [model](const ProgressFn& progress) { return analyze_model(*model, AnalyzeOptions{}, progress); },
@@ -323,13 +323,13 @@ void SpectrumPanel::refreshHeatMap() {
 
 bool SpectrumPanel::exportPng(const QString& path, QString* error) const {
     if (m_model &&
-        refuseOutputOverInput(const_cast<SpectrumPanel*>(this), path, model_input_files(m_model->path()), error))
+        refuseOutputOverInput(const_cast<SpectrumPanel*>(this), path, model_input_files(m_model->label()), error))
         return false;
     return exportChartPng(m_chart, path, error);
 }
 bool SpectrumPanel::exportSvg(const QString& path, QString* error) const {
     if (m_model &&
-        refuseOutputOverInput(const_cast<SpectrumPanel*>(this), path, model_input_files(m_model->path()), error))
+        refuseOutputOverInput(const_cast<SpectrumPanel*>(this), path, model_input_files(m_model->label()), error))
         return false;
     return exportChartSvg(m_chart, path, error);
 }

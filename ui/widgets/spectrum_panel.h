@@ -4,7 +4,7 @@
 // Spectra come from one analyze_model job (through the JobRunner) and are cached per tensor in a SpectrumStore.
 #pragma once
 
-#include "gkq/model_file.h"
+#include "gkq/weights.h"
 
 #include <QStringList>
 #include <QWidget>
@@ -28,7 +28,7 @@ class SpectrumPanel : public QWidget {
 public:
     SpectrumPanel(JobRunner* runner, QWidget* parent = nullptr);
 
-    void setModel(std::shared_ptr<const ModelFile> model);
+    void setModel(std::shared_ptr<const Weights> model);
     // Starts the analysis of every matrix (job key "analyze"); returns the job id (0 without a model).
     quint64 analyze();
     void showTensor(const QString& name);
@@ -61,7 +61,7 @@ private:
 
     JobRunner* m_runner = nullptr;
     SpectrumStore* m_store = nullptr;
-    std::shared_ptr<const ModelFile> m_model;
+    std::shared_ptr<const Weights> m_model;
     QString m_current;
     quint64 m_analyzeJob = 0;
     QStringList m_overlay;

@@ -17,7 +17,7 @@
 
 namespace gkq {
 
-class ModelFile;
+class Weights;
 
 // ---- sharding -------------------------------------------------------------------------------------------------
 // Tensors are grouped: group 0 holds every tensor outside the transformer blocks (layer < 0), group 1 + L the
@@ -91,9 +91,11 @@ std::string quantize_command(const QuantizeOptions& options);
 
 // Encodes every tensor of `model` in the options' shard (matrices by the resolved parameters, tensors of fewer
 // than two dimensions as f32) and writes the knot `out_path` with the model's config, vocabulary and metadata.
+// `model` is a model file, or a whole knot: its records decoded and encoded again (each lossy record counts as
+// already quantized: allow_requantize), its header's metadata carried over.
 // Records are written in source order whatever the thread count, so the file is deterministic.
-Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOptions& options,
-                                      const std::string& out_path, const ProgressFn& progress = {});
+Result<QuantizeReport> quantize_model(const Weights& model, const QuantizeOptions& options, const std::string& out_path,
+                                      const ProgressFn& progress = {});
 
 // ---- merge ----------------------------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@
 
 namespace gkq {
 
-class ModelFile;
+class Weights;
 
 constexpr const char* kRknotVersion = "1.0";
 
@@ -157,7 +157,7 @@ Result<std::vector<LayerOverride>> rknot_layer_overrides(const Rknot& r, const s
 // Whether `r` was made for `model`, before it tunes it: every folded_waves entry names a tensor of the model with
 // the same role and layer, and measured.n_params (when set) is the model's parameter count. InvalidArgument naming
 // `label`, the rknot's model_name and the first difference.
-Status check_rknot_model(const Rknot& r, const ModelFile& model, const std::string& label);
+Status check_rknot_model(const Rknot& r, const Weights& model, const std::string& label);
 
 // The fit behind spectral_decay_ratio and self_similarity_confidence over the positive values of s (descending):
 // ln s_i = a + b i, i = 0..m-1; ratio = exp(b), r2 = 1 - SS_res / SS_tot. Null (nullopt) below 3 values or when

@@ -16,7 +16,7 @@
 
 namespace gkq {
 
-class ModelFile;
+class Weights;
 
 // ---- exact spectrum ----------------------------------------------------------------------------------------------
 
@@ -196,13 +196,13 @@ struct TensorSpectrum {
     double seconds = 0.0;         // wall time for this tensor
 };
 
-// Analyzes every 2-D tensor of `model`, in tensor order. Each worker converts one tensor to float32 at a time
-// (memory: n_threads tensors' working sets plus the results). With several workers, OpenBLAS runs one thread per
-// call for the duration (restored afterwards). `progress` is called on the calling thread with the fraction of
-// the work (weighted by rows * cols * min(rows, cols)) and the tensor just finished; returning false stops
-// after the tensors in flight and returns Cancelled. Tensors whose type has no float32 conversion are
-// reported with `skipped` set; other errors stop the analysis and name the tensor.
-Result<std::vector<TensorSpectrum>> analyze_model(const ModelFile& model, const AnalyzeOptions& options,
+// Analyzes every 2-D tensor of `model` (a model file, or a knot: each record decoded), in tensor order. Each worker
+// converts one tensor to float32 at a time (memory: n_threads tensors' working sets plus the results). With several
+// workers, OpenBLAS runs one thread per call for the duration (restored afterwards). `progress` is called on the
+// calling thread with the fraction of the work (weighted by rows * cols * min(rows, cols)) and the tensor just
+// finished; returning false stops after the tensors in flight and returns Cancelled. Tensors whose type has no
+// float32 conversion are reported with `skipped` set; other errors stop the analysis and name the tensor.
+Result<std::vector<TensorSpectrum>> analyze_model(const Weights& model, const AnalyzeOptions& options,
                                                   const ProgressFn& progress = {});
 
 }  // namespace gkq

@@ -27,8 +27,6 @@
 
 namespace gkq {
 
-class ModelFile;
-
 // ---- models -------------------------------------------------------------------------------------------------------
 
 // A model loaded to run: its weights (open_weights) and the transformer loaded from them.
@@ -158,7 +156,7 @@ Result<EvalRun> parse_eval_run_json(std::string_view json, const std::string& la
 // ---- saturation profile -------------------------------------------------------------------------------------------
 
 struct ProfileRequest {
-    std::string model_label;  // the model as the user named it (the profile's "model"); empty: model.path()
+    std::string model_label;  // the model as the user named it (the profile's "model"); empty: model.label()
     std::string text_path;    // calibration text
     TokenizerChoice tokenizer;
     int64_t max_tokens = 0;  // profile only the first N tokens, BOS included (0: all)
@@ -167,9 +165,9 @@ struct ProfileRequest {
     int n_threads = 0;
 };
 
-// BOS + the text's tokens (the first max_tokens) through `model`, one threshold; the profile's model, text and the
-// `gkq profile` command that reproduces it are filled in.
-Result<SaturationProfile> profile_model(const ModelFile& model, const ProfileRequest& request,
+// BOS + the text's tokens (the first max_tokens) through `model` (a model file or a knot), one threshold; the profile's
+// model, text and the `gkq profile` command that reproduces it are filled in.
+Result<SaturationProfile> profile_model(const Weights& model, const ProfileRequest& request,
                                         const ProgressFn& progress = {});
 
 }  // namespace gkq

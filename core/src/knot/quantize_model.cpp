@@ -63,9 +63,18 @@ std::string quantize_command(const QuantizeOptions& options) {
     return s;
 }
 
-Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOptions& options,
-                                      const std::string& out_path, const ProgressFn& progress) {
+Result<QuantizeReport> quantize_model(const Weights& model, const QuantizeOptions& options, const std::string& out_path,
+                                      const ProgressFn& progress) {
     const auto t0 = std::chrono::steady_clock::now();
+    // A model file's tensors convert as stored; a knot's records decode (read_f32), its header gives the metadata.
+    const auto* file = dynamic_cast<const ModelFile*>(&model);
+    const auto* source_knot = dynamic_cast<const KnotFile*>(&model);
+    const std::string& path = model.label();
+    auto type_of = [&](size_t i) {
+        return file          ? file->tensors()[i].type_name
+               : source_knot ? std::string(method_name(source_knot->entries()[i].method))
+                             : std::string(dtype_name(model.tensor_info(i).dtype));
+    };
     auto preset = find_preset(options.preset);
     if (!preset) return preset.status();
     if (options.shard_count == 0 || options.shard_index >= options.shard_count)
@@ -75,42 +84,49 @@ Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOpti
 
     // Everything checkable is checked before the file is created: that the model can run at all, parameters and
     // convertibility of each tensor.
-    if (Status s = check_model(model.path(), model.config(), model.tensors()); !s) return s;
-    const std::vector<Tensor>& tensors = model.tensors();
-    if (!options.importance.empty() && options.importance.size() != tensors.size())
-        return error(StatusCode::InvalidArgument, model.path() + ": importance given for " +
+    if (Status s = model.whole(); !s) return s;
+    std::vector<TensorInfo> checked;
+    checked.reserve(model.n_tensors());
+    for (size_t i = 0; i < model.n_tensors(); ++i) checked.push_back(model.tensor_info(i));
+    if (Status s = check_model(path, model.config(), checked); !s) return s;
+    if (!options.importance.empty() && options.importance.size() != checked.size())
+        return error(StatusCode::InvalidArgument, path + ": importance given for " +
                                                       std::to_string(options.importance.size()) +
-                                                      " tensors, the model has " + std::to_string(tensors.size()));
+                                                      " tensors, the model has " + std::to_string(checked.size()));
     for (size_t i = 0; i < options.importance.size(); ++i)
         if (!options.importance[i].empty() &&
-            (tensors[i].n_dims() < 2 || static_cast<int64_t>(options.importance[i].size()) != tensors[i].cols()))
-            return error(StatusCode::InvalidArgument, model.path() + ": tensor '" + tensors[i].name + "' (" +
-                                                          shape_to_string(tensors[i].shape) + "): importance of " +
+            (checked[i].n_dims() < 2 || static_cast<int64_t>(options.importance[i].size()) != checked[i].cols()))
+            return error(StatusCode::InvalidArgument, path + ": tensor '" + checked[i].name + "' (" +
+                                                          shape_to_string(checked[i].shape) + "): importance of " +
                                                           std::to_string(options.importance[i].size()) +
                                                           " columns does not match its columns");
     std::vector<size_t> selected;
     std::vector<CodecParams> params;
     int64_t total_elements = 0;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-        const Tensor& t = tensors[i];
+    for (size_t i = 0; i < model.n_tensors(); ++i) {
+        const TensorInfo& t = model.tensor_info(i);
         if (!in_shard(t.layer, options.shard_index, options.shard_count)) continue;
-        if (!dtype_is_float_convertible(t.dtype))
-            return error(StatusCode::Unsupported, model.path() + ": tensor '" + t.name + "' of type " + t.type_name +
+        if (file != nullptr && !dtype_is_float_convertible(t.dtype))
+            return error(StatusCode::Unsupported, path + ": tensor '" + t.name + "' of type " + type_of(i) +
                                                       " cannot be converted to float32 for encoding");
-        if (!options.allow_requantize && (t.dtype == DType::Q8_0 || t.dtype == DType::Q4_0 || t.dtype == DType::Q8_G))
+        // Stored quantized in a model file, or any knot record but an exact f32 one.
+        const bool encoded = file != nullptr
+                                 ? t.dtype == DType::Q8_0 || t.dtype == DType::Q4_0 || t.dtype == DType::Q8_G
+                                 : t.dtype != DType::F32;
+        if (!options.allow_requantize && encoded)
             return error(StatusCode::InvalidArgument,
-                         model.path() + ": tensor '" + t.name + "' is already quantized (" + t.type_name +
+                         path + ": tensor '" + t.name + "' is already quantized (" + type_of(i) +
                              "): encoding it again adds a second rounding error to the first; pass "
                              "--allow-requantize to do it anyway");
         CodecParams p = resolve_params(*preset, t.role, t.layer, t.n_dims(), options.global, options.per_layer);
-        if (Status s = validate_params(p); !s) return s.with_context(model.path() + ": tensor '" + t.name + "'");
+        if (Status s = validate_params(p); !s) return s.with_context(path + ": tensor '" + t.name + "'");
         // An explicit rank is checked against the matrix it applies to (rank rules cap themselves).
         if (p.rank > 0 && (p.method == Method::LowRank || p.method == Method::LowRankResidual) && t.n_dims() >= 2 &&
             !options.force) {
             const int64_t smallest = std::min(t.rows(), t.cols());
             if (p.rank > smallest)
                 return error(StatusCode::InvalidArgument,
-                             model.path() + ": tensor '" + t.name + "' (" + shape_to_string(t.shape) + "): rank " +
+                             path + ": tensor '" + t.name + "' (" + shape_to_string(t.shape) + "): rank " +
                                  std::to_string(p.rank) + " exceeds its smallest dimension " +
                                  std::to_string(smallest) + "; pass --force to cap it there");
         }
@@ -124,13 +140,13 @@ Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOpti
     header.command = quantize_command(options);
     header.config = model.config();
     header.vocab = model.vocabulary().empty() ? options.vocab : model.vocabulary();
-    header.metadata = model.metadata();
+    header.metadata = file ? file->metadata() : source_knot ? source_knot->header().metadata : Metadata{};
     header.metadata.set("gkq.preset", MetaValue::of_string(options.preset));
-    header.metadata.set("gkq.source_format", MetaValue::of_string(model.format_detail()));
+    header.metadata.set("gkq.source_format", MetaValue::of_string(file ? file->format_detail() : "knot"));
     for (const auto& [key, value] : options.importance_metadata.entries) header.metadata.set(key, value);
     header.shard_index = options.shard_index;
     header.shard_count = options.shard_count;
-    header.n_source_tensors = tensors.size();
+    header.n_source_tensors = model.n_tensors();
     auto writer = KnotWriter::create(out_path, header);
     if (!writer) return writer.status();
 
@@ -146,9 +162,8 @@ Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOpti
 
     int64_t done_elements = 0;
     auto produce = [&](size_t j) -> Result<Encoded> {
-        const Tensor& t = tensors[selected[j]];
-        const std::string label = model.path() + ": tensor '" + t.name + "'";
-        auto data = tensor_to_f32(t);
+        const TensorInfo& t = model.tensor_info(selected[j]);
+        auto data = file ? tensor_to_f32(file->tensors()[selected[j]]) : model.read_f32(selected[j]);
         if (!data) return data.status();
         TensorInput in;
         in.name = t.name;
@@ -161,9 +176,9 @@ Result<QuantizeReport> quantize_model(const ModelFile& model, const QuantizeOpti
             in.importance = options.importance[selected[j]].data();
         Encoded out;
         auto enc = encode_tensor(in, params[j], &out.report);
-        if (!enc) return enc.status().with_context(model.path());
+        if (!enc) return enc.status().with_context(path);
         auto rec = make_knot_record(*enc, selected[j]);
-        if (!rec) return rec.status().with_context(model.path());
+        if (!rec) return rec.status().with_context(path);
         out.record = std::move(rec).value();
         return out;
     };

@@ -393,25 +393,26 @@ Result<std::vector<LayerOverride>> rknot_layer_overrides(const Rknot& r, const s
     return out;
 }
 
-Status check_rknot_model(const Rknot& r, const ModelFile& model, const std::string& label) {
+Status check_rknot_model(const Rknot& r, const Weights& model, const std::string& label) {
     const std::string made_for = "the rknot was made for '" + r.model_name + "'";
     for (size_t i = 0; i < r.layers.size(); ++i) {
         const RknotLayer& l = r.layers[i];
         const std::string where = label + ": folded_waves.layers[" + std::to_string(i) + "]";
-        const Tensor* t = model.find(l.tensor);
-        if (t == nullptr)
-            return error(StatusCode::InvalidArgument, where + ": " + model.path() + " has no tensor '" + l.tensor +
+        const int64_t index = model.index_of(l.tensor);
+        if (index < 0)
+            return error(StatusCode::InvalidArgument, where + ": " + model.label() + " has no tensor '" + l.tensor +
                                                           "' (" + made_for + "; --force applies it anyway)");
+        const TensorInfo* t = &model.tensor_info(static_cast<size_t>(index));
         if (std::string(role_name(t->role)) != l.role || t->layer != l.layer_id)
             return error(StatusCode::InvalidArgument,
                          where + ": tensor '" + l.tensor + "' is " + std::string(role_name(t->role)) + " of layer " +
-                             std::to_string(t->layer) + " in " + model.path() + ", " + l.role + " of layer " +
+                             std::to_string(t->layer) + " in " + model.label() + ", " + l.role + " of layer " +
                              std::to_string(l.layer_id) + " in the rknot (" + made_for +
                              "; --force applies it anyway)");
     }
     if (r.measured.n_params > 0 && r.measured.n_params != model.n_params())
         return error(StatusCode::InvalidArgument, label + ": measured.n_params " + std::to_string(r.measured.n_params) +
-                                                      " but " + model.path() + " has " +
+                                                      " but " + model.label() + " has " +
                                                       std::to_string(model.n_params()) + " parameters (" + made_for +
                                                       "; --force applies it anyway)");
     return Status::ok();

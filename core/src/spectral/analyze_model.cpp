@@ -22,20 +22,28 @@ namespace gkq {
 
 namespace {
 
-double work_of(const Tensor& t) {
+double work_of(const TensorInfo& t) {
     const double r = static_cast<double>(t.rows()), c = static_cast<double>(t.cols());
     return r * c * std::min(r, c) + 1.0;
 }
 
+// Tensor i as float32: a model file's tensor converted as stored (an unsupported type's message names the file's
+// type), anything else (a knot record) as its Weights decodes it.
+Result<std::vector<float>> values_of(const Weights& weights, size_t i) {
+    if (const auto* file = dynamic_cast<const ModelFile*>(&weights)) return tensor_to_f32(file->tensors()[i]);
+    return weights.read_f32(i);
+}
+
 // One tensor, start to finish. Unsupported types become `skipped`; other failures are returned.
-Status analyze_tensor(const Tensor& t, const AnalyzeOptions& opt, TensorSpectrum& out) {
+Status analyze_tensor(const Weights& weights, size_t i, const AnalyzeOptions& opt, TensorSpectrum& out) {
     const auto t0 = std::chrono::steady_clock::now();
+    const TensorInfo& t = weights.tensor_info(i);
     out.name = t.name;
     out.role = t.role;
     out.layer = t.layer;
     out.rows = t.shape[0];
     out.cols = t.shape[1];
-    auto data = tensor_to_f32(t);
+    auto data = values_of(weights, i);
     if (!data) {
         if (data.status().code() == StatusCode::Unsupported) {
             out.skipped = data.message();
@@ -91,26 +99,32 @@ Status analyze_tensor(const Tensor& t, const AnalyzeOptions& opt, TensorSpectrum
 
 }  // namespace
 
-Result<std::vector<TensorSpectrum>> analyze_model(const ModelFile& model, const AnalyzeOptions& options,
+Result<std::vector<TensorSpectrum>> analyze_model(const Weights& model, const AnalyzeOptions& options,
                                                   const ProgressFn& progress) {
     if (!options.full && options.top_k <= 0)
         return error(StatusCode::InvalidArgument, "analyze_model: neither the full spectrum nor a top-k requested");
     if (options.top_k < 0) return error(StatusCode::InvalidArgument, "analyze_model: negative top_k");
-    std::vector<const Tensor*> todo;
-    for (const Tensor& t : model.tensors())
-        if (t.n_dims() == 2 && t.shape[0] > 0 && t.shape[1] > 0) todo.push_back(&t);
+    std::vector<size_t> indices;  // of the 2-D tensors, in tensor order
+    std::vector<const TensorInfo*> todo;
+    for (size_t i = 0; i < model.n_tensors(); ++i) {
+        const TensorInfo& t = model.tensor_info(i);
+        if (t.n_dims() == 2 && t.shape[0] > 0 && t.shape[1] > 0) {
+            indices.push_back(i);
+            todo.push_back(&t);
+        }
+    }
 
     std::vector<TensorSpectrum> results;
     double total_work = 0.0;
     try {
         results.resize(todo.size());
     } catch (const std::bad_alloc&) {
-        return error(StatusCode::Internal, model.path() + ": out of memory");
+        return error(StatusCode::Internal, model.label() + ": out of memory");
     }
-    for (const Tensor* t : todo) total_work += work_of(*t);
+    for (const TensorInfo* t : todo) total_work += work_of(*t);
     if (todo.empty()) {
         if (!report_progress(progress, 1.0, ""))
-            return error(StatusCode::Cancelled, model.path() + ": analysis cancelled");
+            return error(StatusCode::Cancelled, model.label() + ": analysis cancelled");
         return results;
     }
 
@@ -134,13 +148,14 @@ Result<std::vector<TensorSpectrum>> analyze_model(const ModelFile& model, const 
             if (i >= todo.size()) break;
             Status s;
             try {
-                s = analyze_tensor(*todo[i], options, results[i]);
+                s = analyze_tensor(model, indices[i], options, results[i]);
             } catch (const std::bad_alloc&) {
                 s = error(StatusCode::Internal, "tensor '" + todo[i]->name + "': out of memory");
             }
             std::lock_guard<std::mutex> lock(mutex);
             if (!s && failure.is_ok()) {
-                failure = s.with_context(model.path());
+                // A knot's read_f32 names the knot already.
+                failure = s.message().rfind(model.label() + ": ", 0) == 0 ? s : s.with_context(model.label());
                 stop = true;
             }
             done_work += work_of(*todo[i]);
@@ -164,7 +179,7 @@ Result<std::vector<TensorSpectrum>> analyze_model(const ModelFile& model, const 
             // Fewer workers than asked for is fine; none at all is not.
             std::lock_guard<std::mutex> lock(mutex);
             n_running -= n_threads - threads.size();
-            if (threads.empty()) return error(StatusCode::Internal, model.path() + ": cannot start a worker thread");
+            if (threads.empty()) return error(StatusCode::Internal, model.label() + ": cannot start a worker thread");
         }
         std::unique_lock<std::mutex> lock(mutex);
         for (;;) {
@@ -187,7 +202,7 @@ Result<std::vector<TensorSpectrum>> analyze_model(const ModelFile& model, const 
         for (std::thread& th : threads) th.join();
     }
     if (!failure.is_ok()) return failure;
-    if (cancelled) return error(StatusCode::Cancelled, model.path() + ": analysis cancelled");
+    if (cancelled) return error(StatusCode::Cancelled, model.label() + ": analysis cancelled");
     return results;
 }
 

@@ -339,10 +339,10 @@ Result<std::vector<EvalRun>> evaluate_candidates(const EvalRequest& request, con
 
 // ---- saturation profile -------------------------------------------------------------------------------------------
 
-Result<SaturationProfile> profile_model(const ModelFile& model, const ProfileRequest& request,
+Result<SaturationProfile> profile_model(const Weights& model, const ProfileRequest& request,
                                         const ProgressFn& progress) {
-    const std::string label = request.model_label.empty() ? model.path() : request.model_label;
-    auto tokenizer = choose_tokenizer(model.path(), model.vocabulary(), model.config().vocab_size, request.tokenizer);
+    const std::string label = request.model_label.empty() ? model.label() : request.model_label;
+    auto tokenizer = choose_tokenizer(model.label(), model.vocabulary(), model.config().vocab_size, request.tokenizer);
     if (!tokenizer) return tokenizer.status();
     auto text = read_eval_text(request.text_path);
     if (!text) return text.status();
