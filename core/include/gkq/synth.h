@@ -58,7 +58,7 @@ std::string synth_model_names();
 // One tensor a synthetic checkpoint holds, in HF naming.
 struct SynthTensor {
     std::string name;
-    TensorRole role = TensorRole::Other;  // Other: a tensor the architecture table has no role for (qwen2 biases)
+    TensorRole role = TensorRole::Other;
     int32_t layer = -1;
     std::vector<int64_t> shape;  // row-major: (rows, cols) or (n)
 };
