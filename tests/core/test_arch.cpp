@@ -168,7 +168,7 @@ private slots:
             {"blk..attn_q.weight", {TensorRole::Other, -1}},
             {"blk.4", {TensorRole::Other, -1}},
             {"blk.99999999999.attn_q.weight", {TensorRole::Other, -1}},
-            {"rope_freqs.weight", {TensorRole::Other, -1}},
+            {"rope_freqs.weight", {TensorRole::RopeFreqs, -1}},  // a row's tensor (Llama 3 rope scaling)
             {"model.layers.3.self_attn.q_proj.weight", {TensorRole::Other, -1}},  // an HF name in GGUF
         };
         for (auto [name, want] : cases) {

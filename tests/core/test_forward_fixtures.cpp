@@ -10,7 +10,10 @@
 #include "test_support.h"
 #include "tiny_model.h"
 
+#include "gkq/arch.h"
+#include "gkq/model_file.h"
 #include "gkq/model_writer.h"
+#include "gkq/quantize.h"
 #include "gkq/transformer.h"
 #include "gkq/weights.h"
 
@@ -19,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -273,6 +277,135 @@ private slots:
             qPrintable(
                 QString("relative difference %1 at position %2 exceeds %3").arg(worst).arg(worst_pos).arg(kTolerance)));
         QCOMPARE(from_gguf.generated, e.generated);
+
+        // The scaling is what matched: the same weights without it are far from llama.cpp's logits.
+        if (fm.config.rope_scaling != RopeScaling::None) {
+            test::TinyModel m = test::make_tiny_model(fm.config, fm.seed);
+            m.config.rope_scaling = RopeScaling::None;
+            test::MemoryWeights w(m);
+            TransformerOptions o;
+            o.n_threads = 1;
+            auto t = Transformer::load(w, o);
+            QVERIFY2(t.is_ok(), t.message().c_str());
+            std::vector<float> plain(e.logits.size());
+            QVERIFY(t->forward_batch(kTokens.data(), static_cast<int64_t>(kTokens.size()), 0, plain.data()).is_ok());
+            double far = 0.0;
+            for (size_t k = 0; k < plain.size(); ++k)
+                far = std::max(far, std::fabs(static_cast<double>(plain[k]) - e.logits[k]));
+            QVERIFY2(far > 1e-2, qPrintable(QString("unscaled rope differs by only %1").arg(far)));
+        }
+    }
+
+    // Biases, q/k norms and rope scaling go through the whole pipeline: quantize keeps the vectors as f32 records
+    // with their roles, the knot runs with them, and reconstruct writes them back under each format's names, config
+    // included, so that each reconstruction gives the knot's own logits bit for bit. Llama 3 scaling read from GGUF
+    // is the rope_freqs tensor (GGUF keeps no parameters): kept as a record, written back to GGUF, refused for HF.
+    void pipeline_keeps_biases_norms_and_rope_scaling_data() {
+        QTest::addColumn<int>("index");
+        const auto models = forward_models();
+        for (size_t i = 0; i < models.size(); ++i)
+            if (std::string(models[i].name) != "llama") QTest::newRow(models[i].name) << static_cast<int>(i);
+    }
+
+    void pipeline_keeps_biases_norms_and_rope_scaling() {
+        QFETCH(int, index);
+        const ForwardModel fm = forward_models()[static_cast<size_t>(index)];
+        test::TempDir dir;
+        std::string why;
+        QVERIFY2(write_model(fm, dir.file("model.gguf"), dir.path(), why), why.c_str());
+        for (const std::string& source : {dir.file("model.gguf"), dir.path()}) {
+            auto model = ModelFile::open(source);
+            QVERIFY2(model.is_ok(), model.message().c_str());
+            QuantizeOptions qo;
+            qo.preset = "q8_0";
+            qo.n_threads = 1;
+            const std::string knot = dir.file("m.knot");
+            auto q = quantize_model(*model, qo, knot);
+            QVERIFY2(q.is_ok(), q.message().c_str());
+            auto kw = open_weights(knot);
+            QVERIFY2(kw.is_ok(), kw.message().c_str());
+            const ModelConfig& kc = (*kw)->config();
+            const bool freqs_tensor = fm.config.rope_scaling == RopeScaling::Llama3 && source != dir.path();
+            const RopeScaling scaling = freqs_tensor ? RopeScaling::None : fm.config.rope_scaling;
+            QCOMPARE(kc.architecture, fm.config.architecture);
+            QCOMPARE(kc.head_dim, fm.config.head_dim);
+            QCOMPARE(kc.rope_scaling, scaling);
+            if (!freqs_tensor) QCOMPARE(kc.rope_factor, fm.config.rope_factor);
+            QCOMPARE((*kw)->index_of(TensorRole::RopeFreqs, -1) >= 0, freqs_tensor);
+            // every role of the row is a record of its own, none a stray "other"
+            for (size_t i = 0; i < (*kw)->n_tensors(); ++i)
+                QVERIFY2((*kw)->tensor_info(i).role != TensorRole::Other, (*kw)->tensor_info(i).name.c_str());
+            for (const RequiredRole& r : required_roles(*find_arch(fm.config.architecture), fm.config, false)) {
+                if (r.optional || r.role == TensorRole::Output) continue;
+                const int64_t i = (*kw)->index_of(r.role, r.layer);
+                QVERIFY2(i >= 0, std::string(role_name(r.role)).c_str());
+                if (r.shape.size() == 1) QCOMPARE((*kw)->tensor_info(static_cast<size_t>(i)).dtype, DType::F32);
+            }
+            const Run from_knot = run(knot);
+            QCOMPARE(from_knot.generated.size(), size_t{kGenerated});
+            for (const char* ext : {"r.gguf", "r/model.safetensors"}) {
+                const std::string out = dir.file(ext);
+                if (std::string(ext).find('/') != std::string::npos) std::filesystem::create_directories(dir.file("r"));
+                auto rec = reconstruct(knot, out, 1);
+                if (freqs_tensor && std::string(ext) != "r.gguf") {
+                    QVERIFY(!rec.is_ok());
+                    QVERIFY2(rec.message().find("rope_freqs") != std::string::npos, rec.message().c_str());
+                    continue;
+                }
+                QVERIFY2(rec.is_ok(), rec.message().c_str());
+                const std::string back = std::string(ext) == "r.gguf" ? out : dir.file("r");
+                const Run again = run(back);
+                QVERIFY2(again.logits == from_knot.logits, ext);  // the knot's values, written back exactly
+                auto reread = ModelFile::open(back);
+                QVERIFY2(reread.is_ok(), reread.message().c_str());
+                QCOMPARE(reread->config().architecture, fm.config.architecture);
+                // Llama 3 scaling in GGUF is the rope_freqs tensor
+                const bool freqs_back = fm.config.rope_scaling == RopeScaling::Llama3 && back != dir.file("r");
+                QCOMPARE(reread->config().rope_scaling, freqs_back ? RopeScaling::None : scaling);
+                QCOMPARE(reread->index_of(TensorRole::RopeFreqs, -1) >= 0, freqs_back);
+                for (const Tensor& t : reread->tensors()) QVERIFY2(t.role != TensorRole::Other, t.name.c_str());
+            }
+        }
+    }
+
+    // config.json: Mistral's window and head_dim are written and read back; a rope scaling gkq does not compute
+    // (yarn) is read as such and refused by the transformer with a message naming it; the pre-4.45 "type" key.
+    void hf_config_keys() {
+        test::TempDir dir;
+        ModelConfig c = base_config("mistral");
+        c.sliding_window = 8;
+        c.head_dim = 16;
+        c.rope_style = RopeStyle::HalfSplit;
+        test::TinyModel m = test::make_tiny_model(c, 31);
+        QVERIFY(write_safetensors(dir.file("model.safetensors"), m.config, m.tensors).is_ok());
+        auto back = ModelFile::open(dir.path());
+        QVERIFY2(back.is_ok(), back.message().c_str());
+        QCOMPARE(back->config().architecture, std::string("mistral"));
+        QCOMPARE(back->config().sliding_window, int64_t{8});
+        QCOMPARE(back->config().head_dim, int64_t{16});
+        QCOMPARE(back->config().rope_scaling, RopeScaling::None);
+        std::vector<uint8_t> text = test::read_file(dir.file("config.json"));
+        std::string json(text.begin(), text.end());
+        QVERIFY(json.find("rope_scaling") == std::string::npos);  // nothing to say: not written
+        const size_t end = json.rfind('}');
+        auto with = [&](const std::string& extra) {
+            test::write_file(dir.file("config.json"), std::string_view(json.substr(0, end) + ", " + extra + "}"));
+            return ModelFile::open(dir.path());
+        };
+        auto linear = with(R"("rope_scaling": {"type": "linear", "factor": 2.0})");
+        QVERIFY2(linear.is_ok(), linear.message().c_str());
+        QCOMPARE(linear->config().rope_scaling, RopeScaling::Linear);
+        QCOMPARE(linear->config().rope_factor, 2.0);
+        auto yarn = with(R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})");
+        QVERIFY2(yarn.is_ok(), yarn.message().c_str());
+        QCOMPARE(yarn->config().rope_scaling, RopeScaling::Unsupported);
+        auto t = Transformer::load(*yarn);
+        QVERIFY(!t);
+        QCOMPARE(t.status().code(), StatusCode::Unsupported);
+        QVERIFY2(t.message().find("'mistral' needs its rope scaling type") != std::string::npos, t.message().c_str());
+        auto bad = with(R"("rope_scaling": {"rope_type": 3})");
+        QVERIFY(!bad);
+        QVERIFY2(bad.message().find("rope_scaling.rope_type") != std::string::npos, bad.message().c_str());
     }
 
     // The window only matters beyond it: a window as long as the sequence changes nothing; a shorter one changes
