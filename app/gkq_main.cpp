@@ -41,6 +41,8 @@ const Command kCommands[] = {
      gkq::cli::cmd_bench},
     {"tokenize", "token ids and pieces of a text (SPM and byte-level BPE vocabularies), like llama-tokenize",
      gkq::cli::cmd_tokenize},
+    {"logits", "the logits of every position of a token sequence, raw float32 or .npy (to compare runtimes)",
+     gkq::cli::cmd_logits},
     {"serve", "HTTP inference endpoint (io_uring/epoll): /health /infer /metrics /v1/completions ...",
      gkq::cli::cmd_serve},
     {"synth", "random checkpoint with the exact shapes of a named model and heavy-tailed spectra", gkq::cli::cmd_synth},

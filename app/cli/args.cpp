@@ -58,6 +58,30 @@ void ArgParser::option_int(const std::string& names, const std::string& metavar,
                        }});
 }
 
+void ArgParser::option_ids(const std::string& names, const std::string& metavar, const std::string& help,
+                           std::vector<int32_t>* out) {
+    m_specs.push_back({split_names(names), metavar, help, [=](const std::string& v, std::string& err) {
+                           std::vector<int32_t> ids;
+                           size_t begin = 0;
+                           while (begin <= v.size()) {
+                               size_t end = v.find(',', begin);
+                               if (end == std::string::npos) end = v.size();
+                               int32_t x = 0;
+                               auto [p, ec] = std::from_chars(v.data() + begin, v.data() + end, x);
+                               if (ec != std::errc() || p != v.data() + end || x < 0) {
+                                   err = "'" + v.substr(begin, end - begin) + "' (item " +
+                                         std::to_string(ids.size() + 1) + " of '" + v +
+                                         "') is not a token id (a non-negative integer below 2^31)";
+                                   return false;
+                               }
+                               ids.push_back(x);
+                               begin = end + 1;
+                           }
+                           *out = std::move(ids);
+                           return true;
+                       }});
+}
+
 void ArgParser::option_double(const std::string& names, const std::string& metavar, const std::string& help,
                               double* out, double min_value, double max_value) {
     m_specs.push_back({split_names(names), metavar, help, [=](const std::string& v, std::string& err) {

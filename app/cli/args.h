@@ -25,6 +25,9 @@ public:
                     int64_t min_value, int64_t max_value);
     void option_double(const std::string& names, const std::string& metavar, const std::string& help, double* out,
                        double min_value, double max_value);
+    // A comma-separated list of token ids ("1,2,3"), each in [0, 2^31).
+    void option_ids(const std::string& names, const std::string& metavar, const std::string& help,
+                    std::vector<int32_t>* out);
     void positional(const std::string& name, const std::string& help, std::string* out, bool required = true);
     // Every positional after the fixed ones goes into `out`; fewer than `min_count` is an error ("missing NAME").
     void positional_list(const std::string& name, const std::string& help, std::vector<std::string>* out,

@@ -1,5 +1,6 @@
-// gkq generate [MODEL|KNOT] [--tokenizer F] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] [--threads N]:
-// text from a model, as llama2.c's run.c prints it; prompt and generation speed on stderr.
+// gkq generate [MODEL|KNOT] [--tokenizer F] [-p PROMPT | --ids LIST] [--print-ids] [-n N] [--temp T] [--top-p P]
+// [--seed S] [--threads N]: text (or token ids) from a model, as llama2.c's run.c prints it; prompt and generation
+// speed on stderr.
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/demo_model.h"
@@ -54,9 +55,11 @@ int cmd_generate(int argc, char** argv) {
     double top_p = 0.9;
     int64_t seed = 0;
     int64_t threads = 0;
+    std::vector<int32_t> ids;
+    bool print_ids = false;
     ArgParser p(
-        "gkq generate [MODEL|KNOT] [--tokenizer F] [-p PROMPT] [-n N] [--temp T] [--top-p P] [--seed S] "
-        "[--threads N]",
+        "gkq generate [MODEL|KNOT] [--tokenizer F] [-p PROMPT | --ids LIST] [--print-ids] [-n N] [--temp T] "
+        "[--top-p P] [--seed S] [--threads N]",
         "Generates text as llama2.c's run.c does: the prompt after BOS, then one sampled token per position,\n"
         "ending after N positions or at BOS/EOS. Prints the text (prompt included) to stdout, and the prompt\n"
         "and generation speed in tokens/s to stderr. The tokenizer is the model's own vocabulary (GGUF), else\n"
@@ -66,6 +69,10 @@ int cmd_generate(int argc, char** argv) {
                  &model_path, false);
     p.option("--tokenizer", "FILE", "llama2.c tokenizer.bin to use instead of the model's own", &tokenizer_path);
     p.option("-p,--prompt", "TEXT", "text to start from (default: none, BOS only)", &prompt);
+    p.option_ids("--ids", "LIST", "token ids to start from instead of a prompt, run exactly as given (no BOS added)",
+                 &ids);
+    p.flag("--print-ids", "print the token ids (the prompt's, then the generated ones) instead of the text",
+           &print_ids);
     p.option_int("-n,--steps", "N",
                  "positions to run, the prompt's included, as run.c's -n (default 256; 0: the whole context)", &steps,
                  0, int64_t{1} << 31);
@@ -78,6 +85,10 @@ int cmd_generate(int argc, char** argv) {
         case ParseOutcome::Help: return kExitOk;
         case ParseOutcome::Error: return kExitBadInput;
         case ParseOutcome::Ok: break;
+    }
+    if (p.given("--ids") && p.given("--prompt")) {
+        std::fprintf(stderr, "gkq generate: give --prompt or --ids, not both\n");
+        return kExitBadInput;
     }
     if (!p.given("--seed"))
         seed = std::max<int64_t>(1, std::chrono::system_clock::now().time_since_epoch().count() & INT64_MAX);
@@ -114,13 +125,32 @@ int cmd_generate(int argc, char** argv) {
     Sampler sampler(static_cast<int32_t>(model->config.vocab_size), sampling);
     GenerateOptions generate_options;
     generate_options.steps = steps;
-    auto stats = generate(*transformer, *tokenizer, sampler, prompt, generate_options, [](std::string_view piece) {
-        if (printable(piece)) {
+    auto print_piece = [print_ids](std::string_view piece) {
+        if (!print_ids && printable(piece)) {
             std::fwrite(piece.data(), 1, piece.size(), stdout);
             std::fflush(stdout);
         }
         return true;
-    });
+    };
+    bool first_id = true;
+    auto print_id = [&](int32_t id) {
+        if (!print_ids) return;
+        std::printf("%s%d", first_id ? "" : ",", id);
+        first_id = false;
+    };
+    if (!p.given("--ids") && print_ids) ids = tokenizer->encode(prompt, true, false);
+    if (p.given("--ids") || print_ids) {
+        for (int32_t id : ids) print_id(id);
+        for (int32_t id : ids)
+            if (id >= model->config.vocab_size) {
+                std::fprintf(stderr, "\ngkq generate: token id %d is outside the vocabulary of %lld\n", id,
+                             static_cast<long long>(model->config.vocab_size));
+                return kExitBadInput;
+            }
+    }
+    auto stats = p.given("--ids") || print_ids
+                     ? generate(*transformer, *tokenizer, sampler, ids, generate_options, print_piece, print_id)
+                     : generate(*transformer, *tokenizer, sampler, prompt, generate_options, print_piece);
     std::fputc('\n', stdout);
     std::fflush(stdout);
     if (!stats) {

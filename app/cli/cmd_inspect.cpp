@@ -32,17 +32,32 @@ double bits_per_weight(const ModelFile& m) {
 }
 
 nlohmann::json config_json(const ModelConfig& c) {
-    return {{"architecture", c.architecture},
-            {"dim", c.dim},
-            {"hidden_dim", c.hidden_dim},
-            {"n_layers", c.n_layers},
-            {"n_heads", c.n_heads},
-            {"n_kv_heads", c.n_kv_heads},
-            {"vocab_size", c.vocab_size},
-            {"context_length", c.context_length},
-            {"rope_theta", c.rope_theta},
-            {"norm_eps", c.norm_eps},
-            {"shared_classifier", c.shared_classifier}};
+    nlohmann::json j = {{"architecture", c.architecture},
+                        {"dim", c.dim},
+                        {"hidden_dim", c.hidden_dim},
+                        {"n_layers", c.n_layers},
+                        {"n_heads", c.n_heads},
+                        {"n_kv_heads", c.n_kv_heads},
+                        {"vocab_size", c.vocab_size},
+                        {"context_length", c.context_length},
+                        {"rope_theta", c.rope_theta},
+                        {"norm_eps", c.norm_eps},
+                        {"shared_classifier", c.shared_classifier}};
+    // what only some architectures set, shown when set
+    if (c.head_dim > 0) j["head_dim"] = c.head_dim;
+    if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+    if (c.rope_scaling != RopeScaling::None) {
+        const char* type = c.rope_scaling == RopeScaling::Linear   ? "linear"
+                           : c.rope_scaling == RopeScaling::Llama3 ? "llama3"
+                                                                   : "unsupported";
+        j["rope_scaling"] = {{"type", type}, {"factor", c.rope_factor}};
+        if (c.rope_scaling == RopeScaling::Llama3) {
+            j["rope_scaling"]["low_freq_factor"] = c.rope_low_freq_factor;
+            j["rope_scaling"]["high_freq_factor"] = c.rope_high_freq_factor;
+            j["rope_scaling"]["original_context"] = c.rope_original_context;
+        }
+    }
+    return j;
 }
 
 // The tokenizer the model's commands use (its own vocabulary, else the tokenizer.bin beside it): family, size and

@@ -19,6 +19,7 @@ int cmd_rknot(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
+int cmd_logits(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 
 }  // namespace gkq::cli

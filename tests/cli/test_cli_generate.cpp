@@ -43,9 +43,11 @@ private slots:
         QVERIFY(r.out.contains("generate"));
         Run h = run_gkq({"generate", "--help"});
         QCOMPARE(h.code, 0);
-        QVERIFY2(h.out.startsWith("usage: gkq generate [MODEL|KNOT] [--tokenizer F] [-p PROMPT] [-n N]"),
-                 qPrintable(h.out));
-        for (const char* opt : {"--tokenizer", "--prompt", "--steps", "--temp", "--top-p", "--seed", "--threads"})
+        QVERIFY2(
+            h.out.startsWith("usage: gkq generate [MODEL|KNOT] [--tokenizer F] [-p PROMPT | --ids LIST] [--print-ids]"),
+            qPrintable(h.out));
+        for (const char* opt :
+             {"--tokenizer", "--prompt", "--ids", "--print-ids", "--steps", "--temp", "--top-p", "--seed", "--threads"})
             QVERIFY2(h.out.contains(opt), opt);
     }
 

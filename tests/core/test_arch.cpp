@@ -87,29 +87,35 @@ private slots:
                     if (t.per_layer()) QVERIFY(pattern.substr(0, block.size()) == block);
                 }
             }
-            // The transformer's roles are all there: the table's rows are the architectures it runs.
-            QCOMPARE(roles.size(), size_t{12});
+            // The transformer's roles are all there (llama's 12 and rope_freqs, plus each row's own): the table's
+            // rows are the architectures it runs.
+            const size_t own = a.name == "qwen2" ? 3 : a.name == "qwen3" ? 2 : 0;
+            QCOMPARE(roles.size(), size_t{13} + own);
         }
     }
 
     void hyperparameterKeysCoverTheConfig() {
         ModelConfig c;
         std::set<const void*> fields;
-        for (int p = 0; p <= static_cast<int>(HParam::Tied); ++p) {
+        for (int p = 0; p <= static_cast<int>(HParam::RopeOriginalContext); ++p) {
             const HParamField f = hparam_field(static_cast<HParam>(p), c);
-            const int set = (f.count != nullptr) + (f.real != nullptr) + (f.flag != nullptr);
+            const int set = (f.count != nullptr) + (f.real != nullptr) + (f.flag != nullptr) + (f.rope != nullptr);
             QCOMPARE(set, 1);
             QCOMPARE(f.count != nullptr, hparam_kind(static_cast<HParam>(p)) == HParamKind::Count);
             QCOMPARE(f.real != nullptr, hparam_kind(static_cast<HParam>(p)) == HParamKind::Real);
             QVERIFY(fields
                         .insert(f.count  ? static_cast<const void*>(f.count)
                                 : f.real ? static_cast<const void*>(f.real)
-                                         : static_cast<const void*>(f.flag))
+                                : f.flag ? static_cast<const void*>(f.flag)
+                                         : static_cast<const void*>(f.rope))
                         .second);
         }
         for (const ArchSpec& a : arch_table()) {
-            QCOMPARE(a.hf_keys.size(), size_t{10});   // every field
-            QCOMPARE(a.gguf_keys.size(), size_t{9});  // every field but the tied flag (GGUF: no output.weight)
+            // every field (rope_scaling's type under two spellings), Mistral's window too
+            QCOMPARE(a.hf_keys.size(), size_t{17} + (a.name == "mistral" ? 1 : 0));
+            // no tied flag (GGUF: no output.weight), no window (llama.cpp's llama has none) and no llama3
+            // parameters (GGUF: the rope_freqs tensor)
+            QCOMPARE(a.gguf_keys.size(), size_t{13});
         }
         QCOMPARE(gguf_key("%s.attention.head_count_kv", "llama"), std::string("llama.attention.head_count_kv"));
         QCOMPARE(gguf_key("general.name", "llama"), std::string("general.name"));
@@ -162,7 +168,7 @@ private slots:
             {"blk..attn_q.weight", {TensorRole::Other, -1}},
             {"blk.4", {TensorRole::Other, -1}},
             {"blk.99999999999.attn_q.weight", {TensorRole::Other, -1}},
-            {"rope_freqs.weight", {TensorRole::Other, -1}},
+            {"rope_freqs.weight", {TensorRole::RopeFreqs, -1}},  // a row's tensor (Llama 3 rope scaling)
             {"model.layers.3.self_attn.q_proj.weight", {TensorRole::Other, -1}},  // an HF name in GGUF
         };
         for (auto [name, want] : cases) {
@@ -242,30 +248,39 @@ private slots:
     }
 
     void lookups() {
-        QCOMPARE(arch_names_list(), std::string("llama and mistral"));
+        QCOMPARE(arch_names_list(), std::string("llama, mistral, qwen2 and qwen3"));
         QCOMPARE(default_arch().name, std::string_view("llama"));
-        QVERIFY(find_arch("qwen2") == nullptr);
-        QCOMPARE(arch_or_default("qwen2").name, std::string_view("llama"));
+        QVERIFY(find_arch("gemma2") == nullptr);
+        QCOMPARE(arch_or_default("gemma2").name, std::string_view("llama"));
         QCOMPARE(find_arch_hf_class("MistralForCausalLM")->name, std::string_view("mistral"));
         QCOMPARE(find_arch_hf_class("LlamaForCausalLM")->name, std::string_view("llama"));
-        QVERIFY(find_arch_hf_class("Qwen2ForCausalLM") == nullptr);
+        QCOMPARE(find_arch_hf_class("Qwen2ForCausalLM")->name, std::string_view("qwen2"));
+        QCOMPARE(find_arch_hf_class("Qwen3ForCausalLM")->name, std::string_view("qwen3"));
+        QCOMPARE(find_arch_gguf("qwen2")->name, std::string_view("qwen2"));
+        QCOMPARE(find_arch_gguf("qwen3")->name, std::string_view("qwen3"));
         QCOMPARE(find_arch_hf_model_type("mistral")->name, std::string_view("mistral"));
         // llama.cpp writes Mistral as general.architecture llama; a file that says mistral is still Mistral.
         QCOMPARE(find_arch_gguf("llama")->name, std::string_view("llama"));
         QCOMPARE(find_arch_gguf("mistral")->name, std::string_view("mistral"));
         QVERIFY(find_arch_gguf("gemma2") == nullptr);
-        // Writers write Mistral (and what the table lacks) in llama's names.
-        QCOMPARE(arch_for_writing("mistral").name, std::string_view("llama"));
-        QCOMPARE(arch_for_writing("qwen2").name, std::string_view("llama"));
+        // Writers write each row in its own names (Mistral's GGUF name is llama's), what the table lacks in llama's.
+        QCOMPARE(arch_for_writing("mistral").name, std::string_view("mistral"));
+        QCOMPARE(arch_for_writing("mistral").gguf_name, std::string_view("llama"));
+        QCOMPARE(arch_for_writing("qwen2").name, std::string_view("qwen2"));
+        QCOMPARE(arch_for_writing("gemma2").name, std::string_view("llama"));
         QCOMPARE(arch_name_keys().gguf_architecture, std::string_view("general.architecture"));
     }
 
     void ropeAndBlockFlags() {
         for (const ArchSpec& a : arch_table()) {
+            const bool qwen = a.name == "qwen2" || a.name == "qwen3";
             QCOMPARE(a.hf_rope, RopeStyle::HalfSplit);
-            QCOMPARE(a.gguf_rope, RopeStyle::Interleaved);
+            // llama.cpp permutes llama's q/k to adjacent pairs; qwen's run NEOX rope on halves, unpermuted
+            QCOMPARE(a.gguf_rope, qwen ? RopeStyle::HalfSplit : RopeStyle::Interleaved);
             const BlockFlags& b = a.block;
-            QVERIFY(!b.q_bias && !b.k_bias && !b.v_bias && !b.qk_norm && !b.post_norms);
+            QCOMPARE(b.q_bias && b.k_bias && b.v_bias, a.name == "qwen2");
+            QCOMPARE(b.qk_norm, a.name == "qwen3");
+            QVERIFY(!b.post_norms);
             QCOMPARE(b.norm, NormKind::Rms);
             QCOMPARE(b.activation, Activation::Silu);
             QVERIFY(!b.attn_softcap && !b.final_softcap);
@@ -277,12 +292,65 @@ private slots:
     }
 
     void roleNamesRoundTrip() {
-        for (int r = 0; r <= static_cast<int>(TensorRole::Other); ++r) {
+        for (size_t r = 0; r < kTensorRoleCount; ++r) {
             const auto role = static_cast<TensorRole>(r);
             QCOMPARE(role_from_name(role_name(role)), role);
         }
         QCOMPARE(role_name(TensorRole::AttnO), std::string_view("attn_o"));
         QCOMPARE(role_from_name("attn_output"), TensorRole::Other);
+        QCOMPARE(role_name(TensorRole::AttnQBias), std::string_view("attn_q_bias"));
+    }
+
+    // The new rows' tensors in both formats, and the keys only some configs carry.
+    void qwenRowsAndOptionalKeys() {
+        const ArchSpec& q2 = *find_arch("qwen2");
+        auto role_of = [](const ArchSpec& a, NameFormat f, const char* name) {
+            const RoleAndLayer r = parse_tensor_name(a, f, name);
+            return std::make_pair(r.role, r.layer);
+        };
+        QCOMPARE(role_of(q2, NameFormat::Hf, "model.layers.3.self_attn.k_proj.bias"),
+                 std::make_pair(TensorRole::AttnKBias, 3));
+        QCOMPARE(role_of(q2, NameFormat::Gguf, "blk.1.attn_v.bias"), std::make_pair(TensorRole::AttnVBias, 1));
+        const ArchSpec& q3 = *find_arch("qwen3");
+        QCOMPARE(role_of(q3, NameFormat::Hf, "model.layers.0.self_attn.q_norm.weight"),
+                 std::make_pair(TensorRole::AttnQNorm, 0));
+        QCOMPARE(role_of(q3, NameFormat::Gguf, "blk.0.attn_k_norm.weight"), std::make_pair(TensorRole::AttnKNorm, 0));
+        QCOMPARE(role_of(default_arch(), NameFormat::Gguf, "rope_freqs.weight"),
+                 std::make_pair(TensorRole::RopeFreqs, -1));
+        ModelConfig c;
+        c.dim = 64;
+        c.n_heads = 4;
+        c.head_dim = 32;
+        QCOMPARE(size_value(Size::QOut, c), int64_t(128));
+        QCOMPARE(size_value(Size::HalfHead, c), int64_t(16));
+        QVERIFY(hparam_written(HParam::HeadDim, c));
+        QVERIFY(!hparam_written(HParam::RopeFactor, c));
+        c.rope_scaling = RopeScaling::Linear;
+        QVERIFY(hparam_written(HParam::RopeFactor, c) && !hparam_written(HParam::RopeLowFreqFactor, c));
+        RopeScaling r = RopeScaling::None;
+        QVERIFY(rope_scaling_from_name("llama3", NameFormat::Hf, r) && r == RopeScaling::Llama3);
+        QVERIFY(!rope_scaling_from_name("yarn", NameFormat::Hf, r));
+        QVERIFY(rope_scaling_name(RopeScaling::Llama3, NameFormat::Gguf).empty());
+    }
+
+    // convert_hf_to_gguf.py's rope_freqs for Llama 3.2 1B (head 64, theta 500000, factor 32, low 1, high 4,
+    // original context 8192): 1 for the fast pairs, 32 for the slow ones, a blend between.
+    void llama3Divisors() {
+        ModelConfig c;
+        c.dim = 2048;
+        c.n_heads = 32;
+        c.rope_theta = 500000.0;
+        c.rope_scaling = RopeScaling::Llama3;
+        c.rope_factor = 32.0;
+        c.rope_original_context = 8192;
+        const std::vector<float> d = llama3_rope_divisors(c);
+        QCOMPARE(d.size(), size_t(32));
+        QCOMPARE(d.front(), 1.0f);
+        QCOMPARE(d.back(), 32.0f);
+        int blended = 0;
+        for (float x : d) blended += x > 1.0f && x < 32.0f;
+        QVERIFY(blended > 0);
+        for (size_t i = 1; i < d.size(); ++i) QVERIFY(d[i] >= d[i - 1]);
     }
 };
 

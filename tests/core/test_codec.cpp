@@ -117,7 +117,7 @@ private slots:
             QVERIFY2(p.is_ok(), p.message().c_str());
             QCOMPARE(p->name, name);
             QVERIFY(!p->description.empty());
-            QCOMPARE(p->by_role.size(), size_t(TensorRole::Other) + 1);
+            QCOMPARE(p->by_role.size(), kTensorRoleCount);
         }
         Result<Preset> bad = find_preset("gkq-max");
         QCOMPARE(bad.status().code(), StatusCode::NotFound);

@@ -99,12 +99,6 @@ private slots:
         auto r = synth_model(*find_synth_model("tinyllama-1.1b"), dir.path() + "/m", so);
         QVERIFY(!r);
         QVERIFY(r.message().find("22 layers") != std::string::npos);
-        so.n_layers = 1;
-        so.format = SynthFormat::Gguf;
-        r = synth_model(*find_synth_model("qwen2.5-0.5b"), dir.path() + "/q", so);
-        QVERIFY(!r);
-        QCOMPARE(r.status().code(), StatusCode::Unsupported);
-        QVERIFY(r.message().find("--format hf") != std::string::npos);
     }
 };
 

@@ -656,13 +656,27 @@ private slots:
         QVERIFY(!bad_config);
         QCOMPARE(QString::fromStdString(bad_config.message()),
                  QString("transformer: dim 64 is not a multiple of n_heads 5"));
-        ModelConfig qwen = m.config;
-        qwen.architecture = "qwen2";
-        auto bad_arch = Transformer::load(qwen, source_of(m));
+        ModelConfig phi = m.config;
+        phi.architecture = "phi3";
+        auto bad_arch = Transformer::load(phi, source_of(m));
         QVERIFY(!bad_arch);
         QCOMPARE(bad_arch.status().code(), StatusCode::Unsupported);
         QCOMPARE(QString::fromStdString(bad_arch.message()),
-                 QString("transformer: architecture 'qwen2' is not supported (llama and mistral are)"));
+                 QString("transformer: architecture 'phi3' is not supported (llama, mistral, qwen2 and qwen3 are)"));
+        ModelConfig yarn = m.config;
+        yarn.rope_scaling = RopeScaling::Unsupported;
+        auto bad_rope = Transformer::load(yarn, source_of(m));
+        QVERIFY(!bad_rope);
+        QCOMPARE(bad_rope.status().code(), StatusCode::Unsupported);
+        QVERIFY2(bad_rope.message().find("'llama' needs its rope scaling type") != std::string::npos,
+                 bad_rope.message().c_str());
+        // qwen2 without its biases: the missing tensor is named
+        ModelConfig qwen = m.config;
+        qwen.architecture = "qwen2";
+        auto no_bias = Transformer::load(qwen, source_of(m));
+        QVERIFY(!no_bias);
+        QVERIFY2(no_bias.message().find("blk.0.attn_q.bias (role attn_q_bias)") != std::string::npos,
+                 no_bias.message().c_str());
     }
 
     void missingTensorNamesFile() {

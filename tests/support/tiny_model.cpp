@@ -1,5 +1,7 @@
 #include "tiny_model.h"
 
+#include "gkq/arch.h"
+
 #include "test_support.h"
 
 #include <cstdio>
@@ -66,10 +68,10 @@ TinyModel make_tiny_model(const ModelConfig& c, uint64_t seed) {
     add(TensorRole::TokenEmbd, -1, {c.vocab_size, c.dim});
     for (int32_t l = 0; l < c.n_layers; ++l) {
         add(TensorRole::AttnNorm, l, {c.dim});
-        add(TensorRole::AttnQ, l, {c.dim, c.dim});
+        add(TensorRole::AttnQ, l, {c.q_dim(), c.dim});
         add(TensorRole::AttnK, l, {kv, c.dim});
         add(TensorRole::AttnV, l, {kv, c.dim});
-        add(TensorRole::AttnO, l, {c.dim, c.dim});
+        add(TensorRole::AttnO, l, {c.dim, c.q_dim()});
         add(TensorRole::FfnNorm, l, {c.dim});
         add(TensorRole::FfnGate, l, {c.hidden_dim, c.dim});
         add(TensorRole::FfnDown, l, {c.dim, c.hidden_dim});
@@ -77,6 +79,10 @@ TinyModel make_tiny_model(const ModelConfig& c, uint64_t seed) {
     }
     add(TensorRole::OutputNorm, -1, {c.dim});
     if (!c.shared_classifier) add(TensorRole::Output, -1, {c.vocab_size, c.dim});
+    // The architecture's other roles (q/k/v biases, q/k norms), after llama's so a llama model keeps its values.
+    auto is_llama_role = [](TensorRole r) { return static_cast<size_t>(r) <= static_cast<size_t>(TensorRole::Other); };
+    for (const RequiredRole& r : required_roles(arch_or_default(c.architecture), c, c.shared_classifier))
+        if (!is_llama_role(r.role) && !r.optional) add(r.role, r.layer, r.shape);
     for (size_t i = 0; i < m.tensors.size(); ++i) m.tensors[i].data = m.storage[i].data();
     return m;
 }

@@ -24,43 +24,69 @@ enum class NameFormat : uint8_t { Hf, Gguf };
 
 // A size of the config: the terms of shape expressions.
 enum class Size : uint8_t {
-    None,   // no such dimension (the second dimension of a 1-D tensor)
-    Embd,   // dim
-    Ffn,    // hidden_dim
-    Vocab,  // vocab_size
-    QOut,   // n_heads * head_size
-    KvOut,  // n_kv_heads * head_size
+    None,      // no such dimension (the second dimension of a 1-D tensor)
+    Embd,      // dim
+    Ffn,       // hidden_dim
+    Vocab,     // vocab_size
+    QOut,      // n_heads * head_size
+    KvOut,     // n_kv_heads * head_size
+    Head,      // head_size
+    HalfHead,  // head_size / 2
 };
 int64_t size_value(Size s, const ModelConfig& c);  // 0 for None
 
 // The ModelConfig fields the formats store as hyperparameters.
 enum class HParam : uint8_t {
-    Embd,       // dim
-    Ffn,        // hidden_dim
-    Layers,     // n_layers
-    Heads,      // n_heads
-    KvHeads,    // n_kv_heads
-    Vocab,      // vocab_size
-    Context,    // context_length
-    RopeTheta,  // rope_theta
-    NormEps,    // norm_eps
-    Tied,       // shared_classifier
+    Embd,                 // dim
+    Ffn,                  // hidden_dim
+    Layers,               // n_layers
+    Heads,                // n_heads
+    KvHeads,              // n_kv_heads
+    Vocab,                // vocab_size
+    Context,              // context_length
+    RopeTheta,            // rope_theta
+    NormEps,              // norm_eps
+    Tied,                 // shared_classifier
+    HeadDim,              // head_dim
+    SlidingWindow,        // sliding_window
+    RopeScalingType,      // rope_scaling
+    RopeFactor,           // rope_factor
+    RopeLowFreqFactor,    // rope_low_freq_factor
+    RopeHighFreqFactor,   // rope_high_freq_factor
+    RopeOriginalContext,  // rope_original_context
 };
-enum class HParamKind : uint8_t { Count, Real, Flag };  // non-negative integer, number, boolean
+// Non-negative integer, number, boolean, a RopeScaling by its name (rope_scaling_from_name).
+enum class HParamKind : uint8_t { Count, Real, Flag, RopeType };
 HParamKind hparam_kind(HParam p);
 
-// The field `p` names in `c`: the pointer of its kind set, the other two null.
+// The field `p` names in `c`: the pointer of its kind set, the others null.
 struct HParamField {
     int64_t* count = nullptr;
     double* real = nullptr;
     bool* flag = nullptr;
+    RopeScaling* rope = nullptr;
 };
 HParamField hparam_field(HParam p, ModelConfig& c);
+// Whether a writer stores `p` for `c`: the sizes and flags every model has always; head_dim and the sliding window
+// when set (> 0); the rope scaling keys when the config scales (the llama3 ones only for Llama3).
+bool hparam_written(HParam p, const ModelConfig& c);
 
 struct HParamKey {
     HParam param;
-    std::string_view key;  // config.json key, or GGUF key pattern with %s standing for the GGUF architecture
+    // config.json key ("a.b": key b of the object under key a), or GGUF key pattern with %s standing for the GGUF
+    // architecture. A parameter may have several keys (older spellings); readers take the last present, writers
+    // write the first.
+    std::string_view key;
 };
+
+// A rope scaling type's name in a format's files ("linear", "llama3"; GGUF has no name for Llama3, whose factors
+// are the rope_freqs tensor); empty when the format has none. rope_scaling_from_name: false for a name this
+// program does not compute ("yarn", "longrope", ...), `out` then untouched.
+std::string_view rope_scaling_name(RopeScaling r, NameFormat format);
+bool rope_scaling_from_name(std::string_view name, NameFormat format, RopeScaling& out);
+// Llama 3 rope scaling as llama.cpp's converter computes its rope_freqs tensor: per rotary pair i, the divisor of
+// its frequency theta^(-2i/head_size) (1, rope_factor, or a smooth blend by wavelength). Empty unless Llama3.
+std::vector<float> llama3_rope_divisors(const ModelConfig& c);
 
 // A GGUF key pattern with %s replaced by the architecture's GGUF name.
 std::string gguf_key(std::string_view pattern, std::string_view gguf_arch);
@@ -72,8 +98,9 @@ struct RolePart {
 };
 
 enum class Need : uint8_t {
-    Always,  // every model of the architecture stores it
-    Untied,  // stored only when the classifier is not shared with token_embd (the output projection)
+    Always,    // every model of the architecture stores it
+    Untied,    // stored only when the classifier is not shared with token_embd (the output projection)
+    Optional,  // used when present (GGUF's rope_freqs: Llama 3 rope scaling stored as a tensor)
 };
 
 // One tensor an architecture stores.
@@ -181,5 +208,16 @@ struct RowRange {
 };
 RowRange part_rows(const TensorSpec& spec, size_t part, const ModelConfig& c);
 std::vector<int64_t> stored_shape(const TensorSpec& spec, const ModelConfig& c);
+
+// One role the forward pass reads, with the shape the config implies ((rows, cols), or (n) for a vector).
+struct RequiredRole {
+    TensorRole role = TensorRole::Other;
+    int32_t layer = -1;
+    std::vector<int64_t> shape;
+    bool optional = false;  // Need::Optional: read when present
+};
+// Every role `arch` stores for `c`, in the row's order with its block tensors repeated for each layer (a fused
+// tensor's parts each); the output projection only when the classifier is not shared.
+std::vector<RequiredRole> required_roles(const ArchSpec& arch, const ModelConfig& c, bool shared_classifier);
 
 }  // namespace gkq

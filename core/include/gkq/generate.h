@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string_view>
+#include <vector>
 
 namespace gkq {
 
@@ -34,7 +35,14 @@ struct GenerateStats {
 // Receives each piece of text as it is produced; returning false stops generation (not an error).
 using PieceFn = std::function<bool(std::string_view piece)>;
 
+// Receives each sampled token id, before its piece.
+using TokenFn = std::function<void(int32_t id)>;
+
 Result<GenerateStats> generate(Transformer& model, const Tokenizer& tokenizer, Sampler& sampler,
                                std::string_view prompt, const GenerateOptions& options, const PieceFn& on_piece);
+// The same from token ids, run exactly as given (no BOS added): `tokens` is the prompt.
+Result<GenerateStats> generate(Transformer& model, const Tokenizer& tokenizer, Sampler& sampler,
+                               const std::vector<int32_t>& tokens, const GenerateOptions& options,
+                               const PieceFn& on_piece, const TokenFn& on_token = {});
 
 }  // namespace gkq

@@ -13,6 +13,14 @@ namespace gkq {
 // differs by a fixed permutation of the q and k rows within each head (as llama.cpp's converter applies).
 enum class RopeStyle : uint8_t { Interleaved, HalfSplit };
 
+// How rotary frequencies are rescaled for contexts beyond the trained one (HF rope_scaling.rope_type).
+enum class RopeScaling : uint8_t {
+    None,
+    Linear,  // positions divided by rope_factor
+    Llama3,  // Llama 3.1/3.2: each pair's frequency divided by a factor between 1 and rope_factor by its wavelength
+    Unsupported,  // a type this program does not compute (yarn, longrope, dynamic, ...): refused by the forward pass
+};
+
 struct ModelConfig {
     std::string architecture = "llama";
     int64_t dim = 0;         // embedding width (hidden_size)
@@ -26,9 +34,17 @@ struct ModelConfig {
     double norm_eps = 1e-5;
     bool shared_classifier = true;                  // output projection tied to token_embd
     RopeStyle rope_style = RopeStyle::Interleaved;  // of the q/k weights as stored (HalfSplit for HF safetensors)
+    int64_t head_dim = 0;                           // width of one head when the config sets it; 0: dim / n_heads
+    RopeScaling rope_scaling = RopeScaling::None;
+    double rope_factor = 1.0;            // Linear, Llama3: the context extension factor
+    double rope_low_freq_factor = 1.0;   // Llama3
+    double rope_high_freq_factor = 4.0;  // Llama3
+    int64_t rope_original_context = 0;   // Llama3: original_max_position_embeddings
+    int64_t sliding_window = 0;          // > 0: a token attends to itself and the window - 1 before it
 
-    int64_t head_size() const { return n_heads > 0 ? dim / n_heads : 0; }
-    int64_t kv_dim() const { return n_heads > 0 ? dim * n_kv_heads / n_heads : 0; }
+    int64_t head_size() const { return head_dim > 0 ? head_dim : n_heads > 0 ? dim / n_heads : 0; }
+    int64_t q_dim() const { return n_heads * head_size(); }      // width of all query heads
+    int64_t kv_dim() const { return n_kv_heads * head_size(); }  // width of all key (or value) heads
 };
 
 }  // namespace gkq

@@ -1,6 +1,8 @@
 // Transformer: the forward pass of a LLaMA-family model on float32 weights, laid out as llama2.c's run.c
 // (Config, TransformerWeights, RunState): RMSNorm, rotary embeddings (interleaved or half-split pairs, theta
-// from the config), grouped-query attention over a KV cache, SwiGLU feed-forward, tied or separate classifier.
+// from the config, linear or Llama 3 scaling), grouped-query attention over a KV cache (optionally within a sliding
+// window), SwiGLU feed-forward, tied or separate classifier; q/k/v biases (Qwen2) and per-head q/k RMSNorm (Qwen3)
+// where the architecture's row has them.
 //
 // Contract: logits depend only on the weights and the tokens with their positions — not on the thread count,
 // on whether tokens are run one by one or as a batch, nor on the CPU's vector width. Every output element is
@@ -95,6 +97,11 @@ struct LayerWeights {
     Matrix wq;       // (n_heads * head_size, dim)
     Matrix wk;       // (n_kv_heads * head_size, dim)
     Matrix wv;       // (n_kv_heads * head_size, dim)
+    Matrix bq;       // (n_heads * head_size) q bias; empty (rows 0) when the architecture has none
+    Matrix bk;       // (n_kv_heads * head_size) k bias; empty when none
+    Matrix bv;       // (n_kv_heads * head_size) v bias; empty when none
+    Matrix q_norm;   // (head_size) per-head RMSNorm weight of q before rope; empty when none
+    Matrix k_norm;   // (head_size) per-head RMSNorm weight of k; empty when none
     Matrix wo;       // (dim, n_heads * head_size)
     Matrix rms_ffn;  // (dim)
     Matrix w1;       // (hidden_dim, dim)  gate
@@ -115,9 +122,9 @@ struct RunState {
     int64_t n_batch = 0;
     int64_t n_context = 0;           // positions the cache holds
     std::vector<float> x;            // (n_batch, dim) residual stream
-    std::vector<float> xb;           // (n_batch, dim) normed input of a block; attention output
+    std::vector<float> xb;           // (n_batch, max(dim, q_dim)) normed input of a block; attention output
     std::vector<float> xb2;          // (n_batch, dim) a block's output before the residual add
-    std::vector<float> q;            // (n_batch, dim) queries
+    std::vector<float> q;            // (n_batch, q_dim) queries
     std::vector<float> hb;           // (n_batch, hidden_dim) gate activations
     std::vector<float> hb2;          // (n_batch, hidden_dim) up activations
     std::vector<float> att;          // (n_batch, n_heads, n_context) attention weights
@@ -257,7 +264,8 @@ private:
     uint64_t m_loaded_bytes = 0;
     uint64_t m_largest_step_bytes = 0;
     RunState m_state;
-    std::vector<float> m_inv_freq;  // (head_size / 2) rotary frequency of each pair
+    std::vector<float> m_inv_freq;       // (head_size / 2) rotary frequency of each pair, scaled
+    std::vector<float> m_rope_divisors;  // (head_size / 2) Llama 3 frequency divisors; empty: none
     std::unique_ptr<ThreadPool> m_pool;
     std::vector<RoutedFfn> m_routed;  // (n_layers) when routing is set, else empty
     FfnObserver m_ffn_observer;

@@ -8,7 +8,7 @@ namespace gkq {
 
 namespace {
 
-constexpr size_t kNumRoles = static_cast<size_t>(TensorRole::Other) + 1;
+constexpr size_t kNumRoles = kTensorRoleCount;
 
 CodecParams plain(Method m) {
     CodecParams p;

@@ -4,6 +4,7 @@
 #include "gkq/arch.h"
 
 #include <charconv>
+#include <cmath>
 
 namespace gkq {
 
@@ -44,6 +45,8 @@ int64_t size_value(Size s, const ModelConfig& c) {
         case Size::Vocab: return c.vocab_size;
         case Size::QOut: return c.n_heads * c.head_size();
         case Size::KvOut: return c.n_kv_heads * c.head_size();
+        case Size::Head: return c.head_size();
+        case Size::HalfHead: return c.head_size() / 2;
     }
     return 0;
 }
@@ -51,8 +54,12 @@ int64_t size_value(Size s, const ModelConfig& c) {
 HParamKind hparam_kind(HParam p) {
     switch (p) {
         case HParam::RopeTheta:
-        case HParam::NormEps: return HParamKind::Real;
+        case HParam::NormEps:
+        case HParam::RopeFactor:
+        case HParam::RopeLowFreqFactor:
+        case HParam::RopeHighFreqFactor: return HParamKind::Real;
         case HParam::Tied: return HParamKind::Flag;
+        case HParam::RopeScalingType: return HParamKind::RopeType;
         default: return HParamKind::Count;
     }
 }
@@ -70,8 +77,55 @@ HParamField hparam_field(HParam p, ModelConfig& c) {
         case HParam::RopeTheta: f.real = &c.rope_theta; break;
         case HParam::NormEps: f.real = &c.norm_eps; break;
         case HParam::Tied: f.flag = &c.shared_classifier; break;
+        case HParam::HeadDim: f.count = &c.head_dim; break;
+        case HParam::SlidingWindow: f.count = &c.sliding_window; break;
+        case HParam::RopeScalingType: f.rope = &c.rope_scaling; break;
+        case HParam::RopeFactor: f.real = &c.rope_factor; break;
+        case HParam::RopeLowFreqFactor: f.real = &c.rope_low_freq_factor; break;
+        case HParam::RopeHighFreqFactor: f.real = &c.rope_high_freq_factor; break;
+        case HParam::RopeOriginalContext: f.count = &c.rope_original_context; break;
     }
     return f;
+}
+
+bool hparam_written(HParam p, const ModelConfig& c) {
+    switch (p) {
+        case HParam::HeadDim: return c.head_dim > 0;
+        case HParam::SlidingWindow: return c.sliding_window > 0;
+        case HParam::RopeScalingType:
+        case HParam::RopeFactor: return c.rope_scaling != RopeScaling::None;
+        case HParam::RopeLowFreqFactor:
+        case HParam::RopeHighFreqFactor:
+        case HParam::RopeOriginalContext: return c.rope_scaling == RopeScaling::Llama3;
+        default: return true;
+    }
+}
+
+// convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors, in float32 as torch computes it there.
+std::vector<float> llama3_rope_divisors(const ModelConfig& c) {
+    if (c.rope_scaling != RopeScaling::Llama3) return {};
+    const int64_t dim = c.head_size();
+    const float base = static_cast<float>(c.rope_theta);
+    const float factor = static_cast<float>(c.rope_factor);
+    const float low = static_cast<float>(c.rope_low_freq_factor);
+    const float high = static_cast<float>(c.rope_high_freq_factor);
+    const float old_context = static_cast<float>(c.rope_original_context > 0 ? c.rope_original_context : 8192);
+    const float low_wavelen = old_context / low;
+    const float high_wavelen = old_context / high;
+    std::vector<float> out;
+    for (int64_t i = 0; i < dim; i += 2) {
+        const float freq = 1.0f / std::pow(base, static_cast<float>(i) / static_cast<float>(dim));
+        const float wavelen = 2.0f * static_cast<float>(M_PI) / freq;
+        if (wavelen < high_wavelen) {
+            out.push_back(1.0f);
+        } else if (wavelen > low_wavelen) {
+            out.push_back(factor);
+        } else {
+            const float smooth = (old_context / wavelen - low) / (high - low);
+            out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+        }
+    }
+    return out;
 }
 
 std::string gguf_key(std::string_view pattern, std::string_view gguf_arch) {
@@ -179,6 +233,30 @@ std::vector<int64_t> stored_shape(const TensorSpec& spec, const ModelConfig& c) 
     for (const RolePart& p : spec.parts) rows += size_value(p.rows, c);
     if (spec.cols == Size::None) return {rows};
     return {rows, size_value(spec.cols, c)};
+}
+
+std::vector<RequiredRole> required_roles(const ArchSpec& arch, const ModelConfig& c, bool shared_classifier) {
+    std::vector<RequiredRole> r;
+    auto add = [&](const TensorSpec& t, int32_t layer) {
+        if (t.need == Need::Untied && shared_classifier) return;
+        for (const RolePart& p : t.parts) {
+            RequiredRole q{p.role, layer, {size_value(p.rows, c)}, t.need == Need::Optional};
+            if (t.cols != Size::None) q.shape.push_back(size_value(t.cols, c));
+            r.push_back(std::move(q));
+        }
+    };
+    bool blocks_added = false;
+    for (const TensorSpec& t : arch.tensors) {
+        if (!t.per_layer()) {
+            add(t, -1);
+        } else if (!blocks_added) {
+            blocks_added = true;
+            for (int32_t l = 0; l < c.n_layers; ++l)
+                for (const TensorSpec& b : arch.tensors)
+                    if (b.per_layer()) add(b, l);
+        }
+    }
+    return r;
 }
 
 }  // namespace gkq

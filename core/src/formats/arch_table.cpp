@@ -25,6 +25,13 @@ std::vector<HParamKey> llama_hf_keys() {
         {HParam::RopeTheta, "rope_theta"},
         {HParam::NormEps, "rms_norm_eps"},
         {HParam::Tied, "tie_word_embeddings"},
+        {HParam::HeadDim, "head_dim"},
+        {HParam::RopeScalingType, "rope_scaling.rope_type"},
+        {HParam::RopeScalingType, "rope_scaling.type"},  // transformers before 4.45
+        {HParam::RopeFactor, "rope_scaling.factor"},
+        {HParam::RopeLowFreqFactor, "rope_scaling.low_freq_factor"},
+        {HParam::RopeHighFreqFactor, "rope_scaling.high_freq_factor"},
+        {HParam::RopeOriginalContext, "rope_scaling.original_max_position_embeddings"},
     };
 }
 
@@ -40,6 +47,10 @@ std::vector<HParamKey> llama_gguf_keys() {
         {HParam::Vocab, "%s.vocab_size"},
         {HParam::RopeTheta, "%s.rope.freq_base"},
         {HParam::NormEps, "%s.attention.layer_norm_rms_epsilon"},
+        {HParam::HeadDim, "%s.attention.key_length"},
+        {HParam::HeadDim, "%s.attention.value_length"},  // llama.cpp sizes v by it (gkq's heads are square)
+        {HParam::RopeScalingType, "%s.rope.scaling.type"},
+        {HParam::RopeFactor, "%s.rope.scaling.factor"},
     };
 }
 
@@ -65,7 +76,17 @@ std::vector<TensorSpec> llama_tensors() {
         one("model.layers.%d.mlp.up_proj.weight", "blk.%d.ffn_up.weight", R::FfnUp, Size::Ffn, Size::Embd),
         one("model.norm.weight", "output_norm.weight", R::OutputNorm, Size::Embd, Size::None),
         one("lm_head.weight", "output.weight", R::Output, Size::Vocab, Size::Embd, Need::Untied),
+        // Llama 3 rope scaling as llama.cpp's converter stores it (HF files give the parameters in config.json)
+        one("", "rope_freqs.weight", R::RopeFreqs, Size::HalfHead, Size::None, Need::Optional),
     };
+}
+
+// The llama tensors with `extra` inserted after the v projection (q/k/v biases, q/k norms).
+std::vector<TensorSpec> llama_tensors_with(std::vector<TensorSpec> extra) {
+    std::vector<TensorSpec> t = llama_tensors();
+    auto after_v = t.begin() + 5;  // token_embd, attn_norm, q, k, v
+    t.insert(after_v, extra.begin(), extra.end());
+    return t;
 }
 
 ArchSpec llama_family(std::string_view name, std::string_view hf_class, std::string_view gguf_name) {
@@ -89,21 +110,61 @@ ArchSpec llama_family(std::string_view name, std::string_view hf_class, std::str
 // ---------------------------------------------------------------- the rows
 
 std::vector<ArchSpec> make_table() {
+    using R = TensorRole;
     std::vector<ArchSpec> t;
     t.push_back(llama_family("llama", "LlamaForCausalLM", "llama"));
-    // Mistral is llama with an optional sliding window (a config value the forward pass does not apply yet).
-    // llama.cpp's converter writes it as general.architecture llama; our writers write it as llama too, so an
-    // exported file never claims a window it was not computed with.
+    // Mistral is llama with an optional sliding window (config.json's sliding_window). llama.cpp's converter writes
+    // it as general.architecture llama, whose loader reads no window; so does our GGUF writer (the window is then
+    // gone: llama.cpp and gkq compute such a file with full attention), while the HF writer keeps the window.
     ArchSpec mistral = llama_family("mistral", "MistralForCausalLM", "llama");
+    mistral.written_as = "mistral";
+    mistral.hf_keys.push_back({HParam::SlidingWindow, "sliding_window"});
     mistral.block.sliding_window = true;
     t.push_back(std::move(mistral));
+    // Qwen2 / Qwen2.5: llama with q/k/v biases, rotating halves in both formats (llama.cpp's NEOX rope: its
+    // converter does not permute q/k). Its config's sliding_window applies only with use_sliding_window, which
+    // llama.cpp ignores: not read.
+    ArchSpec qwen2 = llama_family("qwen2", "Qwen2ForCausalLM", "qwen2");
+    qwen2.written_as = "qwen2";
+    qwen2.tensors = llama_tensors_with({
+        one("model.layers.%d.self_attn.q_proj.bias", "blk.%d.attn_q.bias", R::AttnQBias, Size::QOut, Size::None),
+        one("model.layers.%d.self_attn.k_proj.bias", "blk.%d.attn_k.bias", R::AttnKBias, Size::KvOut, Size::None),
+        one("model.layers.%d.self_attn.v_proj.bias", "blk.%d.attn_v.bias", R::AttnVBias, Size::KvOut, Size::None),
+    });
+    qwen2.gguf_rope = RopeStyle::HalfSplit;
+    qwen2.block.q_bias = qwen2.block.k_bias = qwen2.block.v_bias = true;
+    t.push_back(std::move(qwen2));
+    // Qwen3: no biases; RMSNorm over each head of q and k before rope; head_dim from the config.
+    ArchSpec qwen3 = llama_family("qwen3", "Qwen3ForCausalLM", "qwen3");
+    qwen3.written_as = "qwen3";
+    qwen3.tensors = llama_tensors_with({
+        one("model.layers.%d.self_attn.q_norm.weight", "blk.%d.attn_q_norm.weight", R::AttnQNorm, Size::Head,
+            Size::None),
+        one("model.layers.%d.self_attn.k_norm.weight", "blk.%d.attn_k_norm.weight", R::AttnKNorm, Size::Head,
+            Size::None),
+    });
+    qwen3.gguf_rope = RopeStyle::HalfSplit;
+    qwen3.block.qk_norm = true;
+    t.push_back(std::move(qwen3));
     return t;
 }
 
-constexpr std::array<std::string_view, 13> kRoleNames = {
-    "token_embd", "attn_q",    "attn_k",   "attn_v",      "attn_o", "ffn_gate", "ffn_up",
-    "ffn_down",   "attn_norm", "ffn_norm", "output_norm", "output", "other",
+constexpr std::array<std::string_view, kTensorRoleCount> kRoleNames = {
+    "token_embd",  "attn_q",      "attn_k",      "attn_v",      "attn_o",     "ffn_gate", "ffn_up",
+    "ffn_down",    "attn_norm",   "ffn_norm",    "output_norm", "output",     "other",    "attn_q_bias",
+    "attn_k_bias", "attn_v_bias", "attn_q_norm", "attn_k_norm", "rope_freqs",
 };
+
+struct RopeScalingNames {
+    RopeScaling type;
+    std::string_view hf;
+    std::string_view gguf;  // empty: the format has no name for it
+};
+constexpr std::array<RopeScalingNames, 3> kRopeScalingNames = {{
+    {RopeScaling::None, "default", "none"},
+    {RopeScaling::Linear, "linear", "linear"},
+    {RopeScaling::Llama3, "llama3", ""},  // GGUF: the rope_freqs tensor
+}};
 
 }  // namespace
 
@@ -121,7 +182,7 @@ FamilyNames family_names(ModelFamily f) {
     switch (f) {
         case ModelFamily::Llama: return of(find_arch("llama"));
         case ModelFamily::Mistral: return of(find_arch("mistral"));
-        case ModelFamily::Qwen2: return {"Qwen2ForCausalLM", "qwen2", nullptr};  // q/k/v biases: no row yet
+        case ModelFamily::Qwen2: return of(find_arch("qwen2"));
     }
     return of(&default_arch());
 }
@@ -135,6 +196,23 @@ const ArchNameKeys& arch_name_keys() {
 // several of them equal GGUF's tensor names.
 std::string_view role_name(TensorRole r) {
     return kRoleNames[static_cast<size_t>(r)];
+}
+
+std::string_view rope_scaling_name(RopeScaling r, NameFormat format) {
+    for (const RopeScalingNames& n : kRopeScalingNames)
+        if (n.type == r) return format == NameFormat::Hf ? n.hf : n.gguf;
+    return {};
+}
+
+bool rope_scaling_from_name(std::string_view name, NameFormat format, RopeScaling& out) {
+    for (const RopeScalingNames& n : kRopeScalingNames) {
+        const std::string_view spelled = format == NameFormat::Hf ? n.hf : n.gguf;
+        if (!spelled.empty() && spelled == name) {
+            out = n.type;
+            return true;
+        }
+    }
+    return false;
 }
 
 TensorRole role_from_name(std::string_view name) {

@@ -370,10 +370,21 @@ Status read_config(ModelFileData& d) {
             case HParamKind::Count: s = m.count(key, *f.count); break;
             case HParamKind::Real: s = m.real(key, *f.real); break;
             case HParamKind::Flag: s = m.flag(key, *f.flag); break;
+            case HParamKind::RopeType:
+                if (const MetaValue* v = d.metadata.find(key)) {
+                    if (v->as_string() == nullptr) return m.type_error(key, *v, "string");
+                    if (!rope_scaling_from_name(*v->as_string(), NameFormat::Gguf, *f.rope))
+                        *f.rope = RopeScaling::Unsupported;
+                }
+                break;
         }
         if (!s) return s;
     }
     if (c.n_kv_heads < 0) c.n_kv_heads = c.n_heads;
+    // llama.cpp divides positions by a scaling factor whatever the scaling type says (linear when it says none)
+    if (c.rope_scaling == RopeScaling::None && c.rope_factor != 1.0 && c.rope_factor != 0.0)
+        c.rope_scaling = RopeScaling::Linear;
+    if (c.rope_factor == 0.0) c.rope_factor = 1.0;  // llama.cpp: 0 means unscaled
     return Status::ok();
 }
 

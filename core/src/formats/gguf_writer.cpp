@@ -298,6 +298,10 @@ Status build_metadata(const std::string& path, const ModelConfig& c, const Vocab
     m.set("general.alignment", MetaValue::of_uint(kAlignment, MetaType::U32));
     ModelConfig values = c;
     for (const HParamKey& k : arch.gguf_keys) {
+        if (!hparam_written(k.param, c)) continue;
+        // llama.cpp scales positions by any factor it finds: none for a scaling GGUF has no name for (llama3's
+        // factors are the rope_freqs tensor)
+        if (k.param == HParam::RopeFactor && rope_scaling_name(c.rope_scaling, NameFormat::Gguf).empty()) continue;
         const std::string key = gguf_key(k.key, arch_name);
         const HParamField f = hparam_field(k.param, values);
         switch (hparam_kind(k.param)) {
@@ -312,6 +316,11 @@ Status build_metadata(const std::string& path, const ModelConfig& c, const Vocab
             }
             case HParamKind::Real: m.set(key, MetaValue::of_float(static_cast<float>(*f.real), MetaType::F32)); break;
             case HParamKind::Flag: m.set(key, MetaValue::of_bool(*f.flag)); break;
+            case HParamKind::RopeType: {
+                const std::string_view name = rope_scaling_name(*f.rope, NameFormat::Gguf);
+                if (!name.empty()) m.set(key, MetaValue::of_string(std::string(name)));
+                break;
+            }
         }
     }
     // llama.cpp's label of the file's quantization (callers with a mixture of types give theirs in extra_metadata)
@@ -509,8 +518,23 @@ void copy_source_tokenizer_keys(const Metadata& source, const Vocabulary& vocab,
     }
 }
 
-Status write_gguf(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors,
+Status write_gguf(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& given,
                   const Vocabulary& vocab, const WriteOptions& options) {
+    // Llama 3 rope scaling from a config (HF) becomes the rope_freqs tensor llama.cpp's converter writes.
+    std::vector<float> divisors = llama3_rope_divisors(config);
+    std::vector<WriteTensor> with_freqs;
+    const bool add_freqs = !divisors.empty() && std::none_of(given.begin(), given.end(), [](const WriteTensor& t) {
+        return t.role == TensorRole::RopeFreqs;
+    });
+    if (add_freqs) {
+        with_freqs = given;
+        WriteTensor f;
+        f.role = TensorRole::RopeFreqs;
+        f.shape = {static_cast<int64_t>(divisors.size())};
+        f.data = divisors.data();
+        with_freqs.push_back(std::move(f));
+    }
+    const std::vector<WriteTensor>& tensors = add_freqs ? with_freqs : given;
     std::vector<PlannedTensor> planned;
     if (Status s = plan_tensors(path, config, tensors, options.dtype, planned); !s) return s;
     // general.file_type names the matrices' one type; a file whose tensors choose their own types has none unless

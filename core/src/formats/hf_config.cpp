@@ -3,6 +3,7 @@
 #include "common/mapped_file.h"
 #include "gkq/arch.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <limits>
@@ -238,13 +239,33 @@ Status read_hf_config(const std::string& path, ModelConfig& config, Metadata& me
 
     ModelConfig c;
     for (const HParamKey& k : keys.hf_keys) {
-        const std::string key(k.key);
+        // "a.b": key b of the object under a (absent or null a: nothing to read)
+        const json* holder = &cfg;
+        std::string key(k.key);
+        if (size_t dot = key.find('.'); dot != std::string::npos) {
+            auto parent = cfg.find(key.substr(0, dot));
+            if (parent == cfg.end() || parent->is_null()) continue;
+            if (!parent->is_object()) return field_error(path, key.substr(0, dot).c_str(), "an object", *parent);
+            holder = &*parent;
+            key = key.substr(dot + 1);
+        }
         const HParamField f = hparam_field(k.param, c);
         Status s;
         switch (hparam_kind(k.param)) {
-            case HParamKind::Count: s = read_count(cfg, key.c_str(), path, *f.count); break;
-            case HParamKind::Real: s = read_number(cfg, key.c_str(), path, *f.real); break;
-            case HParamKind::Flag: s = read_bool(cfg, key.c_str(), path, *f.flag); break;
+            case HParamKind::Count: s = read_count(*holder, key.c_str(), path, *f.count); break;
+            case HParamKind::Real: s = read_number(*holder, key.c_str(), path, *f.real); break;
+            case HParamKind::Flag: s = read_bool(*holder, key.c_str(), path, *f.flag); break;
+            case HParamKind::RopeType: {
+                auto it = holder->find(key);
+                if (it == holder->end() || it->is_null()) break;
+                if (!it->is_string()) {
+                    s = field_error(path, std::string(k.key).c_str(), "a string", *it);
+                    break;
+                }
+                if (!rope_scaling_from_name(it->get_ref<const std::string&>(), NameFormat::Hf, *f.rope))
+                    *f.rope = RopeScaling::Unsupported;
+                break;
+            }
         }
         if (!s) return s;
     }
@@ -300,13 +321,20 @@ std::string hf_config_json(const ModelConfig& config, DType dtype) {
     nlohmann::ordered_json j;
     j[std::string(names.hf_architectures)] = nlohmann::ordered_json::array({std::string(a.hf_classes.front())});
     j[std::string(names.hf_model_type)] = std::string(a.hf_model_type);
+    std::vector<HParam> written;
     for (const HParamKey& k : a.hf_keys) {
+        if (!hparam_written(k.param, c) || std::find(written.begin(), written.end(), k.param) != written.end())
+            continue;
+        written.push_back(k.param);
         const HParamField f = hparam_field(k.param, c);
-        auto& v = j[std::string(k.key)];
+        const std::string key(k.key);
+        const size_t dot = key.find('.');
+        auto& v = dot == std::string::npos ? j[key] : j[key.substr(0, dot)][key.substr(dot + 1)];
         switch (hparam_kind(k.param)) {
             case HParamKind::Count: v = *f.count; break;
             case HParamKind::Real: v = *f.real; break;
             case HParamKind::Flag: v = *f.flag; break;
+            case HParamKind::RopeType: v = std::string(rope_scaling_name(*f.rope, NameFormat::Hf)); break;
         }
     }
     j[std::string(names.hf_activation)] = std::string(a.hf_activation);

@@ -2,6 +2,7 @@
 // Layout: llama2c_layout.h. Everything is checked before the file is created: the hyperparameters, that every
 // tensor llama2.c stores is given exactly once with its exact shape, and that nothing else is given.
 #include "formats/llama2c_layout.h"
+#include "gkq/arch.h"
 
 #include "common/byte_reader.h"
 #include "formats/rope_layout.h"
@@ -41,6 +42,18 @@ Status header_from_config(const std::string& path, const ModelConfig& c, Header&
         if (v > INT32_MAX)
             return error(StatusCode::InvalidArgument, path + ": config." + name + " " + std::to_string(v) +
                                                           " does not fit the llama2.c header's int32");
+    // run.c computes llama's blocks with dim / n_heads wide heads and unscaled rope, nothing else
+    std::string beyond;
+    if (const ArchSpec* a = find_arch(c.architecture);
+        a != nullptr && (a->block.q_bias || a->block.k_bias || a->block.v_bias || a->block.qk_norm))
+        beyond = "architecture " + c.architecture + " (q/k/v biases or q/k norms)";
+    else if (c.head_dim > 0 && c.n_heads > 0 && c.head_dim * c.n_heads != c.dim)
+        beyond = "head_dim " + std::to_string(c.head_dim) + " (not dim / n_heads)";
+    else if (c.rope_scaling != RopeScaling::None)
+        beyond = "rope scaling";
+    else if (c.sliding_window > 0 && c.sliding_window < c.context_length)
+        beyond = "a sliding window of " + std::to_string(c.sliding_window) + " positions";
+    if (!beyond.empty()) return error(StatusCode::Unsupported, path + ": a llama2.c checkpoint cannot hold " + beyond);
     h.version = 0;
     h.dim = c.dim;
     h.hidden_dim = c.hidden_dim;

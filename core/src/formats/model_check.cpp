@@ -2,6 +2,7 @@
 #include "gkq/model_check.h"
 
 #include "common/byte_reader.h"
+#include "gkq/arch.h"
 #include "gkq/naming.h"
 
 #include <cmath>
@@ -31,7 +32,7 @@ std::vector<Problem> config_issues(const ModelConfig& c) {
             std::to_string(c.vocab_size) + ", context_length " + std::to_string(c.context_length) + ")");
         return p;  // the ratios below would divide by zero
     }
-    if (c.dim % c.n_heads != 0)
+    if (c.head_dim <= 0 && c.dim % c.n_heads != 0)
         bad("dim " + std::to_string(c.dim) + " is not a multiple of n_heads " + std::to_string(c.n_heads));
     else if (c.head_size() % 2 != 0)
         bad("head size " + std::to_string(c.head_size()) + " is odd; rotary embeddings rotate pairs");
@@ -42,8 +43,16 @@ std::vector<Problem> config_issues(const ModelConfig& c) {
         bad("rope_theta " + std::to_string(c.rope_theta) + " is not a positive number");
     if (!(c.norm_eps >= 0.0) || !std::isfinite(c.norm_eps))
         bad("norm_eps " + std::to_string(c.norm_eps) + " is not a non-negative number");
+    if ((c.rope_scaling == RopeScaling::Linear || c.rope_scaling == RopeScaling::Llama3) &&
+        (!(c.rope_factor > 0.0) || !std::isfinite(c.rope_factor)))
+        bad("rope scaling factor " + std::to_string(c.rope_factor) + " is not a positive number");
+    if (c.rope_scaling == RopeScaling::Llama3 &&
+        (!(c.rope_high_freq_factor > c.rope_low_freq_factor) || !(c.rope_low_freq_factor > 0.0) ||
+         !std::isfinite(c.rope_high_freq_factor)))
+        bad("llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor, not " +
+            std::to_string(c.rope_low_freq_factor) + " and " + std::to_string(c.rope_high_freq_factor));
     bool too_big = false;
-    for (int64_t v : {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.vocab_size, c.context_length})
+    for (int64_t v : {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.vocab_size, c.context_length, c.head_dim})
         too_big = too_big || static_cast<uint64_t>(v) > kMaxFloats;
     uint64_t n = 0;
     if (too_big) {
@@ -55,31 +64,9 @@ std::vector<Problem> config_issues(const ModelConfig& c) {
     return p;
 }
 
-struct Required {
-    TensorRole role;
-    int32_t layer;
-    std::vector<int64_t> shape;
-};
-
-// The tensors the forward pass reads, in its order.
-std::vector<Required> required_tensors(const ModelConfig& c, bool shared_classifier) {
-    std::vector<Required> r;
-    const int64_t kv = c.kv_dim();
-    r.push_back({TensorRole::TokenEmbd, -1, {c.vocab_size, c.dim}});
-    for (int32_t l = 0; l < c.n_layers; ++l) {
-        r.push_back({TensorRole::AttnNorm, l, {c.dim}});
-        r.push_back({TensorRole::AttnQ, l, {c.dim, c.dim}});
-        r.push_back({TensorRole::AttnK, l, {kv, c.dim}});
-        r.push_back({TensorRole::AttnV, l, {kv, c.dim}});
-        r.push_back({TensorRole::AttnO, l, {c.dim, c.dim}});
-        r.push_back({TensorRole::FfnNorm, l, {c.dim}});
-        r.push_back({TensorRole::FfnGate, l, {c.hidden_dim, c.dim}});
-        r.push_back({TensorRole::FfnDown, l, {c.dim, c.hidden_dim}});
-        r.push_back({TensorRole::FfnUp, l, {c.hidden_dim, c.dim}});
-    }
-    r.push_back({TensorRole::OutputNorm, -1, {c.dim}});
-    if (!shared_classifier) r.push_back({TensorRole::Output, -1, {c.vocab_size, c.dim}});
-    return r;
+// The tensors the forward pass reads, in its order: the row of the architecture (llama's for one the table lacks).
+std::vector<RequiredRole> required_tensors(const ModelConfig& c, bool shared_classifier) {
+    return required_roles(arch_or_default(c.architecture), c, shared_classifier);
 }
 
 std::vector<Problem> issues(const ModelConfig& config, const std::vector<TensorInfo>& tensors) {
@@ -96,8 +83,9 @@ std::vector<Problem> issues(const ModelConfig& config, const std::vector<TensorI
     }
     const bool shared = by_role.find({TensorRole::Output, -1}) == by_role.end();
     const bool sizes_ok = p.empty();
-    for (const Required& req : required_tensors(config, shared)) {
+    for (const RequiredRole& req : required_tensors(config, shared)) {
         auto it = by_role.find({req.role, req.layer});
+        if (it == by_role.end() && req.optional) continue;
         if (it == by_role.end()) {
             p.push_back({StatusCode::NotFound, "no tensor " + gguf_name(req.role, req.layer) + " (role " +
                                                    std::string(role_name(req.role)) + ")"});

@@ -15,12 +15,26 @@ RoleAndLayer parse_gguf_name(std::string_view name) {
     return parse_tensor_name(default_arch(), NameFormat::Gguf, name);
 }
 
+namespace {
+
+// The default row's name, else the first row that has the role (biases, q/k norms).
+std::string any_row_name(NameFormat format, TensorRole role, int32_t layer) {
+    std::string name = tensor_name(default_arch(), format, role, layer);
+    for (const ArchSpec& a : arch_table()) {
+        if (!name.empty()) break;
+        name = tensor_name(a, format, role, layer);
+    }
+    return name;
+}
+
+}  // namespace
+
 std::string hf_name(TensorRole role, int32_t layer) {
-    return tensor_name(default_arch(), NameFormat::Hf, role, layer);
+    return any_row_name(NameFormat::Hf, role, layer);
 }
 
 std::string gguf_name(TensorRole role, int32_t layer) {
-    return tensor_name(default_arch(), NameFormat::Gguf, role, layer);
+    return any_row_name(NameFormat::Gguf, role, layer);
 }
 
 }  // namespace gkq

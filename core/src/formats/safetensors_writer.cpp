@@ -69,8 +69,24 @@ Status write_data(AtomicFile& f, DType dtype, const float* src, uint64_t n) {
 
 }  // namespace
 
-Status write_safetensors(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors,
+Status write_safetensors(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& given,
                          const WriteOptions& options) {
+    // HF keeps Llama 3 rope scaling as config.json parameters, not as GGUF's rope_freqs tensor.
+    std::vector<WriteTensor> kept;
+    bool has_freqs = false;
+    for (const WriteTensor& t : given) {
+        if (t.role != TensorRole::RopeFreqs) continue;
+        has_freqs = true;
+        if (config.rope_scaling != RopeScaling::Llama3)
+            return error(StatusCode::Unsupported,
+                         path +
+                             ": the model's rope_freqs tensor (Llama 3 rope scaling, as GGUF stores it) has no "
+                             "place in HF files, and its config has no rope_scaling parameters to write instead");
+    }
+    if (has_freqs)
+        for (const WriteTensor& t : given)
+            if (t.role != TensorRole::RopeFreqs) kept.push_back(t);
+    const std::vector<WriteTensor>& tensors = has_freqs ? kept : given;
     const DType dtype = options.dtype;
     if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
         return error(StatusCode::InvalidArgument,

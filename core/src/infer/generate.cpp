@@ -86,12 +86,19 @@ Status check_logits(const Transformer& model, const float* logits, int64_t pos) 
 
 Result<GenerateStats> generate(Transformer& model, const Tokenizer& tokenizer, Sampler& sampler,
                                std::string_view prompt, const GenerateOptions& options, const PieceFn& on_piece) {
-    GenerateStats stats;
     const std::vector<int32_t> tokens = tokenizer.encode(prompt, true, false);
     if (tokens.empty())
         return error(StatusCode::InvalidArgument,
                      "generate: the prompt encodes to no tokens and the tokenizer "
                      "has no BOS token to start from");
+    return generate(model, tokenizer, sampler, tokens, options, on_piece);
+}
+
+Result<GenerateStats> generate(Transformer& model, const Tokenizer& tokenizer, Sampler& sampler,
+                               const std::vector<int32_t>& tokens, const GenerateOptions& options,
+                               const PieceFn& on_piece, const TokenFn& on_token) {
+    GenerateStats stats;
+    if (tokens.empty()) return error(StatusCode::InvalidArgument, "generate: no prompt tokens to start from");
     int64_t steps = options.steps;
     if (steps <= 0 || steps > model.n_context()) steps = model.n_context();
     const auto n_prompt = static_cast<int64_t>(tokens.size());
@@ -133,6 +140,7 @@ Result<GenerateStats> generate(Transformer& model, const Tokenizer& tokenizer, S
             stats.stopped = true;
             break;
         }
+        if (on_token) on_token(next);
         if (on_piece && !on_piece(tokenizer.decode(token, next))) {
             stats.stopped = true;
             break;

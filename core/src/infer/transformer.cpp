@@ -36,6 +36,12 @@ void rmsnorm(float* o, const float* x, const float* weight, int64_t size, float 
     for (int64_t j = 0; j < size; j++) o[j] = weight[j] * (ss * x[j]);
 }
 
+// Adds `bias` (width) to each of n rows of x, `stride` floats apart.
+void add_bias(float* x, const float* bias, int64_t n, int64_t width, int64_t stride) {
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < width; i++) x[t * stride + i] += bias[i];
+}
+
 void swiglu(float* hb, const float* hb2, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float val = hb[i];
@@ -108,21 +114,24 @@ void Transformer::rope(float* vec, int64_t n_heads_here, int64_t pos) {
 // Multi-head attention of tokens pos..pos+n-1 in `layer` over the cache (their own keys and values already
 // written); writes the concatenated head outputs to xb.
 void Transformer::attention(int64_t layer, int64_t n, int64_t pos) {
-    const int64_t dim = m_config.dim;
+    const int64_t q_dim = m_config.q_dim();
     const int64_t kv_dim = m_config.kv_dim();
     const int64_t hs = m_config.head_size();
     const int64_t n_heads = m_config.n_heads;
+    const int64_t window = m_config.sliding_window;
     const int64_t kv_mul = n_heads / m_config.n_kv_heads;  // query heads sharing one key/value head
     const int64_t ctx = m_state.n_context;
     const float* key_layer = m_state.key_cache.data() + layer * ctx * kv_dim;
     const float* value_layer = m_state.value_cache.data() + layer * ctx * kv_dim;
     const bool interleaved = m_config.rope_style == RopeStyle::Interleaved;
 
+    // Position pos + t attends to positions first..pos + t: all before it, or the window - 1 before it.
     auto one_head = [&](int64_t t, int64_t h) {
         const int64_t kv_offset = (h / kv_mul) * hs;
-        attend_head(m_state.q.data() + t * dim + h * hs, key_layer + kv_offset, value_layer + kv_offset, kv_dim,
-                    pos + t + 1, hs, interleaved, m_state.att.data() + (t * n_heads + h) * ctx,
-                    m_state.xb.data() + t * dim + h * hs);
+        const int64_t first = window > 0 ? std::max<int64_t>(0, pos + t + 1 - window) : 0;
+        attend_head(m_state.q.data() + t * q_dim + h * hs, key_layer + first * kv_dim + kv_offset,
+                    value_layer + first * kv_dim + kv_offset, kv_dim, pos + t + 1 - first, hs, interleaved,
+                    m_state.att.data() + (t * n_heads + h) * ctx, m_state.xb.data() + t * q_dim + h * hs);
     };
 
     const int64_t n_pairs = n * n_heads;
@@ -142,7 +151,9 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
     const ModelConfig& c = m_config;
     RunState& s = m_state;
     const int64_t dim = c.dim;
+    const int64_t q_dim = c.q_dim();
     const int64_t kv_dim = c.kv_dim();
+    const int64_t hs = c.head_size();
     const int64_t hidden = c.hidden_dim;
     const float eps = static_cast<float>(c.norm_eps);
     float* x = s.x.data();
@@ -155,7 +166,7 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
         if (Status st = lend_step(l); !st) return st;
         const LayerWeights& w = m_weights.layers[static_cast<size_t>(l)];
 
-        // attention rmsnorm, then q, k, v; k and v go straight into the cache rows pos..pos+n-1
+        // attention rmsnorm, then q, k, v (plus their biases); k and v go straight into the cache rows pos..pos+n-1
         for (int64_t t = 0; t < n; t++) rmsnorm(s.xb.data() + t * dim, x + t * dim, w.rms_att.dense(), dim, eps);
         float* k = s.key_cache.data() + (l * s.n_context + pos) * kv_dim;
         float* v = s.value_cache.data() + (l * s.n_context + pos) * kv_dim;
@@ -166,10 +177,20 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
         apply(w.wq, s.xb.data(), s.q.data(), n);
         apply(w.wk, s.xb.data(), k, n);
         apply(w.wv, s.xb.data(), v, n);
+        if (w.bq.rows > 0) add_bias(s.q.data(), w.bq.dense(), n, q_dim, q_dim);
+        if (w.bk.rows > 0) add_bias(k, w.bk.dense(), n, kv_dim, kv_dim);
+        if (w.bv.rows > 0) add_bias(v, w.bv.dense(), n, kv_dim, kv_dim);
+
+        // per-head RMSNorm of q and k (Qwen3), in place
+        if (w.q_norm.rows > 0)
+            for (int64_t h = 0; h < n * c.n_heads; h++)
+                rmsnorm(s.q.data() + h * hs, s.q.data() + h * hs, w.q_norm.dense(), hs, eps);
+        if (w.k_norm.rows > 0)
+            for (int64_t h = 0; h < n * c.n_kv_heads; h++) rmsnorm(k + h * hs, k + h * hs, w.k_norm.dense(), hs, eps);
 
         // rotary position embedding of q and k
         for (int64_t t = 0; t < n; t++) {
-            rope(s.q.data() + t * dim, c.n_heads, pos + t);
+            rope(s.q.data() + t * q_dim, c.n_heads, pos + t);
             rope(k + t * kv_dim, c.n_kv_heads, pos + t);
         }
 
@@ -386,6 +407,7 @@ uint64_t Transformer::weight_bytes_per_token() const {
     uint64_t bytes = e.rows > 0 ? read_bytes(e) / static_cast<uint64_t>(e.rows) : 0;  // one embedding row
     for (const LayerWeights& w : m_weights.layers) {
         bytes += read_bytes(w.rms_att) + read_bytes(w.rms_ffn);
+        for (const Matrix* m : {&w.bq, &w.bk, &w.bv, &w.q_norm, &w.k_norm}) bytes += read_bytes(*m);
         for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3}) bytes += read_bytes(*m);
     }
     bytes += read_bytes(m_weights.rms_final);

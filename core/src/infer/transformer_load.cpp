@@ -30,12 +30,28 @@ std::string weight_label(TensorRole role, int32_t layer) {
     return gguf_name(role, layer);
 }
 
-// Llama-family models this forward pass computes exactly: no biases, no sliding window below 4096 positions.
+// The architectures of the table whose block features this forward pass computes: llama's blocks (RMSNorm, SiLU),
+// q/k/v biases, per-head q/k norms, a sliding window; rope unscaled, linear or Llama 3.
 Status check_architecture(const ModelConfig& c) {
-    // The architectures of the table, whose blocks this forward pass computes (llama's: no biases, RMSNorm, SiLU).
-    if (find_arch(c.architecture) == nullptr)
+    const ArchSpec* a = find_arch(c.architecture);
+    if (a == nullptr)
         return error(StatusCode::Unsupported, "transformer: architecture '" + c.architecture + "' is not supported (" +
                                                   arch_names_list() + " are)");
+    const BlockFlags& b = a->block;
+    std::string missing;
+    auto lacks = [&](bool has, const char* what) {
+        if (has && missing.empty()) missing = what;
+    };
+    lacks(b.post_norms, "post-attention and post-FFN norms");
+    lacks(b.norm != NormKind::Rms, "(1 + w) RMSNorm");
+    lacks(b.activation != Activation::Silu, "a GELU feed-forward");
+    lacks(b.attn_softcap || b.final_softcap, "logit soft-capping");
+    lacks(b.embd_scale != EmbdScale::None, "scaled token embeddings");
+    lacks(c.rope_scaling == RopeScaling::Unsupported, "its rope scaling type (gkq computes linear and llama3)");
+    lacks(c.sliding_window > 0 && !b.sliding_window, "a sliding attention window");
+    if (!missing.empty())
+        return error(StatusCode::Unsupported, "transformer: architecture '" + c.architecture + "' needs " + missing +
+                                                  ", which gkq does not run");
     return Status::ok();
 }
 
@@ -52,28 +68,16 @@ struct Required {
     int32_t layer;
     int64_t rows;  // 1-D tensors: rows = n, cols = 0
     int64_t cols;
+    bool optional;
 };
 
-// Every role the architecture's row stores, with the shape the config implies, in the row's order with its block
-// tensors repeated for each layer; the output projection only when the classifier is not shared.
+// Every role the architecture's row stores (gkq/arch.h required_roles), with the rope frequency divisors left to
+// load_from.
 std::vector<Required> required_weights(const ModelConfig& c) {
-    const ArchSpec& arch = arch_or_default(c.architecture);
     std::vector<Required> r;
-    auto add = [&](const TensorSpec& t, int32_t layer) {
-        if (t.need == Need::Untied && c.shared_classifier) return;
-        for (const RolePart& p : t.parts) r.push_back({p.role, layer, size_value(p.rows, c), size_value(t.cols, c)});
-    };
-    bool blocks_added = false;
-    for (const TensorSpec& t : arch.tensors) {
-        if (!t.per_layer()) {
-            add(t, -1);
-        } else if (!blocks_added) {
-            blocks_added = true;
-            for (int32_t l = 0; l < c.n_layers; ++l)
-                for (const TensorSpec& b : arch.tensors)
-                    if (b.per_layer()) add(b, l);
-        }
-    }
+    for (const RequiredRole& q : required_roles(arch_or_default(c.architecture), c, c.shared_classifier))
+        if (q.role != TensorRole::RopeFreqs)
+            r.push_back({q.role, q.layer, q.shape[0], q.shape.size() > 1 ? q.shape[1] : 0, q.optional});
     return r;
 }
 
@@ -238,9 +242,9 @@ Status Transformer::init_state(const TransformerOptions& options) {
     s.n_context = ctx;
     auto sz = [](int64_t a, int64_t b) { return static_cast<size_t>(a * b); };
     s.x.assign(sz(batch, c.dim), 0.0f);
-    s.xb.assign(sz(batch, c.dim), 0.0f);
+    s.xb.assign(sz(batch, std::max(c.dim, c.q_dim())), 0.0f);
     s.xb2.assign(sz(batch, c.dim), 0.0f);
-    s.q.assign(sz(batch, c.dim), 0.0f);
+    s.q.assign(sz(batch, c.q_dim()), 0.0f);
     s.hb.assign(sz(batch, c.hidden_dim), 0.0f);
     s.hb2.assign(sz(batch, c.hidden_dim), 0.0f);
     s.att.assign(att, 0.0f);
@@ -249,12 +253,21 @@ Status Transformer::init_state(const TransformerOptions& options) {
     s.key_cache.assign(cache, 0.0f);
     s.value_cache.assign(cache, 0.0f);
 
+    // Pair i turns by pos * theta^(-2i/head_size), divided by the linear factor or by its Llama 3 divisor (as
+    // llama.cpp's rope: theta / freq_factor[i] * freq_scale).
     const int64_t half = c.head_size() / 2;
     const float theta = static_cast<float>(c.rope_theta);
+    const float scale = c.rope_scaling == RopeScaling::Linear ? 1.0f / static_cast<float>(c.rope_factor) : 1.0f;
+    if (m_rope_divisors.empty()) m_rope_divisors = llama3_rope_divisors(c);
+    if (!m_rope_divisors.empty() && static_cast<int64_t>(m_rope_divisors.size()) != half)
+        return error(StatusCode::Corrupt, "transformer: " + std::to_string(m_rope_divisors.size()) +
+                                              " rope frequency divisors for " + std::to_string(half) + " pairs");
     m_inv_freq.resize(static_cast<size_t>(half));
-    for (int64_t i = 0; i < half; ++i)  // run.c: 1.0f / powf(10000.0f, head_dim / (float)head_size)
-        m_inv_freq[static_cast<size_t>(i)] =
-            1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(c.head_size()));
+    for (int64_t i = 0; i < half; ++i) {  // run.c: 1.0f / powf(10000.0f, head_dim / (float)head_size)
+        float f = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(c.head_size()));
+        if (!m_rope_divisors.empty()) f /= m_rope_divisors[static_cast<size_t>(i)];
+        m_inv_freq[static_cast<size_t>(i)] = f * scale;
+    }
 
     int threads = options.n_threads;
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -277,6 +290,11 @@ Matrix& Transformer::slot_matrix(const Slot& slot) {
         case TensorRole::AttnQ: return l.wq;
         case TensorRole::AttnK: return l.wk;
         case TensorRole::AttnV: return l.wv;
+        case TensorRole::AttnQBias: return l.bq;
+        case TensorRole::AttnKBias: return l.bk;
+        case TensorRole::AttnVBias: return l.bv;
+        case TensorRole::AttnQNorm: return l.q_norm;
+        case TensorRole::AttnKNorm: return l.k_norm;
         case TensorRole::AttnO: return l.wo;
         case TensorRole::FfnNorm: return l.rms_ffn;
         case TensorRole::FfnGate: return l.w1;
@@ -371,6 +389,7 @@ Result<Transformer> Transformer::load_from(const ModelConfig& config, WeightLend
         tw.shared_classifier = config.shared_classifier;
         for (const Required& req : required_weights(config)) {
             const int64_t i = weights.index_of(req.role, req.layer);
+            if (i < 0 && req.optional) continue;
             if (i < 0)
                 return error(StatusCode::NotFound, weights.label() + ": no tensor " +
                                                        weight_label(req.role, req.layer) + " (role " +
@@ -397,6 +416,20 @@ Result<Transformer> Transformer::load_from(const ModelConfig& config, WeightLend
             if (lent) t.slot_matrix(slot).values.reset();
         }
         for (uint64_t b : step_bytes) t.m_largest_step_bytes = std::max(t.m_largest_step_bytes, b);
+        // Llama 3 rope scaling stored as a tensor (GGUF's rope_freqs): read once, used by every block.
+        if (const int64_t i = weights.index_of(TensorRole::RopeFreqs, -1); i >= 0) {
+            const TensorInfo& info = weights.tensor_info(static_cast<size_t>(i));
+            const std::vector<int64_t> want{config.head_size() / 2};
+            if (info.shape != want)
+                return error(StatusCode::Corrupt, weights.label() + ": tensor " + info.name + " has shape " +
+                                                      shape_to_string(info.shape) + ", the config needs " +
+                                                      shape_to_string(want));
+            auto got = lender.lend(static_cast<size_t>(i));
+            if (!got) return got.status();
+            t.m_rope_divisors = (*got)->dense;
+            if (t.m_rope_divisors.size() != static_cast<size_t>(want[0]))
+                return error(StatusCode::Corrupt, weights.label() + ": tensor " + info.name + " is not dense");
+        }
         if (lent) t.m_lender = &lender;
         if (Status s = t.init_state(options); !s) return s;
         return t;
@@ -467,6 +500,7 @@ Result<Transformer> Transformer::share(const TransformerOptions& options, Weight
     t.m_loaded_bytes = m_loaded_bytes;
     t.m_largest_step_bytes = m_largest_step_bytes;
     t.m_routed = m_routed;
+    t.m_rope_divisors = m_rope_divisors;
     if (m_lender != nullptr)
         for (const Slot& slot : t.m_slots) t.slot_matrix(slot).values.reset();
     if (Status s = t.init_state(options); !s) return s;

@@ -52,7 +52,7 @@ std::string check_descriptor(const KnotEntry& e) {
     if (e.name.size() > kMaxNameBytes)
         return "tensor name of " + std::to_string(e.name.size()) + " bytes (at most " + std::to_string(kMaxNameBytes) +
                ")";
-    if (static_cast<uint8_t>(e.role) > static_cast<uint8_t>(TensorRole::Other))
+    if (static_cast<size_t>(e.role) >= kTensorRoleCount)
         return "unknown role " + std::to_string(static_cast<unsigned>(e.role));
     if (static_cast<uint8_t>(e.method) > static_cast<uint8_t>(Method::LowRankResidual))
         return "unknown method " + std::to_string(static_cast<unsigned>(e.method));
@@ -228,6 +228,17 @@ bool read_meta_value(ByteReader& r, MetaValue& v, int depth) {
 
 }  // namespace
 
+// The config fields added after the first knot version (head_dim, rope scaling, sliding window) follow the metadata,
+// behind this tag, only when one of them differs from its default: knots of models without them keep their bytes.
+constexpr uint32_t kConfigExtensionTag = 0x31584643;  // "CFX1"
+
+bool has_config_extension(const ModelConfig& c) {
+    const ModelConfig d;
+    return c.head_dim != d.head_dim || c.rope_scaling != d.rope_scaling || c.rope_factor != d.rope_factor ||
+           c.rope_low_freq_factor != d.rope_low_freq_factor || c.rope_high_freq_factor != d.rope_high_freq_factor ||
+           c.rope_original_context != d.rope_original_context || c.sliding_window != d.sliding_window;
+}
+
 std::vector<uint8_t> encode_header_block(const KnotHeader& h) {
     Out o;
     o.put_string32(h.producer);
@@ -258,6 +269,16 @@ std::vector<uint8_t> encode_header_block(const KnotHeader& h) {
     for (const auto& [key, value] : h.metadata.entries) {
         o.put_string32(key);
         put_meta_value(o, value);
+    }
+    if (has_config_extension(c)) {
+        o.put<uint32_t>(kConfigExtensionTag);
+        o.put<int64_t>(c.head_dim);
+        o.put<uint8_t>(static_cast<uint8_t>(c.rope_scaling));
+        o.put<double>(c.rope_factor);
+        o.put<double>(c.rope_low_freq_factor);
+        o.put<double>(c.rope_high_freq_factor);
+        o.put<int64_t>(c.rope_original_context);
+        o.put<int64_t>(c.sliding_window);
     }
     return std::move(o.bytes());
 }
@@ -327,8 +348,30 @@ Status decode_header_block(const uint8_t* data, uint64_t n, KnotHeader& h, const
     }
     if (!r.ok()) return r.status();
     if (r.remaining() != 0) {
-        r.fail("end of header block", std::to_string(r.remaining()) + " unexpected bytes after the metadata");
-        return r.status();
+        const uint64_t start = r.offset();
+        const uint64_t extra = r.remaining();
+        uint32_t tag = 0;
+        if (extra < sizeof tag || !r.read(tag, "config extension tag") || tag != kConfigExtensionTag) {
+            r.fail_at(start, "end of header block", std::to_string(extra) + " unexpected bytes after the metadata");
+            return r.status();
+        }
+        r.read(c.head_dim, "head_dim");
+        uint8_t scaling = 0;
+        if (r.read(scaling, "rope scaling") && scaling > static_cast<uint8_t>(RopeScaling::Unsupported)) {
+            r.fail_at(r.offset() - 1, "rope scaling", "unknown value " + std::to_string(scaling));
+            return r.status();
+        }
+        c.rope_scaling = static_cast<RopeScaling>(scaling);
+        r.read(c.rope_factor, "rope factor");
+        r.read(c.rope_low_freq_factor, "rope low frequency factor");
+        r.read(c.rope_high_freq_factor, "rope high frequency factor");
+        r.read(c.rope_original_context, "rope original context");
+        r.read(c.sliding_window, "sliding window");
+        if (!r.ok()) return r.status();
+        if (r.remaining() != 0) {
+            r.fail("end of header block", std::to_string(r.remaining()) + " unexpected bytes after the config");
+            return r.status();
+        }
     }
     if (h.shard_count == 0 || h.shard_index >= h.shard_count)
         return error(StatusCode::Corrupt, label + ": header block: shard " + std::to_string(h.shard_index) + " of " +

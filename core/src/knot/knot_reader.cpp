@@ -38,12 +38,14 @@ constexpr uint64_t kMaxGzippedHeaderBlock = 64 * kMiB;
 // Per record, the most its descriptor (name of at most 4096 bytes, 8 dimensions) and its index entry can take.
 constexpr uint64_t kMaxRecordOverhead = uint64_t{16} << 10;
 
-// The f32 elements of every tensor a llama-family model of `c` has (embeddings, classifier, blocks, norms).
+// The f32 elements of every tensor a model of `c` has (embeddings, classifier, blocks, norms, biases).
 uint64_t dense_elements(const ModelConfig& c) {
     auto pos = [](int64_t v) { return v > 0 ? static_cast<uint64_t>(v) : uint64_t{0}; };
     const uint64_t dim = pos(c.dim), hidden = pos(c.hidden_dim), vocab = pos(c.vocab_size);
     const uint64_t q = pos(c.n_heads) * pos(c.head_size()), kv = pos(c.n_kv_heads) * pos(c.head_size());
-    const uint64_t block = dim * q * 2 + dim * kv * 2 + dim * hidden * 3 + dim * 2;
+    // projections, FFN, norms, and the vectors some rows add (q/k/v biases, q/k norms)
+    const uint64_t block =
+        dim * q * 2 + dim * kv * 2 + dim * hidden * 3 + dim * 2 + q + kv * 2 + pos(c.head_size()) * 2;
     return vocab * dim * (c.shared_classifier ? 1 : 2) + pos(c.n_layers) * block + dim;
 }
 

@@ -30,15 +30,24 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 std::vector<std::string> model_identity_keys(const ModelConfig& config) {
     const ArchNameKeys& names = arch_name_keys();
     std::vector<std::string> keys = {std::string(names.hf_architectures), std::string(names.hf_model_type)};
-    for (const HParamKey& k : arch_for_writing(config.architecture).hf_keys)
-        if (k.param != HParam::Context && k.param != HParam::RopeTheta && k.param != HParam::NormEps)
-            keys.emplace_back(k.key);
+    for (const HParamKey& k : arch_for_writing(config.architecture).hf_keys) switch (k.param) {
+            case HParam::Context:
+            case HParam::RopeTheta:
+            case HParam::NormEps:
+            case HParam::SlidingWindow:
+            case HParam::RopeScalingType:
+            case HParam::RopeFactor:
+            case HParam::RopeLowFreqFactor:
+            case HParam::RopeHighFreqFactor:
+            case HParam::RopeOriginalContext: break;  // the same shapes either way
+            default: keys.emplace_back(k.key);
+        }
     return keys;
 }
 // HF defaults these when a config.json leaves them out.
 bool hf_may_omit(const ModelConfig& config, const std::string& key) {
     for (const HParamKey& k : arch_for_writing(config.architecture).hf_keys)
-        if (k.key == key) return k.param == HParam::KvHeads || k.param == HParam::Tied;
+        if (k.key == key) return k.param == HParam::KvHeads || k.param == HParam::Tied || k.param == HParam::HeadDim;
     return false;
 }
 constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json"};

@@ -146,7 +146,7 @@ std::string synth_model_names() {
 
 std::vector<TensorInfo> synth_tensors(const SynthModel& m, int64_t n_layers) {
     if (n_layers <= 0 || n_layers > m.n_layers) n_layers = m.n_layers;
-    const ArchSpec& arch = arch_for_writing("llama");  // qwen2 names its tensors as llama does
+    const ArchSpec& arch = arch_for_writing(m.architecture.empty() ? std::string_view("llama") : m.architecture);
     const int64_t head = m.dim / m.n_heads, q_out = m.n_heads * head, kv_out = m.n_kv_heads * head;
     std::vector<TensorInfo> out;
     auto add = [&](TensorRole role, int32_t layer, std::vector<int64_t> shape) {
@@ -157,15 +157,10 @@ std::vector<TensorInfo> synth_tensors(const SynthModel& m, int64_t n_layers) {
         add(TensorRole::AttnQ, l, {q_out, m.dim});
         add(TensorRole::AttnK, l, {kv_out, m.dim});
         add(TensorRole::AttnV, l, {kv_out, m.dim});
-        if (m.qkv_bias) {
-            // beside each projection's ".weight", HF's ".bias" (qwen2 names them so)
-            auto bias = [&](TensorRole r) {
-                std::string n = tensor_name(arch, NameFormat::Hf, r, l);
-                return n.substr(0, n.size() - std::string_view(".weight").size()) + ".bias";
-            };
-            out.push_back({bias(TensorRole::AttnQ), TensorRole::Other, l, {q_out}, DType::F32});
-            out.push_back({bias(TensorRole::AttnK), TensorRole::Other, l, {kv_out}, DType::F32});
-            out.push_back({bias(TensorRole::AttnV), TensorRole::Other, l, {kv_out}, DType::F32});
+        if (m.qkv_bias) {  // beside each projection's weight (qwen2)
+            add(TensorRole::AttnQBias, l, {q_out});
+            add(TensorRole::AttnKBias, l, {kv_out});
+            add(TensorRole::AttnVBias, l, {kv_out});
         }
         add(TensorRole::AttnO, l, {m.dim, q_out});
         add(TensorRole::FfnGate, l, {m.hidden_dim, m.dim});
@@ -412,7 +407,8 @@ Result<SynthReport> synth_model(const SynthModel& m, const std::string& dir, con
             Status s = Status::ok();
             if (st.shape.size() == 2) {
                 s = synth_matrix(out, st.shape[0], st.shape[1], {options.alpha, options.element_std, tensor_seed});
-            } else if (st.role == TensorRole::Other) {  // biases
+            } else if (st.role == TensorRole::AttnQBias || st.role == TensorRole::AttnKBias ||
+                       st.role == TensorRole::AttnVBias) {
                 Rng rng{tensor_seed};
                 for (uint64_t k = 0; k < e; ++k) out[k] = static_cast<float>(options.element_std * rng.gaussian());
             } else {  // norm weights

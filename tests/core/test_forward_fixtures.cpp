@@ -1,0 +1,458 @@
+// The forward pass against llama.cpp: tiny random-weight models of each architecture row (built here from fixed
+// seeds, written by gkq's own GGUF and safetensors writers) must give, in gkq, the logits llama.cpp computed for
+// the same GGUF (tests/data/forward/NAME.logits, written by tests/fixtures-tools/dump_logits.c) within 1e-4
+// relative, and the same 16-token greedy continuation; the HF copy must give bit-identical logits to the GGUF.
+//
+// Relative error, precisely: for each position p, max_i |gkq[p][i] - ref[p][i]| / max_i |ref[p][i]|; the test
+// asserts the maximum of that over all positions is at most 1e-4.
+//
+// `test_forward_fixtures --write-models DIR` writes the GGUFs (DIR/NAME.gguf) for the fixture generator and exits.
+#include "test_support.h"
+#include "tiny_model.h"
+
+#include "gkq/arch.h"
+#include "gkq/model_file.h"
+#include "gkq/model_writer.h"
+#include "gkq/quantize.h"
+#include "gkq/transformer.h"
+#include "gkq/weights.h"
+
+#include <QtTest/QtTest>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+using namespace gkq;
+
+namespace {
+
+// The sequence dump_logits.c runs (keep the two equal).
+const std::vector<int32_t> kTokens = {1, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 10, 200};
+constexpr int kGenerated = 16;
+constexpr double kTolerance = 1e-4;
+
+struct ForwardModel {
+    const char* name;
+    ModelConfig config;
+    uint64_t seed;
+};
+
+// vocab 259 (<unk> <s> </s> and the 256 byte tokens), dim 64, FFN 128, 2 layers, 4 heads, 2 kv heads.
+ModelConfig base_config(const char* arch) {
+    ModelConfig c;
+    c.architecture = arch;
+    c.dim = 64;
+    c.hidden_dim = 128;
+    c.n_layers = 2;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.vocab_size = 259;
+    c.context_length = 64;
+    c.norm_eps = 1e-5;
+    c.shared_classifier = false;
+    c.rope_style = RopeStyle::Interleaved;
+    return c;
+}
+
+std::vector<ForwardModel> forward_models() {
+    std::vector<ForwardModel> m;
+    m.push_back({"llama", base_config("llama"), 11});
+
+    ModelConfig l3 = base_config("llama");
+    l3.rope_theta = 10000.0;
+    l3.rope_scaling = RopeScaling::Llama3;
+    l3.rope_factor = 8.0;
+    l3.rope_low_freq_factor = 1.0;
+    l3.rope_high_freq_factor = 4.0;
+    l3.rope_original_context = 16;  // wavelengths of 16-wide heads span all three cases
+    m.push_back({"llama3-rope", l3, 12});
+
+    ModelConfig lin = base_config("llama");
+    lin.rope_scaling = RopeScaling::Linear;
+    lin.rope_factor = 4.0;
+    m.push_back({"llama-linear-rope", lin, 13});
+
+    ModelConfig q2 = base_config("qwen2");
+    q2.rope_theta = 1000000.0;
+    q2.norm_eps = 1e-6;
+    q2.shared_classifier = true;
+    q2.rope_style = RopeStyle::HalfSplit;
+    m.push_back({"qwen2", q2, 14});
+
+    ModelConfig q3 = base_config("qwen3");
+    q3.rope_theta = 1000000.0;
+    q3.norm_eps = 1e-6;
+    q3.head_dim = 32;  // n_heads * head_dim = 128, twice dim
+    q3.rope_style = RopeStyle::HalfSplit;
+    m.push_back({"qwen3", q3, 15});
+    return m;
+}
+
+// A sentencepiece vocabulary llama.cpp loads: <unk>, <s>, </s>, then the 256 byte tokens <0x00>..<0xFF>.
+Vocabulary byte_vocabulary() {
+    Vocabulary v;
+    v.model = "llama";
+    v.bos_id = 1;
+    v.eos_id = 2;
+    auto add = [&](const std::string& piece, int32_t type) {
+        v.tokens.push_back(piece);
+        v.scores.push_back(0.0f);
+        v.token_types.push_back(type);
+    };
+    add("<unk>", 2);
+    add("<s>", 3);
+    add("</s>", 3);
+    for (int b = 0; b < 256; ++b) {
+        char piece[8];
+        std::snprintf(piece, sizeof piece, "<0x%02X>", b);
+        add(piece, 6);
+    }
+    return v;
+}
+
+bool write_model(const ForwardModel& fm, const std::string& gguf, const std::string& hf_dir, std::string& why) {
+    test::TinyModel m = test::make_tiny_model(fm.config, fm.seed);
+    if (Status s = write_gguf(gguf, m.config, m.tensors, byte_vocabulary()); !s) {
+        why = s.message();
+        return false;
+    }
+    if (hf_dir.empty()) return true;
+    if (Status s = write_safetensors(hf_dir + "/model.safetensors", m.config, m.tensors); !s) {
+        why = s.message();
+        return false;
+    }
+    return true;
+}
+
+struct Expected {
+    std::vector<int32_t> tokens;
+    int64_t n_vocab = 0;
+    std::vector<float> logits;  // (tokens, n_vocab)
+    std::vector<int32_t> generated;
+};
+
+bool read_expected(const std::string& path, Expected& e, std::string& why) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        why = path + ": cannot open";
+        return false;
+    }
+    char magic[4];
+    uint32_t version = 0, n_tokens = 0, n_vocab = 0, n_gen = 0;
+    in.read(magic, 4);
+    in.read(reinterpret_cast<char*>(&version), 4);
+    in.read(reinterpret_cast<char*>(&n_tokens), 4);
+    in.read(reinterpret_cast<char*>(&n_vocab), 4);
+    in.read(reinterpret_cast<char*>(&n_gen), 4);
+    if (!in || std::memcmp(magic, "GKQL", 4) != 0 || version != 1 || n_tokens > 4096 || n_vocab > 1000000 ||
+        n_gen > 4096) {
+        why = path + ": not a version 1 GKQL logits file";
+        return false;
+    }
+    e.n_vocab = n_vocab;
+    e.tokens.resize(n_tokens);
+    e.logits.resize(static_cast<size_t>(n_tokens) * n_vocab);
+    e.generated.resize(n_gen);
+    in.read(reinterpret_cast<char*>(e.tokens.data()), static_cast<std::streamsize>(n_tokens * 4));
+    in.read(reinterpret_cast<char*>(e.logits.data()), static_cast<std::streamsize>(e.logits.size() * 4));
+    in.read(reinterpret_cast<char*>(e.generated.data()), static_cast<std::streamsize>(n_gen * 4));
+    if (!in || in.peek() != std::char_traits<char>::eof()) {
+        why = path + ": size does not match its header";
+        return false;
+    }
+    return true;
+}
+
+int32_t argmax(const float* v, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; ++i)
+        if (v[i] > v[best]) best = i;
+    return static_cast<int32_t>(best);
+}
+
+struct Run {
+    std::vector<float> logits;  // (tokens, vocab)
+    std::vector<int32_t> generated;
+};
+
+Run run(const std::string& path) {
+    Run r;
+    auto w = open_weights(path);
+    if (!w) {
+        qWarning("%s", w.message().c_str());
+        return r;
+    }
+    TransformerOptions o;
+    o.n_threads = 1;
+    auto t = Transformer::load(**w, o);
+    if (!t) {
+        qWarning("%s", t.message().c_str());
+        return r;
+    }
+    const int64_t vocab = t->config().vocab_size;
+    const auto n = static_cast<int64_t>(kTokens.size());
+    r.logits.resize(static_cast<size_t>(n * vocab));
+    auto last = t->forward_batch(kTokens.data(), n, 0, r.logits.data());
+    if (!last) {
+        qWarning("%s", last.message().c_str());
+        r.logits.clear();
+        return r;
+    }
+    int32_t next = argmax(*last, vocab);
+    for (int g = 0; g < kGenerated; ++g) {
+        r.generated.push_back(next);
+        auto out = t->forward(next, n + g);
+        if (!out) {
+            qWarning("%s", out.message().c_str());
+            r.generated.clear();
+            return r;
+        }
+        next = argmax(*out, vocab);
+    }
+    return r;
+}
+
+}  // namespace
+
+class TestForwardFixtures : public QObject {
+    Q_OBJECT
+
+private slots:
+    void matches_llama_cpp_data() {
+        QTest::addColumn<int>("index");
+        const auto models = forward_models();
+        for (size_t i = 0; i < models.size(); ++i) QTest::newRow(models[i].name) << static_cast<int>(i);
+    }
+
+    void matches_llama_cpp() {
+        QFETCH(int, index);
+        const ForwardModel fm = forward_models()[static_cast<size_t>(index)];
+        test::TempDir dir;
+        const std::string gguf = dir.file("model.gguf");
+        std::string why;
+        QVERIFY2(write_model(fm, gguf, dir.path(), why), why.c_str());
+
+        Expected e;
+        const std::string fixture = std::string(GKQ_TEST_DATA_DIR) + "/forward/" + fm.name + ".logits";
+        QVERIFY2(read_expected(fixture, e, why), why.c_str());
+        QCOMPARE(e.tokens, kTokens);
+        QCOMPARE(e.n_vocab, fm.config.vocab_size);
+
+        const Run from_gguf = run(gguf);
+        const Run from_hf = run(dir.path());
+        QVERIFY(!from_gguf.logits.empty() && !from_hf.logits.empty());
+
+        // HF and GGUF copies: the same bits
+        QCOMPARE(from_hf.logits.size(), from_gguf.logits.size());
+        QVERIFY2(std::memcmp(from_hf.logits.data(), from_gguf.logits.data(), from_hf.logits.size() * 4) == 0,
+                 "the HF and GGUF copies give different logits");
+        QCOMPARE(from_hf.generated, from_gguf.generated);
+
+        // llama.cpp: within kTolerance relative (see the file comment), and the same greedy continuation
+        const int64_t vocab = e.n_vocab;
+        double worst = 0.0;
+        int64_t worst_pos = -1;
+        for (size_t p = 0; p < kTokens.size(); ++p) {
+            double diff = 0.0, scale = 0.0;
+            for (int64_t i = 0; i < vocab; ++i) {
+                const size_t k = p * static_cast<size_t>(vocab) + static_cast<size_t>(i);
+                diff = std::max(diff, std::fabs(static_cast<double>(from_gguf.logits[k]) - e.logits[k]));
+                scale = std::max(scale, std::fabs(static_cast<double>(e.logits[k])));
+            }
+            const double rel = scale > 0 ? diff / scale : diff;
+            if (rel > worst) {
+                worst = rel;
+                worst_pos = static_cast<int64_t>(p);
+            }
+        }
+        qInfo("%s: max relative logit difference %.3g (position %lld)", fm.name, worst,
+              static_cast<long long>(worst_pos));
+        QVERIFY2(
+            worst <= kTolerance,
+            qPrintable(
+                QString("relative difference %1 at position %2 exceeds %3").arg(worst).arg(worst_pos).arg(kTolerance)));
+        QCOMPARE(from_gguf.generated, e.generated);
+
+        // The scaling is what matched: the same weights without it are far from llama.cpp's logits.
+        if (fm.config.rope_scaling != RopeScaling::None) {
+            test::TinyModel m = test::make_tiny_model(fm.config, fm.seed);
+            m.config.rope_scaling = RopeScaling::None;
+            test::MemoryWeights w(m);
+            TransformerOptions o;
+            o.n_threads = 1;
+            auto t = Transformer::load(w, o);
+            QVERIFY2(t.is_ok(), t.message().c_str());
+            std::vector<float> plain(e.logits.size());
+            QVERIFY(t->forward_batch(kTokens.data(), static_cast<int64_t>(kTokens.size()), 0, plain.data()).is_ok());
+            double far = 0.0;
+            for (size_t k = 0; k < plain.size(); ++k)
+                far = std::max(far, std::fabs(static_cast<double>(plain[k]) - e.logits[k]));
+            QVERIFY2(far > 1e-2, qPrintable(QString("unscaled rope differs by only %1").arg(far)));
+        }
+    }
+
+    // Biases, q/k norms and rope scaling go through the whole pipeline: quantize keeps the vectors as f32 records
+    // with their roles, the knot runs with them, and reconstruct writes them back under each format's names, config
+    // included, so that each reconstruction gives the knot's own logits bit for bit. Llama 3 scaling read from GGUF
+    // is the rope_freqs tensor (GGUF keeps no parameters): kept as a record, written back to GGUF, refused for HF.
+    void pipeline_keeps_biases_norms_and_rope_scaling_data() {
+        QTest::addColumn<int>("index");
+        const auto models = forward_models();
+        for (size_t i = 0; i < models.size(); ++i)
+            if (std::string(models[i].name) != "llama") QTest::newRow(models[i].name) << static_cast<int>(i);
+    }
+
+    void pipeline_keeps_biases_norms_and_rope_scaling() {
+        QFETCH(int, index);
+        const ForwardModel fm = forward_models()[static_cast<size_t>(index)];
+        test::TempDir dir;
+        std::string why;
+        QVERIFY2(write_model(fm, dir.file("model.gguf"), dir.path(), why), why.c_str());
+        for (const std::string& source : {dir.file("model.gguf"), dir.path()}) {
+            auto model = ModelFile::open(source);
+            QVERIFY2(model.is_ok(), model.message().c_str());
+            QuantizeOptions qo;
+            qo.preset = "q8_0";
+            qo.n_threads = 1;
+            const std::string knot = dir.file("m.knot");
+            auto q = quantize_model(*model, qo, knot);
+            QVERIFY2(q.is_ok(), q.message().c_str());
+            auto kw = open_weights(knot);
+            QVERIFY2(kw.is_ok(), kw.message().c_str());
+            const ModelConfig& kc = (*kw)->config();
+            const bool freqs_tensor = fm.config.rope_scaling == RopeScaling::Llama3 && source != dir.path();
+            const RopeScaling scaling = freqs_tensor ? RopeScaling::None : fm.config.rope_scaling;
+            QCOMPARE(kc.architecture, fm.config.architecture);
+            QCOMPARE(kc.head_dim, fm.config.head_dim);
+            QCOMPARE(kc.rope_scaling, scaling);
+            if (!freqs_tensor) QCOMPARE(kc.rope_factor, fm.config.rope_factor);
+            QCOMPARE((*kw)->index_of(TensorRole::RopeFreqs, -1) >= 0, freqs_tensor);
+            // every role of the row is a record of its own, none a stray "other"
+            for (size_t i = 0; i < (*kw)->n_tensors(); ++i)
+                QVERIFY2((*kw)->tensor_info(i).role != TensorRole::Other, (*kw)->tensor_info(i).name.c_str());
+            for (const RequiredRole& r : required_roles(*find_arch(fm.config.architecture), fm.config, false)) {
+                if (r.optional || r.role == TensorRole::Output) continue;
+                const int64_t i = (*kw)->index_of(r.role, r.layer);
+                QVERIFY2(i >= 0, std::string(role_name(r.role)).c_str());
+                if (r.shape.size() == 1) QCOMPARE((*kw)->tensor_info(static_cast<size_t>(i)).dtype, DType::F32);
+            }
+            const Run from_knot = run(knot);
+            QCOMPARE(from_knot.generated.size(), size_t{kGenerated});
+            for (const char* ext : {"r.gguf", "r/model.safetensors"}) {
+                const std::string out = dir.file(ext);
+                if (std::string(ext).find('/') != std::string::npos) std::filesystem::create_directories(dir.file("r"));
+                auto rec = reconstruct(knot, out, 1);
+                if (freqs_tensor && std::string(ext) != "r.gguf") {
+                    QVERIFY(!rec.is_ok());
+                    QVERIFY2(rec.message().find("rope_freqs") != std::string::npos, rec.message().c_str());
+                    continue;
+                }
+                QVERIFY2(rec.is_ok(), rec.message().c_str());
+                const std::string back = std::string(ext) == "r.gguf" ? out : dir.file("r");
+                const Run again = run(back);
+                QVERIFY2(again.logits == from_knot.logits, ext);  // the knot's values, written back exactly
+                auto reread = ModelFile::open(back);
+                QVERIFY2(reread.is_ok(), reread.message().c_str());
+                QCOMPARE(reread->config().architecture, fm.config.architecture);
+                // Llama 3 scaling in GGUF is the rope_freqs tensor
+                const bool freqs_back = fm.config.rope_scaling == RopeScaling::Llama3 && back != dir.file("r");
+                QCOMPARE(reread->config().rope_scaling, freqs_back ? RopeScaling::None : scaling);
+                QCOMPARE(reread->index_of(TensorRole::RopeFreqs, -1) >= 0, freqs_back);
+                for (const Tensor& t : reread->tensors()) QVERIFY2(t.role != TensorRole::Other, t.name.c_str());
+            }
+        }
+    }
+
+    // config.json: Mistral's window and head_dim are written and read back; a rope scaling gkq does not compute
+    // (yarn) is read as such and refused by the transformer with a message naming it; the pre-4.45 "type" key.
+    void hf_config_keys() {
+        test::TempDir dir;
+        ModelConfig c = base_config("mistral");
+        c.sliding_window = 8;
+        c.head_dim = 16;
+        c.rope_style = RopeStyle::HalfSplit;
+        test::TinyModel m = test::make_tiny_model(c, 31);
+        QVERIFY(write_safetensors(dir.file("model.safetensors"), m.config, m.tensors).is_ok());
+        auto back = ModelFile::open(dir.path());
+        QVERIFY2(back.is_ok(), back.message().c_str());
+        QCOMPARE(back->config().architecture, std::string("mistral"));
+        QCOMPARE(back->config().sliding_window, int64_t{8});
+        QCOMPARE(back->config().head_dim, int64_t{16});
+        QCOMPARE(back->config().rope_scaling, RopeScaling::None);
+        std::vector<uint8_t> text = test::read_file(dir.file("config.json"));
+        std::string json(text.begin(), text.end());
+        QVERIFY(json.find("rope_scaling") == std::string::npos);  // nothing to say: not written
+        const size_t end = json.rfind('}');
+        auto with = [&](const std::string& extra) {
+            test::write_file(dir.file("config.json"), std::string_view(json.substr(0, end) + ", " + extra + "}"));
+            return ModelFile::open(dir.path());
+        };
+        auto linear = with(R"("rope_scaling": {"type": "linear", "factor": 2.0})");
+        QVERIFY2(linear.is_ok(), linear.message().c_str());
+        QCOMPARE(linear->config().rope_scaling, RopeScaling::Linear);
+        QCOMPARE(linear->config().rope_factor, 2.0);
+        auto yarn = with(R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})");
+        QVERIFY2(yarn.is_ok(), yarn.message().c_str());
+        QCOMPARE(yarn->config().rope_scaling, RopeScaling::Unsupported);
+        auto t = Transformer::load(*yarn);
+        QVERIFY(!t);
+        QCOMPARE(t.status().code(), StatusCode::Unsupported);
+        QVERIFY2(t.message().find("'mistral' needs its rope scaling type") != std::string::npos, t.message().c_str());
+        auto bad = with(R"("rope_scaling": {"rope_type": 3})");
+        QVERIFY(!bad);
+        QVERIFY2(bad.message().find("rope_scaling.rope_type") != std::string::npos, bad.message().c_str());
+    }
+
+    // The window only matters beyond it: a window as long as the sequence changes nothing; a shorter one changes
+    // the logits of the positions past it, and only those.
+    void sliding_window() {
+        ModelConfig c = base_config("mistral");
+        test::TinyModel m = test::make_tiny_model(c, 21);
+        auto logits_with = [&](int64_t window) {
+            test::TinyModel copy = m;
+            copy.config.sliding_window = window;
+            test::MemoryWeights w(copy);
+            TransformerOptions o;
+            o.n_threads = 1;
+            auto t = Transformer::load(w, o);
+            if (!t) qFatal("%s", t.message().c_str());
+            std::vector<float> out(kTokens.size() * static_cast<size_t>(c.vocab_size));
+            if (!t->forward_batch(kTokens.data(), static_cast<int64_t>(kTokens.size()), 0, out.data()))
+                qFatal("forward failed");
+            return out;
+        };
+        const std::vector<float> full = logits_with(0);
+        QCOMPARE(logits_with(static_cast<int64_t>(kTokens.size())), full);
+        const int64_t window = 4;
+        const std::vector<float> windowed = logits_with(window);
+        const size_t row = static_cast<size_t>(c.vocab_size);
+        for (size_t p = 0; p < kTokens.size(); ++p) {
+            const bool same = std::memcmp(full.data() + p * row, windowed.data() + p * row, row * 4) == 0;
+            QCOMPARE(same, static_cast<int64_t>(p) < window);
+        }
+    }
+};
+
+int main(int argc, char** argv) {
+    if (argc == 3 && std::string(argv[1]) == "--write-models") {
+        for (const ForwardModel& fm : forward_models()) {
+            const std::string path = std::string(argv[2]) + "/" + fm.name + ".gguf";
+            std::string why;
+            if (!write_model(fm, path, "", why)) {
+                std::fprintf(stderr, "%s: %s\n", path.c_str(), why.c_str());
+                return 1;
+            }
+            std::printf("%s\n", path.c_str());
+        }
+        return 0;
+    }
+    TestForwardFixtures t;
+    return QTest::qExec(&t, argc, argv);
+}
+
+#include "test_forward_fixtures.moc"
