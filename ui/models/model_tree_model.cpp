@@ -1,6 +1,8 @@
 #include "models/model_tree_model.h"
 
-#include <QLocale>
+#include "gkq/arch.h"
+#include "models/display_format.h"
+
 #include <map>
 
 namespace gkq::ui {
@@ -16,9 +18,11 @@ void ModelTreeModel::setModelFile(const ModelFile& file) {
     beginResetModel();
     m_groups.clear();
     std::map<int32_t, Group> byLayer;  // -1 (outside the blocks) sorts first
+    const ArchSpec& arch = arch_or_default(file.config().architecture);
     for (const Tensor& t : file.tensors()) {
         Item item;
         item.name = QString::fromStdString(t.name);
+        item.shortName = shortTensorName(arch, t.name);
         const std::string_view role = role_name(t.role);
         item.role = QString::fromLatin1(role.data(), static_cast<qsizetype>(role.size()));
         item.shape = QString::fromStdString(shape_to_string(t.shape));
@@ -32,6 +36,7 @@ void ModelTreeModel::setModelFile(const ModelFile& file) {
     }
     for (auto& [layer, g] : byLayer) {
         g.summary.name = layer < 0 ? tr("model-wide") : tr("layer %1").arg(layer);
+        g.summary.shortName = g.summary.name;
         g.summary.shape = tr("%n tensor(s)", nullptr, static_cast<int>(g.tensors.size()));
         m_groups.push_back(std::move(g));
     }
@@ -83,15 +88,16 @@ QVariant ModelTreeModel::data(const QModelIndex& index, int role) const {
 
 QVariant ModelTreeModel::itemData(const Item& item, bool isTensor, int column, int role) const {
     if (role == NameRole) return isTensor ? item.name : QString();
+    if (role == Qt::ToolTipRole && column == Name && isTensor) return item.name;  // the stored name, in full
     if (role == Qt::DisplayRole || role == RawRole) {
         const bool raw = role == RawRole;
         switch (column) {
-            case Name: return item.name;
+            case Name: return raw ? item.name : item.shortName;
             case Role: return item.role;
             case Shape: return item.shape;
             case Type: return item.type;
-            case Params: return raw ? QVariant(item.params) : QVariant(QLocale().toString(item.params));
-            case Bytes: return raw ? QVariant(item.bytes) : QVariant(QLocale().toString(item.bytes));
+            case Params: return raw ? QVariant(item.params) : QVariant(formatCount(item.params));
+            case Bytes: return raw ? QVariant(item.bytes) : QVariant(formatCount(item.bytes));
             default: return {};
         }
     }
