@@ -54,7 +54,9 @@ ModelBrowser::ModelBrowser(QWidget* parent) : QWidget(parent) {
 }
 
 int ModelBrowser::minimumUsableWidth() const {
-    return fontMetrics().horizontalAdvance(QStringLiteral("  blk.00.attn_output  attn_output  ")) + 48;
+    // A block tensor's short name and its role (about 18 and 11 characters), their margins, the indentation.
+    constexpr int kCharacters = 34;
+    return fontMetrics().averageCharWidth() * kCharacters + 48;
 }
 
 QTreeView* ModelBrowser::treeView() const {
