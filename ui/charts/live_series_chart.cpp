@@ -1,5 +1,7 @@
 #include "charts/live_series_chart.h"
 
+#include "charts/chart_style.h"
+
 #include <QChart>
 #include <QLineSeries>
 #include <QValueAxis>
@@ -17,7 +19,7 @@ LiveSeriesChart::LiveSeriesChart(const QString& title, const QString& unit, QWid
     m_x->setRange(0.0, m_window);
     m_y = new QValueAxis(chart);
     m_y->setTitleText(unit);
-    m_y->setRange(0.0, m_yMax);
+    m_y->setRange(0.0, 1.0);
     chart->addAxis(m_x, Qt::AlignBottom);
     chart->addAxis(m_y, Qt::AlignLeft);
     setChart(chart);
@@ -40,8 +42,6 @@ void LiveSeriesChart::append(double seconds, double value) {
     if (!m_current) m_current = newSegment();
     m_current->append(seconds, value);
     m_last = value;
-    m_yMax = std::max(m_yMax, value * 1.1);
-    m_y->setRange(0.0, m_yMax);
     trim(seconds);
 }
 
@@ -61,14 +61,36 @@ void LiveSeriesChart::trim(double now) {
             s->deleteLater();
         }
     }
+    rescale();
+}
+
+void LiveSeriesChart::rescale() {
+    double hi = 0.0;
+    for (QAbstractSeries* a : chart()->series()) {
+        const auto* s = static_cast<QLineSeries*>(a);
+        for (int i = 0; i < s->count(); ++i) hi = std::max(hi, s->at(i).y());
+    }
+    if (hi <= 0.0) hi = m_upper > 0.0 ? std::min(1.0, m_upper) : 1.0;
+    const NiceRange r = niceRange(0.0, hi, 6, m_upper);
+    m_y->setRange(r.min, r.max);
+    m_y->setTickCount(r.tickCount());
+    m_y->setLabelFormat(r.step < 1.0 ? QStringLiteral("%.2g") : QStringLiteral("%.0f"));
+}
+
+void LiveSeriesChart::setUpperBound(double upper) {
+    m_upper = upper;
+    rescale();
+}
+
+double LiveSeriesChart::yAxisMax() const {
+    return m_y->max();
 }
 
 void LiveSeriesChart::clear() {
     chart()->removeAllSeries();
     m_current = nullptr;
-    m_yMax = 1.0;
     m_last = 0.0;
-    m_y->setRange(0.0, m_yMax);
+    rescale();
     m_x->setRange(0.0, m_window);
 }
 

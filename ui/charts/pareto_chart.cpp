@@ -1,8 +1,11 @@
 #include "charts/pareto_chart.h"
 
+#include "charts/chart_style.h"
+
 #include <QChart>
 #include <QLineSeries>
 #include <QLogValueAxis>
+#include <QPen>
 #include <QScatterSeries>
 #include <QValueAxis>
 #include <algorithm>
@@ -52,9 +55,12 @@ void ParetoChart::setPoints(const std::vector<ComparePoint>& points) {
     c->addAxis(y, Qt::AlignLeft);
     double xMax = 1.0, yMin = 1e-3, yMax = 1.0;
     bool any = false;
+    int nSeries = 0;
     for (const ComparePoint& p : points) {
         if (!(p.meanKld > 0.0)) continue;  // a log axis cannot show 0
         auto* s = new QScatterSeries();
+        s->setColor(seriesColor(nSeries++));  // each preset its own colour; the front is grey
+        s->setBorderColor(s->color().darker(130));
         s->setName(QStringLiteral("%1: %2 bpw, KLD %3")
                        .arg(p.preset)
                        .arg(p.bitsPerWeight, 0, 'f', 2)
@@ -71,12 +77,19 @@ void ParetoChart::setPoints(const std::vector<ComparePoint>& points) {
     }
     auto* front = new QLineSeries();
     front->setName(tr("Pareto front"));
+    QPen frontPen(referenceLineColor());
+    frontPen.setStyle(Qt::DashLine);
+    frontPen.setWidth(2);
+    front->setPen(frontPen);
     for (size_t i : paretoFront(points))
         if (points[i].meanKld > 0.0) front->append(points[i].bitsPerWeight, points[i].meanKld);
     c->addSeries(front);
     front->attachAxis(x);
     front->attachAxis(y);
-    x->setRange(0.0, std::ceil(xMax * 1.1));
+    const NiceRange xr = niceRange(0.0, xMax * 1.05, 8);  // round ticks, a margin so no marker is cut
+    x->setRange(xr.min, xr.max);
+    x->setTickCount(xr.tickCount());
+    x->setLabelFormat(xr.step < 1.0 ? QStringLiteral("%.1f") : QStringLiteral("%.0f"));
     if (any) {
         const double lo = std::pow(10.0, std::floor(std::log10(yMin)));
         double hi = std::pow(10.0, std::ceil(std::log10(yMax)));

@@ -1,5 +1,7 @@
 #include "charts/spectrum_chart.h"
 
+#include "charts/chart_style.h"
+
 #include "gkq/spectrum.h"
 
 #include <QChart>
@@ -17,7 +19,8 @@ SpectrumChart::SpectrumChart(QWidget* parent) : QChartView(parent) {
     auto* chart = new QChart();
     chart->setTitle(tr("Singular values"));
     chart->legend()->setAlignment(Qt::AlignBottom);
-    setChart(chart);  // the view owns the chart
+    chart->legend()->setShowToolTips(true);  // an entry the legend had to shorten shows in full on hover
+    setChart(chart);                         // the view owns the chart
     setRenderHint(QPainter::Antialiasing);
     m_x = new QValueAxis(chart);
     m_x->setTitleText(tr("index i"));
@@ -44,9 +47,11 @@ void SpectrumChart::setCurves(const std::vector<Curve>& curves) {
     double xMax = 1.0;
     double lo = std::numeric_limits<double>::infinity();
     double hi = 0.0;
+    int nSeries = 0;
     for (const Curve& curve : curves) {
         auto* series = new QLineSeries();
         series->setName(curve.name);
+        series->setColor(seriesColor(nSeries++));
         QList<QPointF> points;
         points.reserve(static_cast<qsizetype>(curve.values.size()));
         for (size_t i = 0; i < curve.values.size(); ++i) {
@@ -66,12 +71,12 @@ void SpectrumChart::setCurves(const std::vector<Curve>& curves) {
         const auto& s = curves[0].values;
         const std::vector<double> energy = cumulative_energy(s.data(), static_cast<int64_t>(s.size()));
         auto* series = new QLineSeries();
-        series->setName(tr("%1: cumulative energy").arg(curves[0].name));
+        series->setName(tr("cumulative energy"));  // of the first curve, the selected tensor
         QList<QPointF> points;
         for (size_t i = 0; i < energy.size(); ++i) points.append(QPointF(static_cast<double>(i + 1), energy[i]));
         series->replace(points);
         QPen pen(Qt::DashLine);
-        pen.setColor(QColor(0x55, 0x55, 0x55));
+        pen.setColor(referenceLineColor());
         series->setPen(pen);
         c->addSeries(series);
         series->attachAxis(m_x);
@@ -79,7 +84,7 @@ void SpectrumChart::setCurves(const std::vector<Curve>& curves) {
 
         m_marker = new QLineSeries();
         m_marker->setName(tr("rank k"));
-        QPen mp(QColor(0xd0, 0x30, 0x30));
+        QPen mp(Qt::black);  // not a palette colour: no curve shares it
         mp.setWidth(2);
         m_marker->setPen(mp);
         c->addSeries(m_marker);

@@ -1,6 +1,8 @@
 // What every panel that runs jobs shows under its buttons — a progress bar and a status line — and the one place
 // that routes the JobRunner's signals for the panel's own jobs to it: progress of an owned job moves the bar and
-// shows "NN.N % — what"; its end (finished, cancelled, dropped as stale, failed with the message) reaches `ended`.
+// shows "NN.N % — what"; its end (finished, cancelled, dropped as stale, failed with the message) reaches `ended`,
+// after the bar is put in its final state (full when finished, empty otherwise) and a progress line nobody
+// replaced says "done" or "cancelled".
 // Jobs the panel does not own (another panel's, or one it has replaced) are ignored.
 #pragma once
 

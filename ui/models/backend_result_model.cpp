@@ -30,9 +30,13 @@ const BackendResultRow* BackendResultModel::find(const QString& tensor, Reconstr
 }
 
 int BackendResultModel::rowOf(const QString& tensor, ReconstructBackend backend) const {
-    for (size_t i = 0; i < m_rows.size(); ++i)
-        if (m_rows[i].tensor == tensor && m_rows[i].backend == backend) return static_cast<int>(i);
-    return -1;
+    int all = -1;
+    for (size_t i = 0; i < m_rows.size(); ++i) {
+        if (m_rows[i].backend != backend) continue;
+        if (m_rows[i].tensor == tensor) return static_cast<int>(i);
+        if (m_rows[i].tensor.isEmpty()) all = static_cast<int>(i);
+    }
+    return all;
 }
 
 int BackendResultModel::rowCount(const QModelIndex& parent) const {
@@ -67,7 +71,9 @@ QVariant BackendResultModel::data(const QModelIndex& index, int role) const {
         return QVariant(Qt::AlignRight | Qt::AlignVCenter);
     if (role != Qt::DisplayRole) return {};
     switch (index.column()) {
-        case Tensor: return QStringLiteral("%1 (%2)").arg(r.tensor, r.shape);
+        case Tensor:
+            if (r.tensor.isEmpty()) return r.tensors == 1 ? tr("the tensor") : tr("all %1 tensors").arg(r.tensors);
+            return QStringLiteral("%1 (%2)").arg(r.tensor, r.shape);
         case Backend: return reconstructBackendName(r.backend);
         case Device:  // short, so the numbers stay in view; the last column (Status) says why in full
             return ran ? r.device : (r.unavailable.isEmpty() ? tr("failed (see Status)") : tr("not run (see Status)"));

@@ -1,7 +1,8 @@
 // BackendResultModel: the Reconstruct panel's table — one row per (tensor, backend): median decode time, GB/s of
 // output, max abs and relative error against the float64 reference, and how many output elements differ in their
-// f32 bits from the CPU reference backend's. A backend that could not run keeps its row with the reason (Status
-// column) and empty numbers; one that failed shows the error. RawRole gives the unformatted numbers.
+// f32 bits from the CPU reference backend's. A backend that cannot run here has one row for all tensors (empty
+// tensor, `tensors` set) with the reason in the Status column; one that could not run or failed on a tensor has
+// that tensor's row with the reason or the error. RawRole gives the unformatted numbers.
 #pragma once
 
 #include <QAbstractTableModel>
@@ -15,8 +16,9 @@ enum class ReconstructBackend { CpuRef, CpuSimd, Cuda, Wasm };
 QString reconstructBackendName(ReconstructBackend b);  // "cpu-ref", "cpu-simd", "cuda", "wasm"
 
 struct BackendResultRow {
-    QString tensor;
-    QString shape;  // "4096 x 11008"
+    QString tensor;   // empty: the row stands for every tensor of the run (a backend unavailable here)
+    int tensors = 1;  // how many tensors the row stands for
+    QString shape;    // "4096 x 11008"
     ReconstructBackend backend = ReconstructBackend::CpuRef;
     QString unavailable;  // non-empty: did not run, and why
     QString error;        // non-empty: ran and failed
@@ -54,9 +56,9 @@ public:
     void setRows(std::vector<BackendResultRow> rows);
     void clear();
     const std::vector<BackendResultRow>& rows() const { return m_rows; }
-    // The row of `tensor` on `backend`, or nullptr.
+    // The row of `tensor` on `backend` (the backend's row for all tensors when it has none of its own), or nullptr.
     const BackendResultRow* find(const QString& tensor, ReconstructBackend backend) const;
-    // -1 when absent.
+    // -1 when absent; as find().
     int rowOf(const QString& tensor, ReconstructBackend backend) const;
 
     int rowCount(const QModelIndex& parent = {}) const override;

@@ -1,6 +1,6 @@
 #include "models/compare_result_model.h"
 
-#include <QLocale>
+#include "models/display_format.h"
 
 namespace gkq::ui {
 
@@ -53,12 +53,12 @@ QVariant CompareResultModel::data(const QModelIndex& index, int role) const {
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
             case Preset: return p.preset;
-            case Bpw: return QString::number(p.bitsPerWeight, 'f', 3);
-            case MeanKld: return QString::number(p.meanKld, 'f', 6);
-            case KldSe: return QString::number(p.meanKldSe, 'f', 6);
-            case SameTop: return QStringLiteral("%1 %").arg(100.0 * p.sameTop, 0, 'f', 3);
-            case PplRatio: return QString::number(p.pplRatio, 'f', 6);
-            case FileBytes: return QLocale().toString(p.fileBytes);
+            case Bpw: return formatNumber(p.bitsPerWeight);
+            case MeanKld: return formatNumber(p.meanKld);
+            case KldSe: return formatNumber(p.meanKldSe, 2);
+            case SameTop: return QStringLiteral("%1 %").arg(formatNumber(100.0 * p.sameTop));
+            case PplRatio: return formatNumber(p.pplRatio, 6);  // a ratio near 1: its digits after the point matter
+            case FileBytes: return formatCount(p.fileBytes);
             default: return {};
         }
     }

@@ -1,5 +1,7 @@
 #include "models/model_tree_model.h"
 
+#include "gkq/arch.h"
+#include "models/display_format.h"
 #include "models/tensor_table_model.h"
 
 #include <QLocale>
@@ -18,10 +20,12 @@ void ModelTreeModel::setWeights(const Weights& weights) {
     beginResetModel();
     m_groups.clear();
     std::map<int32_t, Group> byLayer;  // -1 (outside the blocks) sorts first
+    const ArchSpec& arch = arch_or_default(weights.config().architecture);
     for (size_t i = 0; i < weights.n_tensors(); ++i) {
         const TensorInfo& t = weights.tensor_info(i);
         Item item;
         item.name = QString::fromStdString(t.name);
+        item.shortName = shortTensorName(arch, t.name);
         const std::string_view role = role_name(t.role);
         item.role = QString::fromLatin1(role.data(), static_cast<qsizetype>(role.size()));
         item.shape = QString::fromStdString(shape_to_string(t.shape));
@@ -35,6 +39,7 @@ void ModelTreeModel::setWeights(const Weights& weights) {
     }
     for (auto& [layer, g] : byLayer) {
         g.summary.name = layer < 0 ? tr("model-wide") : tr("layer %1").arg(layer);
+        g.summary.shortName = g.summary.name;
         g.summary.shape = tr("%n tensor(s)", nullptr, static_cast<int>(g.tensors.size()));
         m_groups.push_back(std::move(g));
     }
@@ -86,15 +91,16 @@ QVariant ModelTreeModel::data(const QModelIndex& index, int role) const {
 
 QVariant ModelTreeModel::itemData(const Item& item, bool isTensor, int column, int role) const {
     if (role == NameRole) return isTensor ? item.name : QString();
+    if (role == Qt::ToolTipRole && column == Name && isTensor) return item.name;  // the stored name, in full
     if (role == Qt::DisplayRole || role == RawRole) {
         const bool raw = role == RawRole;
         switch (column) {
-            case Name: return item.name;
+            case Name: return raw ? item.name : item.shortName;
             case Role: return item.role;
             case Shape: return item.shape;
             case Type: return item.type;
-            case Params: return raw ? QVariant(item.params) : QVariant(QLocale().toString(item.params));
-            case Bytes: return raw ? QVariant(item.bytes) : QVariant(QLocale().toString(item.bytes));
+            case Params: return raw ? QVariant(item.params) : QVariant(formatCount(item.params));
+            case Bytes: return raw ? QVariant(item.bytes) : QVariant(formatCount(item.bytes));
             default: return {};
         }
     }

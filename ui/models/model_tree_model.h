@@ -1,8 +1,9 @@
 // ModelTreeModel: the open model's tensors as a tree — one group for the tensors outside the blocks, then one per
 // transformer layer — with role, shape, type, parameters and bytes per tensor (and sums per group).
 // Holds a snapshot of value types copied from the Weights (a model file or a knot), so it never points into a closed
-// file.
-// Qt::UserRole on any column of a tensor row is its name (empty for groups); RawRole gives unformatted numbers.
+// file. The Name column shows a tensor's short name (shortTensorName, gkq/arch.h: "blk.3.ffn_up"), its tooltip the
+// stored one. Qt::UserRole on any column of a tensor row is its stored name (empty for groups); RawRole gives
+// unformatted numbers (and the stored name in the Name column).
 #pragma once
 
 #include "gkq/weights.h"
@@ -35,7 +36,8 @@ public:
 
 private:
     struct Item {
-        QString name;
+        QString name;       // as stored
+        QString shortName;  // shown in the tree
         QString role;
         QString shape;
         QString type;

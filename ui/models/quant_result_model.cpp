@@ -1,6 +1,10 @@
 #include "models/quant_result_model.h"
 
-#include <QLocale>
+#include "models/display_format.h"
+
+#include <QBrush>
+#include <QColor>
+#include <QStringList>
 
 namespace gkq::ui {
 
@@ -28,14 +32,25 @@ void QuantResultModel::setReport(const QuantizeReport& report) {
         r.bytes = q.bytes_on_disk();
         r.bpw = q.bits_per_weight();
         r.relError = c.rel_error;
+        r.elements = c.n_elements;
+        r.fallback = QString::fromStdString(c.fallback);
         m_rows.push_back(std::move(r));
     }
+    // Outliers: bits per weight above twice the rows' overall (their bytes over their weights), typically a small
+    // tensor (a norm) whose record header outweighs its data.
+    double bytes = 0.0, elements = 0.0;
+    for (const Row& r : m_rows) {
+        bytes += static_cast<double>(r.bytes);
+        elements += static_cast<double>(r.elements);
+    }
+    m_overallBpw = elements > 0.0 ? 8.0 * bytes / elements : 0.0;
     endResetModel();
 }
 
 void QuantResultModel::clear() {
     beginResetModel();
     m_rows.clear();
+    m_overallBpw = 0.0;
     endResetModel();
 }
 
@@ -62,20 +77,51 @@ QVariant QuantResultModel::data(const QModelIndex& index, int role) const {
             default: return {};
         }
     }
+    if (role == ElementsRole) return QVariant::fromValue(r.elements);
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
             case Name: return r.name;
             case Method: return r.method;
-            case Rank: return r.rank > 0 ? QString::number(r.rank) : QStringLiteral("-");
+            case Rank: return r.rank > 0 ? formatCount(static_cast<qint64>(r.rank)) : QStringLiteral("-");
             case Bits: return r.bits;
-            case Bytes: return QLocale().toString(r.bytes);
-            case Bpw: return QString::number(r.bpw, 'f', 3);
-            case RelError: return QString::number(r.relError, 'g', 4);
+            case Bytes: return formatCount(r.bytes);
+            case Bpw: return formatNumber(r.bpw);
+            case RelError: return formatNumber(r.relError);
             default: return {};
         }
     }
+    const bool outlier = isOutlier(index.row());
+    if (role == Qt::BackgroundRole && !r.fallback.isEmpty()) return QBrush(fallbackColor());
+    if (role == Qt::BackgroundRole && outlier && index.column() == Bpw) return QBrush(outlierColor());
+    if (role == Qt::ForegroundRole && (!r.fallback.isEmpty() || (outlier && index.column() == Bpw)))
+        return QBrush(Qt::black);  // on the light highlight, in a dark theme too
+    if (role == Qt::ToolTipRole) {
+        QStringList tips;
+        if (!r.fallback.isEmpty()) tips << tr("Fallback: %1").arg(r.fallback);
+        if (outlier)
+            tips << tr("%1 bits per weight, more than twice the table's %2 (a small tensor pays for its record)")
+                        .arg(formatNumber(r.bpw), formatNumber(m_overallBpw));
+        if (!tips.isEmpty()) return tips.join(QLatin1Char('\n'));
+    }
     if (role == Qt::TextAlignmentRole && index.column() >= Rank) return QVariant(Qt::AlignRight | Qt::AlignVCenter);
     return {};
+}
+
+bool QuantResultModel::isFallback(int row) const {
+    return row >= 0 && row < rowCount() && !m_rows[static_cast<size_t>(row)].fallback.isEmpty();
+}
+
+bool QuantResultModel::isOutlier(int row) const {
+    return row >= 0 && row < rowCount() && m_overallBpw > 0.0 &&
+           m_rows[static_cast<size_t>(row)].bpw > 2.0 * m_overallBpw;
+}
+
+QColor QuantResultModel::fallbackColor() {
+    return QColor(255, 224, 178);  // light orange
+}
+
+QColor QuantResultModel::outlierColor() {
+    return QColor(255, 205, 210);  // light red
 }
 
 QVariant QuantResultModel::headerData(int section, Qt::Orientation orientation, int role) const {

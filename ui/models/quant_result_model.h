@@ -1,11 +1,14 @@
 // QuantResultModel: one row per tensor of a QuantizeReport (method, rank, bits, bytes, bits per weight counting
-// the whole knot record, relative error) as measured by the core; it adds nothing of its own.
-// RawRole gives the unformatted numbers.
+// the whole knot record, relative error) as measured by the core, in the one number format (display_format.h).
+// Highlighted: a tensor whose requested method could not be used (the codec's fallback, its reason in the
+// tooltip), and a bits-per-weight above twice the rows' overall (bytes over weights of all rows).
+// RawRole gives the unformatted numbers, ElementsRole a row's weight count.
 #pragma once
 
 #include "gkq/quantize.h"
 
 #include <QAbstractTableModel>
+#include <QColor>
 #include <vector>
 
 namespace gkq::ui {
@@ -15,11 +18,17 @@ class QuantResultModel : public QAbstractTableModel {
 public:
     enum Column { Name, Method, Rank, Bits, Bytes, Bpw, RelError, ColumnCount };
     static constexpr int RawRole = Qt::UserRole + 1;
+    static constexpr int ElementsRole = Qt::UserRole + 2;
 
     explicit QuantResultModel(QObject* parent = nullptr);
 
     void setReport(const QuantizeReport& report);
     void clear();
+    bool isFallback(int row) const;
+    bool isOutlier(int row) const;
+    double overallBitsPerWeight() const { return m_overallBpw; }
+    static QColor fallbackColor();
+    static QColor outlierColor();
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
@@ -35,8 +44,11 @@ private:
         quint64 bytes = 0;
         double bpw = 0.0;
         double relError = 0.0;
+        qint64 elements = 0;
+        QString fallback;  // why the requested method was not used; empty when it was
     };
     std::vector<Row> m_rows;
+    double m_overallBpw = 0.0;
 };
 
 }  // namespace gkq::ui

@@ -1,5 +1,8 @@
 // TensorTableModel: the tensors of an open model or knot as a table (name, role, layer, shape, type, parameters,
 // bytes as stored). Holds a snapshot of value types copied from the Weights, so it never points into a closed file.
+// A matrix stored in another type than most matrices is a fallback: highlighted, its reason in the tooltip
+// (f16 because its row length is not a multiple of the common type's block size); another type for no such
+// reason is only noted in the tooltip.
 #pragma once
 
 #include "gkq/weights.h"
@@ -24,6 +27,7 @@ public:
 
     void setWeights(const Weights& weights);
     void clear();
+    bool isFallback(int row) const;
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
@@ -39,7 +43,12 @@ private:
         QString type;
         qint64 params = 0;
         quint64 bytes = 0;
+        bool matrix = false;  // a 2-D matrix a transformer multiplies with
+        int64_t cols = 0;
+        QString fallback;  // why this matrix could not be in the common type (row length); empty otherwise
+        QString note;      // another type than most matrices, for no such reason
     };
+    void markFallbacks();
     std::vector<Row> m_rows;
 };
 

@@ -8,6 +8,7 @@
 #include "jobs/job_runner.h"
 #include "jobs/job_watch.h"
 #include "widgets/output_guard.h"
+#include "widgets/result_table.h"
 
 #include <QBuffer>
 #include <QDir>
@@ -81,13 +82,13 @@ ComparePanel::ComparePanel(JobRunner* runner, QWidget* parent) : QWidget(parent)
     m_chart = new ParetoChart(this);
     m_chart->setMinimumHeight(260);
     m_results = new CompareResultModel(this);
-    m_table = new QTableView(this);
-    m_table->setModel(m_results);
-    m_table->verticalHeader()->hide();
+    auto* resultTable = new ResultTable(this);  // one row per preset: no totals
+    resultTable->setSourceModel(m_results, CompareResultModel::RawRole);
+    m_table = resultTable->view();
     m_table->horizontalHeader()->setStretchLastSection(true);
     auto* split = new QSplitter(Qt::Vertical, this);
     split->addWidget(m_chart);
-    split->addWidget(m_table);
+    split->addWidget(resultTable);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 1);
 

@@ -3,12 +3,15 @@
 #include "gkq/model_file.h"
 #include "gkq/tokenizer.h"
 #include "jobs/job_runner.h"
+#include "models/display_format.h"
 #include "models/model_tree_model.h"
 #include "models/tensor_table_model.h"
 #include "widgets/compare_panel.h"
+#include "widgets/help_content.h"
 #include "widgets/model_browser.h"
 #include "widgets/quantize_panel.h"
 #include "widgets/reconstruct_panel.h"
+#include "widgets/result_table.h"
 #include "widgets/rknot_editor.h"
 #include "widgets/saturation_panel.h"
 #include "widgets/server_panel.h"
@@ -16,13 +19,14 @@
 
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDesktopServices>
 #include <QDir>
 #include <QDockWidget>
-#include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHeaderView>
+#include <QKeySequence>
 #include <QLabel>
 #include <QLocale>
 #include <QMenuBar>
@@ -35,12 +39,14 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QToolButton>
+#include <QUrl>
 #include <QVBoxLayout>
 
 namespace gkq::ui {
 
 namespace {
 constexpr int kMaxRecentFiles = 8;
+constexpr int kCentralMinWidth = 420;  // px: on a small screen the views give way before the model browser does
 const QString kLoadKey = QStringLiteral("load");
 }  // namespace
 
@@ -49,27 +55,34 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     setWindowTitle(tr("GKQ Workbench"));
     setObjectName(QStringLiteral("gkqMainWindow"));
     setAcceptDrops(true);
+    // A file dropped anywhere in the window opens, also on widgets that take drops themselves (a QChartView is a
+    // QGraphicsView, which accepts and swallows them): the application filter sees the drag before they do.
+    qApp->installEventFilter(this);
     m_runner = new JobRunner(this);
 
     // Overview: configuration summary and the flat tensor table.
     m_tensorModel = new TensorTableModel(this);
-    m_tableProxy = new QSortFilterProxyModel(this);
-    m_tableProxy->setSourceModel(m_tensorModel);
-    m_tableProxy->setSortRole(Qt::UserRole);  // raw numbers for the numeric columns
     auto* overview = new QWidget(this);
     auto* overviewLayout = new QVBoxLayout(overview);
     m_summary = new QLabel(tr("No model open. Use File > Open (Ctrl+O), or drop a model file here."), overview);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_summary->setWordWrap(true);
-    m_table = new QTableView(overview);
-    m_table->setModel(m_tableProxy);
-    m_table->setSortingEnabled(true);
-    m_table->sortByColumn(-1, Qt::AscendingOrder);  // file order until the user clicks a header
-    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    auto* tensorTable = new ResultTable(overview);
+    tensorTable->setSourceModel(m_tensorModel, Qt::UserRole);  // raw numbers for the numeric columns
+    tensorTable->setTotals([](const QAbstractItemModel& rows) {
+        QStringList cells(TensorTableModel::ColumnCount);
+        cells[TensorTableModel::Name] = totalsLabel(rows.rowCount());
+        cells[TensorTableModel::Params] =
+            formatCount(static_cast<qint64>(columnSum(rows, TensorTableModel::Params, Qt::UserRole)));
+        cells[TensorTableModel::Bytes] =
+            formatCount(static_cast<quint64>(columnSum(rows, TensorTableModel::Bytes, Qt::UserRole)));
+        return cells;
+    });
+    m_tableProxy = tensorTable->proxy();
+    m_table = tensorTable->view();
     m_table->horizontalHeader()->setStretchLastSection(true);
-    m_table->verticalHeader()->hide();
     overviewLayout->addWidget(m_summary);
-    overviewLayout->addWidget(m_table, 1);
+    overviewLayout->addWidget(tensorTable, 1);
 
     m_spectrum = new SpectrumPanel(m_runner, this);
     m_quantize = new QuantizePanel(m_runner, this);
@@ -100,6 +113,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         const std::vector<std::string> tokenizers = tokenizers_beside(m_modelPath.toStdString());
         if (tokenizers.size() == 1) m_serve->setTokenizerPath(QString::fromStdString(tokenizers.front()));
     });
+    m_tabs->setMinimumWidth(kCentralMinWidth);
     setCentralWidget(m_tabs);
     connect(m_quantize, &QuantizePanel::exported, this,
             [this](const QString& path) { statusBar()->showMessage(tr("Wrote %1").arg(path)); });
@@ -111,6 +125,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     addDockWidget(Qt::LeftDockWidgetArea, dock);
     resizeDocks({dock}, {540}, Qt::Horizontal);
     connect(m_browser, &ModelBrowser::tensorSelected, m_spectrum, &SpectrumPanel::showTensor);
+    connect(m_browser, &ModelBrowser::tensorSelected, this, &MainWindow::showTensorInOverview);
 
     // Status bar: the running job, its progress, Cancel.
     m_jobLabel = new QLabel(this);
@@ -150,8 +165,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     buildMenus();
     QSettings settings;
     if (!restoreGeometry(settings.value(QStringLiteral("mainWindow/geometry")).toByteArray())) resize(1280, 800);
+    // The browser's minimum width holds in a restored layout too: a state saved by an older build with a collapsed
+    // dock comes back at least that wide.
     restoreState(settings.value(QStringLiteral("mainWindow/state")).toByteArray());
-    m_tabs->setCurrentIndex(settings.value(QStringLiteral("mainWindow/tab"), 0).toInt());
+    if (dock->width() < m_browser->minimumUsableWidth())
+        resizeDocks({dock}, {m_browser->minimumUsableWidth()}, Qt::Horizontal);
+    m_tabs->setCurrentIndex(settings.value(QStringLiteral("mainWindow/tab"), OverviewTab).toInt());
     statusBar()->showMessage(tr("Ready"));
 }
 
@@ -209,6 +228,42 @@ void MainWindow::buildMenus() {
         QWidget* page = views[i].second;
         view->addAction(views[i].first, QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)), this,
                         [this, page] { m_tabs->setCurrentWidget(page); });
+    }
+
+    QMenu* help = menuBar()->addMenu(tr("&Help"));
+    help->addAction(tr("&Help on this view"), QKeySequence::HelpContents, this, [this] {
+        showHelp(m_tabs->tabText(m_tabs->currentIndex()), viewHelpText(m_tabs->currentIndex()));
+    });
+    help->addAction(tr("&Manual"), this, [this] {
+        const QString manual = manualPath();
+        if (manual.isEmpty())
+            return showError(tr("The manual (README.md and docs/) is not installed beside this program"));
+        m_lastHelp = manual;
+        if (QGuiApplication::platformName() != QLatin1String("offscreen"))
+            QDesktopServices::openUrl(QUrl::fromLocalFile(manual));
+    });
+    help->addAction(tr("&Keyboard shortcuts"), this,
+                    [this] { showHelp(tr("Keyboard shortcuts"), shortcutsText(this)); });
+    help->addSeparator();
+    help->addAction(tr("&About GKQ Workbench"), this, [this] { showHelp(tr("About GKQ Workbench"), aboutText()); });
+}
+
+void MainWindow::showHelp(const QString& title, const QString& text) {
+    m_lastHelp = text;
+    if (QGuiApplication::platformName() == QLatin1String("offscreen")) return;
+    auto* box = new QMessageBox(QMessageBox::Information, title, text, QMessageBox::Ok, this);
+    box->setTextFormat(Qt::RichText);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->setModal(false);
+    box->open();
+}
+
+void MainWindow::showTensorInOverview(const QString& name) {
+    for (int r = 0; r < m_tableProxy->rowCount(); ++r) {
+        if (m_tableProxy->index(r, TensorTableModel::Name).data(Qt::UserRole).toString() != name) continue;
+        m_table->selectRow(r);
+        m_table->scrollTo(m_table->model()->index(r, TensorTableModel::Name));
+        return;
     }
 }
 
@@ -374,16 +429,18 @@ void MainWindow::closeEvent(QCloseEvent* event) {
     event->accept();
 }
 
-void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
-    const auto urls = event->mimeData()->urls();
-    if (!urls.isEmpty() && urls.first().isLocalFile()) event->acceptProposedAction();
-}
-
-void MainWindow::dropEvent(QDropEvent* event) {
-    const auto urls = event->mimeData()->urls();
-    if (urls.isEmpty() || !urls.first().isLocalFile()) return;
-    openModel(urls.first().toLocalFile());
-    event->acceptProposedAction();
+bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+    const QEvent::Type type = event->type();
+    if (type != QEvent::DragEnter && type != QEvent::DragMove && type != QEvent::Drop)
+        return QMainWindow::eventFilter(watched, event);
+    auto* widget = qobject_cast<QWidget*>(watched);
+    if (widget == nullptr || widget->window() != this) return QMainWindow::eventFilter(watched, event);
+    auto* drop = static_cast<QDropEvent*>(event);  // QDragEnterEvent and QDragMoveEvent are QDropEvents
+    const auto urls = drop->mimeData()->urls();
+    if (urls.isEmpty() || !urls.first().isLocalFile()) return QMainWindow::eventFilter(watched, event);
+    drop->acceptProposedAction();
+    if (type == QEvent::Drop) openModel(urls.first().toLocalFile());
+    return true;
 }
 
 }  // namespace gkq::ui

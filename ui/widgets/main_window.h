@@ -1,6 +1,7 @@
 // MainWindow: the workbench's top-level window — the model browser (dock), and the Overview, Spectrum, Quantize
-// and Compare views (tabs); a status bar with the running job, its progress and a Cancel button.
-// Models open from the command line, File > Open, File > Open Recent, or by dropping a file on the window; the
+// and Compare views (tabs); a status bar with the running job, its progress and a Cancel button; a Help menu
+// (help_content.h: F1 help on the current view, the manual, keyboard shortcuts, About).
+// Models open from the command line, File > Open, File > Open Recent, or by dropping a file on any view; the
 // load runs through the JobRunner, then the spectra are analyzed in the background. Window layout, recent files
 // and the last directory persist in QSettings. Errors show in the window (status bar and a message box on a real
 // display) and never take the app down.
@@ -70,6 +71,9 @@ public:
     // What Quantize, Evaluate and Compare measure while a knot is open (the knot, not its original); empty otherwise.
     QString knotNotice() const;
     QTabWidget* tabs() const { return m_tabs; }
+    QTableView* tensorTable() const { return m_table; }
+    // What Help showed last: the rich text of About, Keyboard shortcuts or the view's help (F1), or the manual's path.
+    QString lastHelp() const { return m_lastHelp; }
 
 signals:
     void modelLoaded(const QString& path);
@@ -77,8 +81,8 @@ signals:
 
 protected:
     void closeEvent(QCloseEvent* event) override;
-    void dragEnterEvent(QDragEnterEvent* event) override;
-    void dropEvent(QDropEvent* event) override;
+    // Drops of a local file on any widget of the window open it.
+    bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
     void buildMenus();
@@ -87,6 +91,8 @@ private:
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
     void showError(const QString& message);
+    void showHelp(const QString& title, const QString& text);
+    void showTensorInOverview(const QString& name);
     void saveLayout();
 
     JobRunner* m_runner = nullptr;
@@ -111,6 +117,7 @@ private:
     std::shared_ptr<const Weights> m_model;
     QString m_modelPath;
     QString m_lastError;
+    QString m_lastHelp;
     quint64 m_loadJob = 0;
 };
 

@@ -33,8 +33,11 @@ ModelBrowser::ModelBrowser(QWidget* parent) : QWidget(parent) {
     m_tree->setAlternatingRowColors(true);
     m_tree->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_tree->setSelectionMode(QAbstractItemView::SingleSelection);
-    m_tree->header()->setStretchLastSection(false);
-    m_tree->header()->setSectionResizeMode(ModelTreeModel::Name, QHeaderView::Stretch);
+    // Name keeps the width of its longest short name (the tree scrolls sideways instead of eliding it to "...");
+    // the last column takes what is left.
+    m_tree->header()->setStretchLastSection(true);
+    m_tree->header()->setSectionResizeMode(QHeaderView::Interactive);
+    m_tree->header()->setMinimumSectionSize(fontMetrics().horizontalAdvance(QStringLiteral("layer 00")));
     connect(m_tree->selectionModel(), &QItemSelectionModel::currentRowChanged, this, &ModelBrowser::onCurrentChanged);
     connect(m_model, &QAbstractItemModel::modelReset, this, [this] {
         m_selected.clear();
@@ -45,6 +48,19 @@ ModelBrowser::ModelBrowser(QWidget* parent) : QWidget(parent) {
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(m_filter);
     layout->addWidget(m_tree);
+    // What a dock of this browser needs to show a layer's short names and their roles (the main window keeps it
+    // at least this wide).
+    setMinimumWidth(minimumUsableWidth());
+}
+
+int ModelBrowser::minimumUsableWidth() const {
+    // A block tensor's short name and its role (about 18 and 11 characters), their margins, the indentation.
+    constexpr int kCharacters = 34;
+    return fontMetrics().averageCharWidth() * kCharacters + 48;
+}
+
+QTreeView* ModelBrowser::treeView() const {
+    return m_tree;
 }
 
 void ModelBrowser::setFilterText(const QString& text) {
@@ -53,7 +69,7 @@ void ModelBrowser::setFilterText(const QString& text) {
 
 void ModelBrowser::expandAllLayers() {
     m_tree->expandAll();
-    for (int c = 1; c < ModelTreeModel::ColumnCount; ++c) m_tree->resizeColumnToContents(c);
+    for (int c = 0; c < ModelTreeModel::ColumnCount; ++c) m_tree->resizeColumnToContents(c);
 }
 
 bool ModelBrowser::selectTensor(const QString& name) {

@@ -1,5 +1,6 @@
 // ModelBrowser: the open model's layers and tensors as a filterable tree (ModelTreeModel behind a recursive
-// filter); selecting a tensor emits tensorSelected(name), which drives the other panels.
+// filter) with short names (the stored name in the tooltip); selecting a tensor emits tensorSelected(name) with
+// the stored name, which drives the other panels.
 #pragma once
 
 #include <QWidget>
@@ -24,6 +25,9 @@ public:
     bool selectTensor(const QString& name);
     QString selectedTensor() const { return m_selected; }
     void expandAllLayers();
+    QTreeView* treeView() const;
+    // The narrowest width at which the tree still shows a short name and its role in full.
+    int minimumUsableWidth() const;
 
 signals:
     void tensorSelected(const QString& name);

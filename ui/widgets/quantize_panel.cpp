@@ -5,8 +5,10 @@
 #include "gkq/workflows.h"
 #include "jobs/job_runner.h"
 #include "jobs/job_watch.h"
+#include "models/display_format.h"
 #include "models/quant_result_model.h"
 #include "widgets/output_guard.h"
+#include "widgets/result_table.h"
 
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -125,10 +127,19 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     m_evalLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
     m_results = new QuantResultModel(this);
-    m_table = new QTableView(this);
-    m_table->setModel(m_results);
-    m_table->verticalHeader()->hide();
-    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    auto* resultTable = new ResultTable(this);
+    resultTable->setSourceModel(m_results, QuantResultModel::RawRole);
+    // Totals of the rows shown: their bytes, and bits per weight as their bytes over their weights.
+    resultTable->setTotals([](const QAbstractItemModel& rows) {
+        QStringList cells(QuantResultModel::ColumnCount);
+        const double bytes = columnSum(rows, QuantResultModel::Bytes, QuantResultModel::RawRole);
+        const double elements = columnSum(rows, QuantResultModel::Name, QuantResultModel::ElementsRole);
+        cells[QuantResultModel::Name] = totalsLabel(rows.rowCount());
+        cells[QuantResultModel::Bytes] = formatCount(static_cast<quint64>(bytes));
+        if (elements > 0) cells[QuantResultModel::Bpw] = formatNumber(8.0 * bytes / elements);
+        return cells;
+    });
+    m_table = resultTable->view();
     m_table->horizontalHeader()->setSectionResizeMode(QuantResultModel::Name, QHeaderView::Stretch);
 
     auto* top = new QHBoxLayout();
@@ -141,7 +152,7 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     layout->addWidget(m_status);
     layout->addWidget(m_totals);
     layout->addWidget(m_evalLabel);
-    layout->addWidget(m_table, 1);
+    layout->addWidget(resultTable, 1);
 
     watchJobs(
         m_runner, this, [this](quint64 id) { return id == m_job || id == m_exportJob || id == m_evalJob; }, progress,
@@ -190,6 +201,9 @@ QString QuantizePanel::preset() const {
 }
 QString QuantizePanel::totalsText() const {
     return m_totals->text();
+}
+QString QuantizePanel::statusText() const {
+    return m_status->text();
 }
 
 QuantizeOptions QuantizePanel::options() const {
@@ -372,7 +386,10 @@ quint64 QuantizePanel::exportKnot(const QString& path) {
             if (!s) return s;
             return to;
         },
-        [this](std::string& written) { emit exported(QString::fromStdString(written)); });
+        [this](std::string& written) {
+            m_status->setText(tr("Exported %1").arg(QString::fromStdString(written)));
+            emit exported(QString::fromStdString(written));
+        });
     updateButtons();
     return m_exportJob;
 }
@@ -389,7 +406,10 @@ quint64 QuantizePanel::exportReconstructed(const QString& path) {
     m_exportJob = m_runner->run<ReconstructReport>(
         QStringLiteral("export"), tr("Reconstructing %1").arg(QFileInfo(path).fileName()),
         [from, to](const ProgressFn& progress) { return reconstruct(from, to, 0, progress); },
-        [this](ReconstructReport& r) { emit exported(QString::fromStdString(r.path)); });
+        [this](ReconstructReport& r) {
+            m_status->setText(tr("Exported %1").arg(QString::fromStdString(r.path)));
+            emit exported(QString::fromStdString(r.path));
+        });
     updateButtons();
     return m_exportJob;
 }
@@ -400,15 +420,22 @@ std::vector<std::string> QuantizePanel::exportInputs() const {
     return inputs;
 }
 
+QString QuantizePanel::suggestedExportPath(const QString& suffix) const {
+    const QString input = m_model ? QString::fromStdString(m_model->label()) : QString();
+    const QString tag = m_report ? QString::fromStdString(m_report->preset) : preset();
+    return suggestedOutputPath(input, tag, suffix);
+}
+
 void QuantizePanel::exportKnotDialog() {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export knot"), QString(), tr("Knot (*.knot)"));
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export knot"),
+                                                      suggestedExportPath(QStringLiteral("knot")), tr("Knot (*.knot)"));
     if (!path.isEmpty()) exportKnot(path);
 }
 
 void QuantizePanel::exportReconstructedDialog() {
-    const QString path =
-        QFileDialog::getSaveFileName(this, tr("Export reconstructed model"), QString(),
-                                     tr("safetensors (*.safetensors);;GGUF (*.gguf);;llama2.c checkpoint (*.bin)"));
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export reconstructed model"), suggestedExportPath(QStringLiteral("safetensors")),
+        tr("safetensors (*.safetensors);;GGUF (*.gguf);;llama2.c checkpoint (*.bin)"));
     if (!path.isEmpty()) exportReconstructed(path);
 }
 

@@ -67,7 +67,10 @@ public:
     QuantResultModel* resultModel() const { return m_results; }
     const std::optional<QuantizeReport>& lastReport() const { return m_report; }
     QString lastKnotPath() const { return m_knotPath; }
+    // What the export dialogs propose: "<model>-<preset>.<suffix>" beside the open model (suggestedOutputPath).
+    QString suggestedExportPath(const QString& suffix) const;
     QString totalsText() const;
+    QString statusText() const;  // the line under the progress bar
     QProgressBar* progressBar() const { return m_progress; }
     QPushButton* cancelButton() const { return m_cancelButton; }
     QPushButton* runButton() const { return m_runButton; }

@@ -32,6 +32,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 namespace gkq::ui {
 
@@ -171,6 +172,26 @@ Result<std::vector<BackendResultRow>> reconstructAll(const Request& r, const Pro
     if (!knot) return knot.status();
     std::vector<BackendResultRow> rows;
     const QString wasmReason = wasmUnavailable(r);
+    // A backend that cannot run here gets one row with the reason, not one per tensor.
+    bool skip[std::size(kernels::kAllBackends)] = {};
+    for (size_t bi = 0; bi < std::size(kernels::kAllBackends); ++bi) {
+        const kernels::Backend b = kernels::kAllBackends[bi];
+        const std::string why = kernels::backend_unavailable_reason(b);
+        if (why.empty()) continue;
+        skip[bi] = true;
+        BackendResultRow row;
+        row.backend = static_cast<ReconstructBackend>(static_cast<int>(b));
+        row.unavailable = QString::fromStdString(why);
+        row.tensors = static_cast<int>(r.tensors.size());
+        rows.push_back(std::move(row));
+    }
+    if (!wasmReason.isEmpty()) {
+        BackendResultRow row;
+        row.backend = ReconstructBackend::Wasm;
+        row.unavailable = wasmReason;
+        row.tensors = static_cast<int>(r.tensors.size());
+        rows.push_back(std::move(row));
+    }
     const double steps = static_cast<double>(r.tensors.size() * (kBackendsPerTensor + 1));
     int step = 0;
     kernels::RunOptions options;
@@ -196,9 +217,11 @@ Result<std::vector<BackendResultRow>> reconstructAll(const Request& r, const Pro
         proto.tensor = QString::fromStdString(name);
         proto.shape = shapeText(t->shape);
         proto.elements = n;
-        for (kernels::Backend b : kernels::kAllBackends) {
+        for (size_t bi = 0; bi < std::size(kernels::kAllBackends); ++bi) {
+            const kernels::Backend b = kernels::kAllBackends[bi];
             if (!report_progress(progress, step++ / steps, std::string(kernels::backend_name(b)) + ": " + name))
                 return error(StatusCode::Cancelled, "reconstruction cancelled");
+            if (skip[bi]) continue;
             BackendResultRow row = proto;
             row.backend = static_cast<ReconstructBackend>(static_cast<int>(b));
             auto run = kernels::run_backend(b, *t, options, &*ref);
@@ -226,17 +249,14 @@ Result<std::vector<BackendResultRow>> reconstructAll(const Request& r, const Pro
         const double fraction = step++ / steps;
         if (!report_progress(progress, fraction, "wasm (node): " + name))
             return error(StatusCode::Cancelled, "reconstruction cancelled");
+        if (!wasmReason.isEmpty()) continue;
         BackendResultRow row = proto;
         row.backend = ReconstructBackend::Wasm;
-        if (!wasmReason.isEmpty()) {
-            row.unavailable = wasmReason;
-        } else {
-            std::vector<float> out;
-            if (Status s = runWasm(r, name, n, static_cast<int>(ti), fraction, progress, row, out); !s) return s;
-            if (row.error.isEmpty()) {
-                measureErrors(out.data(), *ref, row);
-                row.bitsDiffering = countDiffering(base.data(), out.data(), n);
-            }
+        std::vector<float> out;
+        if (Status s = runWasm(r, name, n, static_cast<int>(ti), fraction, progress, row, out); !s) return s;
+        if (row.error.isEmpty()) {
+            measureErrors(out.data(), *ref, row);
+            row.bitsDiffering = countDiffering(base.data(), out.data(), n);
         }
         rows.push_back(std::move(row));
     }

@@ -88,6 +88,7 @@ ServerPanel::ServerPanel(QWidget* parent) : QWidget(parent) {
     m_requestsChart = new LiveSeriesChart(tr("Requests/s (without /metrics scrapes)"), tr("requests/s"), this);
     m_latencyChart = new LiveSeriesChart(tr("Mean request latency"), tr("ms"), this);
     m_hitChart = new LiveSeriesChart(tr("Weight cache hit rate"), tr("%"), this);
+    m_hitChart->setUpperBound(100.0);
     auto* charts = new QHBoxLayout();
     charts->addWidget(m_requestsChart);
     charts->addWidget(m_latencyChart);
