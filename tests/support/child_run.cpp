@@ -44,7 +44,7 @@ void write_llama2c_tokenizer(const std::string& path, int n) {
         std::snprintf(buf, sizeof buf, "<0x%02X>", b);
         toks.emplace_back(buf);
     }
-    const std::string sp = "\xe2\x96\x81";  // U+2581, SentencePiece's space
+    const std::string sp = " ";  // llama2.c pieces spell SentencePiece's U+2581 as a space
     toks.push_back(sp);
     for (char a = 'a'; a <= 'z'; ++a) toks.emplace_back(1, a);
     for (char a = 'a'; a <= 'z'; ++a) toks.push_back(sp + a);
@@ -54,7 +54,7 @@ void write_llama2c_tokenizer(const std::string& path, int n) {
         for (char b = 'a'; b <= 'z'; ++b)
             for (char c = 'a'; c <= 'z'; ++c) toks.push_back(sp + a + b + c);
     if (static_cast<int>(toks.size()) > n) toks.resize(static_cast<size_t>(n));
-    while (static_cast<int>(toks.size()) < n) toks.push_back(sp + "w" + std::to_string(toks.size()));
+    while (static_cast<int>(toks.size()) < n) toks.push_back("\xe2\x96\x81w" + std::to_string(toks.size()));
     std::ofstream f(path, std::ios::binary);
     int32_t max_len = 0;
     for (const std::string& t : toks) max_len = std::max(max_len, static_cast<int32_t>(t.size()));

@@ -19,8 +19,8 @@ ChildRun run_child(const std::vector<std::string>& args, const std::string& log)
 // The whole file (empty when it cannot be read).
 std::string slurp(const std::string& path);
 
-// A llama2.c tokenizer.bin of n tokens: <unk> <s> </s>, the 256 byte tokens, "▁", the letters a-z and every
-// "▁x", "▁xy", "▁xyz" of them (so a text of three-letter words takes one token a word), then words "▁wN".
+// A llama2.c tokenizer.bin of n tokens: <unk> <s> </s>, the 256 byte tokens, " ", the letters a-z and every
+// " x", " xy", " xyz" of them (so a text of three-letter words takes one token a word), then words "▁wN" (as before).
 void write_llama2c_tokenizer(const std::string& path, int n);
 
 inline double mib(uint64_t bytes) {

@@ -126,7 +126,7 @@ struct EvalReport {
 // tokens not kept (-inf when top_k covers the vocabulary). From these the base's NLL, its top token and its
 // probability of the correct token are exact; KLD (base || candidate) is computed over the kept tokens plus one
 // bucket for the rest (the coarsened distributions' divergence: a lower bound of the full one, equal to it when
-// top_k >= n_vocab; docs/cli.md gives the measured difference).
+// top_k >= n_vocab; docs/eval.md gives the measured difference).
 // The file (version 3, written atomically):
 //   offset 0: magic "GKQBASE\0", u32 version 3, u32 n_vocab, u32 n_ctx, u32 stride, u64 n_tokens, i32 bos,
 //   u32 n_model_bytes, u64 n_bytes, u64 token hash (FNV-1a of the int32 tokens), u64 text hash; at offset 64 the
