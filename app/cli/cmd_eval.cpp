@@ -65,8 +65,8 @@ void print_report(const EvalRun& run, bool json) {
 
 int cmd_eval(int argc, char** argv) {
     std::string base_path, cand_path, model_path, text_path, tokenizer_path, save_base, base_logits;
-    int64_t ctx = 0, stride = 0, threads = 0;
-    bool json = false, per_document = false;
+    int64_t ctx = 0, stride = 0, threads = 0, top_k = kDefaultBaseTopK;
+    bool json = false, per_document = false, exact_base = false;
     std::string separator;
     ArgParser p(
         "gkq eval --base MODEL --candidate MODEL|KNOT --text FILE [--ctx N] [--stride N] [--json]\n"
@@ -101,6 +101,14 @@ int cmd_eval(int argc, char** argv) {
              "reuse base logits saved by --save-base instead of running --base (the file names its base model, "
              "which is the default --base)",
              &base_logits);
+    p.option_int("--base-top-k", "N",
+                 "base logits kept per position: the N largest, log Z and the rest's mass (default " +
+                     std::to_string(kDefaultBaseTopK) + "); KLD sums them plus one bucket for the rest",
+                 &top_k, 1, int64_t{1} << 24);
+    p.flag("--exact-base",
+           "run base and candidate window by window with full logits (KLD over the whole vocabulary; both models in "
+           "memory at once). Default: the base runs first, its compact logits kept, then it is released",
+           &exact_base);
     p.option("--doc-separator", "S",
              "the text between documents (default: '<|endoftext|>' and the tokenizer's EOS piece, e.g. '</s>')",
              &separator);
@@ -155,6 +163,8 @@ int cmd_eval(int argc, char** argv) {
     request.base_logits = base_logits;
     request.per_document = per_document;
     request.doc_separator = separator;
+    request.exact_base = exact_base;
+    request.base_top_k = top_k;
     auto session = EvalSession::open(request);
     if (!session) return fail(session.status());
 

@@ -155,11 +155,21 @@ private slots:
         QVERIFY2(gone.err.contains(q(logits) + " was saved with base model " + q(copy) +
                                    ", which is not there: pass --base MODEL with that model"),
                  qPrintable(gone.err));
-        // A version-1 file (no model name) still reads with --base, and without it says what is missing.
-        std::vector<uint8_t> bytes = test::read_file(logits);
+        // A version-1 file (no model name, full float32 logits) still reads with --base, and without it says what
+        // is missing. Made from the saved version-3 file: with 40 tokens all kept (top_k = n_vocab), the kept
+        // logits of each position, in id order, are its full row, the file's last n_tokens x 40 floats.
+        std::vector<uint8_t> saved = test::read_file(logits);
         uint32_t name_bytes = 0;
-        std::memcpy(&name_bytes, bytes.data() + 36, 4);
-        bytes.erase(bytes.begin() + 64, bytes.begin() + 64 + name_bytes);
+        uint64_t n_tokens = 0;
+        uint32_t top_k = 0;
+        std::memcpy(&name_bytes, saved.data() + 36, 4);
+        std::memcpy(&n_tokens, saved.data() + 24, 8);
+        std::memcpy(&top_k, saved.data() + 64 + name_bytes, 4);
+        QCOMPARE(top_k, 40u);
+        std::vector<uint8_t> bytes(saved.begin(), saved.begin() + 64);
+        const auto tokens_at = saved.begin() + 64 + name_bytes + 8;
+        bytes.insert(bytes.end(), tokens_at, tokens_at + static_cast<std::ptrdiff_t>(n_tokens * 4));
+        bytes.insert(bytes.end(), saved.end() - static_cast<std::ptrdiff_t>(n_tokens * 40 * 4), saved.end());
         const uint32_t one = 1, zero = 0;
         std::memcpy(bytes.data() + 8, &one, 4);
         std::memcpy(bytes.data() + 36, &zero, 4);

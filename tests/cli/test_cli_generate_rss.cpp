@@ -1,82 +1,26 @@
-// Peak memory of `gkq generate` on a model-shaped checkpoint: a TinyLlama-1.1B-shaped model cut to 2 layers, written
-// in bf16 by `gkq synth`, and its q4_0 knot. The transformer runs the weights as stored (bf16 from the mapping, the
-// knot's Q4_0 blocks), so a child's peak RSS (wait4's ru_maxrss) stays under a bound computed from the tensor sizes:
-// the stored bytes it may touch, its KV cache and run state, and a fixed margin for the binary, its libraries and
-// the tokenizer. Converting the weights to float32 at load, as gkq did before, takes twice the bf16 file (and
-// 7x the q4_0 blocks) and fails the bound.
+// Peak memory of `gkq quantize --preset q4_0` and `gkq generate` on a model-shaped checkpoint: a TinyLlama-1.1B-shaped
+// model cut to 2 layers, written in bf16 by `gkq synth`, and its q4_0 knot. The transformer runs the weights as stored
+// (bf16 from the mapping, the knot's Q4_0 blocks), so a child's peak RSS (wait4's ru_maxrss) stays under a bound
+// computed from the tensor sizes: the stored bytes it may touch, its KV cache and run state, and a fixed margin for the
+// binary, its libraries and the tokenizer. Converting the weights to float32 at load, as gkq did before, takes twice
+// the bf16 file (and 7x the q4_0 blocks) and fails the bound.
+#include "child_run.h"
 #include "gkq/model_config.h"
 #include "gkq/weights.h"
 #include "test_support.h"
 
 #include <QtTest>
 
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
-#include <vector>
 
 using namespace gkq;
+using gkq::test::ChildRun;
+using gkq::test::mib;
+using gkq::test::run_child;
+using gkq::test::slurp;
 
 namespace {
-
-struct ChildRun {
-    int code = -1;
-    uint64_t max_rss_bytes = 0;
-};
-
-// Runs argv with stdout and stderr into `log` and waits for it with wait4, which reports the child's peak RSS.
-ChildRun run_child(const std::vector<std::string>& args, const std::string& log) {
-    ChildRun r;
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid < 0) return r;
-    if (pid == 0) {
-        if (std::freopen(log.c_str(), "w", stdout) == nullptr || dup2(fileno(stdout), 2) < 0) _exit(126);
-        execv(argv[0], argv.data());
-        _exit(127);
-    }
-    int status = 0;
-    struct rusage usage {};
-    if (wait4(pid, &status, 0, &usage) != pid) return r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.max_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;  // Linux: kilobytes
-    return r;
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream f(path);
-    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-// A llama2.c tokenizer.bin of n tokens (<unk> <s> </s>, the 256 byte tokens, then words), for a vocabulary of
-// TinyLlama's size.
-void write_tokenizer(const std::string& path, int n) {
-    std::vector<std::string> toks = {"<unk>", "<s>", "</s>"};
-    for (int b = 0; b < 256; ++b) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-        toks.emplace_back(buf);
-    }
-    while (static_cast<int>(toks.size()) < n) toks.push_back("\xe2\x96\x81w" + std::to_string(toks.size()));
-    std::ofstream f(path, std::ios::binary);
-    int32_t max_len = 0;
-    for (const std::string& t : toks) max_len = std::max(max_len, static_cast<int32_t>(t.size()));
-    f.write(reinterpret_cast<const char*>(&max_len), 4);
-    for (size_t i = 0; i < toks.size(); ++i) {
-        const float score = -static_cast<float>(i);
-        const auto len = static_cast<int32_t>(toks[i].size());
-        f.write(reinterpret_cast<const char*>(&score), 4);
-        f.write(reinterpret_cast<const char*>(&len), 4);
-        f.write(toks[i].data(), len);
-    }
-}
 
 // What generate holds besides its weights: the KV cache (n_layers, context, kv_dim) twice, the run state of a
 // 32-token batch (activations, attention rows, logits), all float32; and 64 MiB for the binary, its libraries, the
@@ -89,10 +33,6 @@ uint64_t run_bytes(const ModelConfig& c) {
                            (4 * static_cast<uint64_t>(c.dim) + 2 * static_cast<uint64_t>(c.hidden_dim) +
                             static_cast<uint64_t>(c.n_heads) * ctx + static_cast<uint64_t>(c.vocab_size));
     return kv + state + (uint64_t{64} << 20);
-}
-
-double mib(uint64_t b) {
-    return static_cast<double>(b) / (1 << 20);
 }
 
 }  // namespace
@@ -111,12 +51,13 @@ private slots:
         const std::string tok = dir.file("tok32000.bin");
         const std::string knot = dir.file("tinyllama-2l-q4_0.knot");
         const std::string log = dir.file("log.txt");
-        write_tokenizer(tok, 32000);
+        test::write_llama2c_tokenizer(tok, 32000);
 
         ChildRun synth =
             run_child({gkq, "synth", "--like", "tinyllama-1.1b", "-o", model, "--layers", "2", "--dtype", "bf16"}, log);
         QVERIFY2(synth.code == 0, slurp(log).c_str());
-        ChildRun quant = run_child({gkq, "quantize", model, "-o", knot, "--preset", "q4_0", "--tokenizer", tok}, log);
+        ChildRun quant = run_child(
+            {gkq, "quantize", model, "-o", knot, "--preset", "q4_0", "--tokenizer", tok, "--threads", "1"}, log);
         QVERIFY2(quant.code == 0, slurp(log).c_str());
 
         auto weights = open_weights(model);
@@ -138,6 +79,30 @@ private slots:
         }
         const uint64_t knot_file = std::filesystem::file_size(knot);
         const uint64_t extra = run_bytes(config);
+
+        // quantize streams tensor by tensor: the mapped input it reads once, and for the one worker its tensor in
+        // float32, that tensor decoded again for the error report, and the records in the writer's window (two a
+        // worker, each at most the largest tensor's blocks); 64 MiB for the binary and its libraries. A whole
+        // model in float32 besides the mapping fails it.
+        uint64_t largest = 0, largest_blocks = 0;
+        for (size_t i = 0; i < (*weights)->n_tensors(); ++i) {
+            const TensorInfo& t = (*weights)->tensor_info(i);
+            largest = std::max<uint64_t>(largest, static_cast<uint64_t>(t.n_elements()) * 4);
+        }
+        for (size_t i = 0; i < (*knot_weights)->n_tensors(); ++i) {
+            const TensorInfo& t = (*knot_weights)->tensor_info(i);
+            largest_blocks =
+                std::max(largest_blocks, dtype_storage_bytes(t.dtype, static_cast<uint64_t>(t.n_elements()))
+                                             .value_or(static_cast<uint64_t>(t.n_elements()) * 4));
+        }
+        const uint64_t quant_bound = bf16_bytes + 2 * largest + 2 * largest_blocks + (uint64_t{64} << 20);
+        const QString qline = QString("quantize: peak RSS %1 MiB, bound %2 MiB, mapped input + float32 model %3 MiB")
+                                  .arg(mib(quant.max_rss_bytes), 0, 'f', 1)
+                                  .arg(mib(quant_bound), 0, 'f', 1)
+                                  .arg(mib(bf16_bytes + f32_bytes), 0, 'f', 1);
+        qInfo("%s", qPrintable(qline));
+        QVERIFY2(quant.max_rss_bytes < quant_bound, qPrintable(qline));
+        QVERIFY2(quant_bound < bf16_bytes + f32_bytes, qPrintable(qline));
 
         struct Case {
             const char* what;

@@ -235,7 +235,7 @@ private slots:
         QVERIFY(!m);
         QCOMPARE(m.message(), bad_magic + ": not a usable base logits file: bad magic at offset 0 (expected GKQBASE)");
         std::string flipped = bytes;
-        flipped[64] ^= 1;  // first token
+        flipped[72] ^= 1;  // first token (after the header and top_k)
         const std::string bad_token = dir.file("token.logits");
         test::write_file(bad_token, flipped);
         auto t = load_base_logits(bad_token, text, 40, small_windows());

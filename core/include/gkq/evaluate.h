@@ -31,6 +31,7 @@
 namespace gkq {
 
 class Transformer;
+struct BaseLogits;
 
 struct EvalOptions {
     int64_t n_ctx = 0;   // positions per window, BOS included; 0: the model's context length, at most 512
@@ -86,6 +87,8 @@ public:
 
     void add_single(const float* logits, int64_t n_vocab, int32_t target);
     void add_pair(const float* base_logits, const float* candidate_logits, int64_t n_vocab, int32_t target);
+    // Row `row` of compact base logits against the candidate's full logits (n_vocab = base.n_vocab).
+    void add_kept(const BaseLogits& base, int64_t row, const float* candidate_logits, int32_t target);
 
     int64_t n_tokens() const { return m_count; }
     PerplexityStats perplexity(uint64_t n_bytes) const;  // of the base (or single) model
@@ -101,6 +104,7 @@ private:
     int64_t m_same_top = 0;
     std::vector<float> m_klds;
     std::vector<double> m_scratch_b, m_scratch_q;
+    std::vector<uint8_t> m_kept;
 };
 
 struct EvalReport {
@@ -116,27 +120,50 @@ struct EvalReport {
     double seconds = 0.0;
 };
 
-// Base logits saved for reuse: the scored positions' logits in token order, (n_tokens, n_vocab) float32.
-//   offset 0: magic "GKQBASE\0", u32 version 2, u32 n_vocab, u32 n_ctx, u32 stride, u64 n_tokens, i32 bos,
+// The base's logits, kept compactly: for each scored position (token order) the top_k largest logits (ties: the
+// lowest id), stored in ascending id order, the logit of the token that follows, the log-sum-exp of all n_vocab
+// logits (log Z, in double, summed in id order as the statistics do) and the log of the probability mass of the
+// tokens not kept (-inf when top_k covers the vocabulary). From these the base's NLL, its top token and its
+// probability of the correct token are exact; KLD (base || candidate) is computed over the kept tokens plus one
+// bucket for the rest (the coarsened distributions' divergence: a lower bound of the full one, equal to it when
+// top_k >= n_vocab; docs/eval.md gives the measured difference).
+// The file (version 3, written atomically):
+//   offset 0: magic "GKQBASE\0", u32 version 3, u32 n_vocab, u32 n_ctx, u32 stride, u64 n_tokens, i32 bos,
 //   u32 n_model_bytes, u64 n_bytes, u64 token hash (FNV-1a of the int32 tokens), u64 text hash; at offset 64 the
-//   base model's path (n_model_bytes of UTF-8, at most 4096); then the n_tokens int32 tokens, then the logits. All
-//   little-endian; the file is exactly that long. Version 1 (still read) has no model path: n_model_bytes is 0.
+//   base model's path (n_model_bytes of UTF-8, at most 4096); then u32 top_k, u32 0; the n_tokens int32 tokens;
+//   n_tokens f64 log Z; n_tokens f64 log rest mass; n_tokens f32 target logits; (n_tokens, top_k) int32 ids;
+//   (n_tokens, top_k) f32 logits. All little-endian; the file is exactly that long. Versions 1 and 2 (full float32
+//   logits, (n_tokens, n_vocab) after the tokens; version 1 without the model path) are still read and compacted
+//   as they are read.
+constexpr int64_t kDefaultBaseTopK = 512;
+
 struct BaseLogits {
     std::string path;
     std::string model;  // the base model the logits came from, as given to eval; empty in version-1 files
     int64_t n_vocab = 0;
     int64_t n_ctx = 0;
     int64_t stride = 0;
+    int64_t top_k = 0;  // tokens kept per position, 1..n_vocab (0 before the first row: kDefaultBaseTopK)
     EvalText text;
-    std::vector<float> logits;  // (n_tokens, n_vocab)
+    std::vector<double> log_z;        // (n_tokens)
+    std::vector<double> rest_logp;    // (n_tokens) log of the mass outside the kept tokens; -inf: none
+    std::vector<float> target_logit;  // (n_tokens) the logit of the token that follows
+    std::vector<int32_t> ids;         // (n_tokens, top_k) ascending within a row
+    std::vector<float> logits;        // (n_tokens, top_k)
+
+    int64_t n_rows() const { return static_cast<int64_t>(log_z.size()); }
+    // Appends one position's full logits (n_vocab of them) and the token that follows, kept as described above.
+    void add_row(const float* full_logits, int32_t target);
+    uint64_t bytes() const;  // the memory the kept rows take
 };
 
 Status save_base_logits(const std::string& path, const BaseLogits& b);
 // The base model a saved file names (empty for a version-1 file, which names none); the header alone is read.
 Result<std::string> base_logits_model(const std::string& path);
 // Reads and checks the file against the run it is to be reused in: every mismatch is an error naming the file.
+// A version 1 / 2 file is compacted to `top_k` tokens a position (0: kDefaultBaseTopK) as it is read.
 Result<BaseLogits> load_base_logits(const std::string& path, const EvalText& text, int64_t n_vocab,
-                                    const EvalOptions& options);
+                                    const EvalOptions& options, int64_t top_k = 0);
 
 // Resolves defaults and checks n_ctx / stride against the model's context.
 Result<EvalOptions> resolve_eval_options(const EvalOptions& options, int64_t context_length);
@@ -145,10 +172,16 @@ Result<EvalOptions> resolve_eval_options(const EvalOptions& options, int64_t con
 Result<EvalReport> evaluate_perplexity(Transformer& model, const EvalText& text, const EvalOptions& options,
                                        const ProgressFn& progress = {});
 
-// Base against candidate. `save_base` (optional) receives the base logits for a later run.
+// Base against candidate with both models' full logits, window by window (both models in memory: the exact
+// path). `save_base` (optional) receives the base logits, compacted to its top_k (0: kDefaultBaseTopK).
 Result<EvalReport> evaluate_compare(Transformer& base, Transformer& candidate, const EvalText& text,
                                     const EvalOptions& options, const ProgressFn& progress = {},
                                     BaseLogits* save_base = nullptr);
+
+// The base alone over every window, its logits compacted to top_k tokens a position (0: kDefaultBaseTopK): what
+// evaluate_compare_saved needs, so that a comparison holds one model at a time.
+Result<BaseLogits> compute_base_logits(Transformer& base, const EvalText& text, const EvalOptions& options,
+                                       int64_t top_k = 0, const ProgressFn& progress = {});
 
 // Saved base logits against a candidate (the text's tokens must be the saved ones).
 Result<EvalReport> evaluate_compare_saved(const BaseLogits& base, Transformer& candidate,

@@ -101,6 +101,11 @@ struct EvalRequest {
     std::string base_logits;    // reuse these saved base logits instead of running the base
     bool per_document = false;  // the per-document protocol (EvalProtocol)
     std::string doc_separator;  // the one document separator; empty: default_doc_separators()
+    // The default holds one model at a time: the base runs over the text first, its logits kept compactly
+    // (BaseLogits: the top base_top_k a position), then the base is released and each candidate runs. exact_base:
+    // both models in memory, window by window, KLD over the full distributions (the base runs once per candidate).
+    bool exact_base = false;
+    int64_t base_top_k = kDefaultBaseTopK;
 };
 
 // One evaluation: the models as given and the core's report.
@@ -124,10 +129,12 @@ public:
 
     // Perplexity and bits per byte of the base alone.
     Result<EvalRun> perplexity(const ProgressFn& progress = {});
-    // The candidate (model file, folder or knot) against the base. With `keep_base` the base's logits of this pass
-    // are kept and every later candidate reuses them (the base then runs over the text once per session); with
-    // request.base_logits they are read from that file and the base never runs; request.save_base writes them
-    // after the first pass that computes them, naming the base model (its absolute path).
+    // The candidate (model file, folder or knot) against the base. The base's compact logits are computed on the
+    // first comparison, the base model released, and every later candidate reuses them (the base runs over the
+    // text once per session); with request.base_logits they are read from that file and the base never runs;
+    // request.save_base writes them after the first pass that computes them, naming the base model (its absolute
+    // path). With request.exact_base both models run each window (the base stays loaded) and `keep_base` keeps the
+    // compact logits of that pass for later candidates.
     Result<EvalRun> compare(const std::string& candidate, const ProgressFn& progress = {}, bool keep_base = false);
 
     int64_t base_passes() const;  // times the base ran over the text (perplexity runs included)

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <new>
 
 namespace gkq {
@@ -105,6 +106,93 @@ void EvalAccumulator::add_pair(const float* base_logits, const float* candidate_
     if (argmax(base_logits, n_vocab) == argmax(candidate_logits, n_vocab)) ++m_same_top;
     m_klds.push_back(static_cast<float>(kld));
     ++m_count;
+}
+
+void EvalAccumulator::add_kept(const BaseLogits& base, int64_t row, const float* candidate_logits, int32_t target) {
+    const int64_t n_vocab = base.n_vocab;
+    const auto r = static_cast<size_t>(row);
+    const auto k = static_cast<size_t>(base.top_k);
+    const int32_t* ids = base.ids.data() + r * k;
+    const float* kept = base.logits.data() + r * k;
+    const double log_z = base.log_z[r];
+    log_softmax(candidate_logits, n_vocab, m_scratch_q);
+    const auto t = static_cast<size_t>(target);
+    const double nll_b = -(static_cast<double>(base.target_logit[r]) - log_z);
+    const double nll_q = -m_scratch_q[t];
+    // Over the kept tokens in id order (with top_k = n_vocab the sum add_pair forms, term for term), then the rest
+    // as one bucket.
+    double kld = 0.0;
+    int64_t top = 0;
+    for (size_t j = 0; j < k; ++j) {
+        const double lb = static_cast<double>(kept[j]) - log_z;
+        kld += std::exp(lb) * (lb - m_scratch_q[static_cast<size_t>(ids[j])]);
+        if (kept[j] > kept[top]) top = static_cast<int64_t>(j);
+    }
+    const double rest = base.rest_logp[r];
+    if (std::isfinite(rest)) {
+        m_kept.assign(static_cast<size_t>(n_vocab), 0);
+        for (size_t j = 0; j < k; ++j) m_kept[static_cast<size_t>(ids[j])] = 1;
+        double q_rest = 0.0;
+        for (size_t i = 0; i < static_cast<size_t>(n_vocab); ++i)
+            if (m_kept[i] == 0) q_rest += std::exp(m_scratch_q[i]);
+        kld += std::exp(rest) * (rest - std::log(std::max(q_rest, std::numeric_limits<double>::min())));
+    }
+    const double dp = std::exp(-nll_q) - std::exp(-nll_b);
+    m_nll_b += nll_b;
+    m_nll_b2 += nll_b * nll_b;
+    m_nll_q += nll_q;
+    m_nll_q2 += nll_q * nll_q;
+    m_diff += nll_q - nll_b;
+    m_diff2 += (nll_q - nll_b) * (nll_q - nll_b);
+    m_kld += kld;
+    m_kld2 += kld * kld;
+    m_dp2 += dp * dp;
+    m_dp4 += dp * dp * dp * dp;
+    if (ids[top] == argmax(candidate_logits, n_vocab)) ++m_same_top;
+    m_klds.push_back(static_cast<float>(kld));
+    ++m_count;
+}
+
+void BaseLogits::add_row(const float* full, int32_t target) {
+    if (top_k <= 0) top_k = kDefaultBaseTopK;
+    top_k = std::min(top_k, n_vocab);
+    const auto k = static_cast<size_t>(top_k);
+    const auto n = static_cast<size_t>(n_vocab);
+    // log Z exactly as log_softmax forms it.
+    double mx = full[0];
+    for (size_t i = 1; i < n; ++i) mx = std::max(mx, static_cast<double>(full[i]));
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(full[i]) - mx);
+    const double lz = mx + std::log(sum);
+    std::vector<int32_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
+    if (k < n) {
+        std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k) - 1, order.end(),
+                         [full](int32_t a, int32_t b) { return full[a] > full[b] || (full[a] == full[b] && a < b); });
+        order.resize(k);
+        std::sort(order.begin(), order.end());
+    }
+    double rest = 0.0;
+    if (k < n) {
+        size_t j = 0;
+        for (size_t i = 0; i < n; ++i) {
+            if (j < k && static_cast<size_t>(order[j]) == i) {
+                ++j;
+                continue;
+            }
+            rest += std::exp(static_cast<double>(full[i]) - lz);
+        }
+    }
+    log_z.push_back(lz);
+    rest_logp.push_back(k < n ? std::log(rest) : -std::numeric_limits<double>::infinity());
+    target_logit.push_back(full[target]);
+    ids.insert(ids.end(), order.begin(), order.end());
+    for (int32_t id : order) logits.push_back(full[id]);
+}
+
+uint64_t BaseLogits::bytes() const {
+    return log_z.size() * 8 + rest_logp.size() * 8 + target_logit.size() * 4 + ids.size() * 4 + logits.size() * 4 +
+           text.tokens.size() * 4;
 }
 
 PerplexityStats EvalAccumulator::perplexity(uint64_t n_bytes) const {
@@ -299,8 +387,11 @@ Result<EvalReport> evaluate_compare(Transformer& base, Transformer& candidate, c
             save_base->n_ctx = o->n_ctx;
             save_base->stride = o->stride;
             save_base->text = text;
+            save_base->log_z.clear();
+            save_base->rest_logp.clear();
+            save_base->target_logit.clear();
+            save_base->ids.clear();
             save_base->logits.clear();
-            save_base->logits.reserve(text.tokens.size() * static_cast<size_t>(n_vocab));
         }
         EvalAccumulator acc(true);
         // Each window runs the base, then the candidate; the pairs are added in token order.
@@ -311,7 +402,7 @@ Result<EvalReport> evaluate_compare(Transformer& base, Transformer& candidate, c
                                        acc.add_pair(b, logits[1] + (t - w.begin) * n_vocab, n_vocab,
                                                     text.tokens[static_cast<size_t>(t)]);
                                        if (save_base != nullptr)
-                                           save_base->logits.insert(save_base->logits.end(), b, b + n_vocab);
+                                           save_base->add_row(b, text.tokens[static_cast<size_t>(t)]);
                                    }
                                });
         if (!s) return s;
@@ -319,6 +410,32 @@ Result<EvalReport> evaluate_compare(Transformer& base, Transformer& candidate, c
         r.compare = acc.compare(text.n_bytes);
         r.seconds = seconds_since(t0);
         return r;
+    } catch (const std::bad_alloc&) {
+        return error(StatusCode::Unsupported, "eval: out of memory");
+    }
+}
+
+Result<BaseLogits> compute_base_logits(Transformer& base, const EvalText& text, const EvalOptions& options,
+                                       int64_t top_k, const ProgressFn& progress) {
+    auto o = resolve_eval_options(options, std::min(base.config().context_length, base.n_context()));
+    if (!o) return o.status();
+    const int64_t n_vocab = base.config().vocab_size;
+    if (Status s = check_tokens(text, n_vocab, "the model"); !s) return s;
+    try {
+        const std::vector<Window> windows = make_windows(text, o->n_ctx, o->stride);
+        BaseLogits b;
+        b.n_vocab = n_vocab;
+        b.n_ctx = o->n_ctx;
+        b.stride = o->stride;
+        b.top_k = top_k;
+        b.text = text;
+        Status s = run_windows(
+            windows, text, {{&base, "base model"}}, progress, [&](const Window& w, const float* const* logits) {
+                for (int64_t t = w.score_from; t < w.end; ++t)
+                    b.add_row(logits[0] + (t - w.begin) * n_vocab, text.tokens[static_cast<size_t>(t)]);
+            });
+        if (!s) return s;
+        return b;
     } catch (const std::bad_alloc&) {
         return error(StatusCode::Unsupported, "eval: out of memory");
     }
@@ -338,7 +455,8 @@ Result<EvalReport> evaluate_compare_saved(const BaseLogits& base, Transformer& c
     if (!o) return o.status().with_context(base.path);
     const EvalText& text = base.text;
     if (Status s = check_tokens(text, n_vocab, "the candidate"); !s) return s;
-    if (base.logits.size() != text.tokens.size() * static_cast<size_t>(n_vocab))
+    if (base.n_rows() != static_cast<int64_t>(text.tokens.size()) || base.top_k < 1 || base.top_k > n_vocab ||
+        base.ids.size() != text.tokens.size() * static_cast<size_t>(base.top_k))
         return error(StatusCode::Internal, base.path + ": logits do not match the token count");
     try {
         const std::vector<Window> windows = make_windows(text, o->n_ctx, o->stride);
@@ -346,8 +464,7 @@ Result<EvalReport> evaluate_compare_saved(const BaseLogits& base, Transformer& c
         Status s =
             run_windows(windows, text, {{&candidate, ""}}, progress, [&](const Window& w, const float* const* logits) {
                 for (int64_t t = w.score_from; t < w.end; ++t)
-                    acc.add_pair(base.logits.data() + t * n_vocab, logits[0] + (t - w.begin) * n_vocab, n_vocab,
-                                 text.tokens[static_cast<size_t>(t)]);
+                    acc.add_kept(base, t, logits[0] + (t - w.begin) * n_vocab, text.tokens[static_cast<size_t>(t)]);
             });
         if (!s) return s;
         EvalReport r = start_report(text, *o, windows.size(), true);

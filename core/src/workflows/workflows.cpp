@@ -193,7 +193,8 @@ Result<RunnableModel> open_runnable(const std::string& path, int n_threads) {
 
 struct EvalSession::State {
     EvalRequest request;
-    RunnableModel base;
+    RunnableModel base;        // released (transformer and weights) once the compact base logits are computed
+    int64_t base_context = 0;  // the base's usable context, kept past its release
     EvalText text;
     EvalProtocol protocol;
     std::optional<BaseLogits> kept;  // the base's logits, once computed (or read from request.base_logits)
@@ -243,6 +244,7 @@ Result<EvalSession> EvalSession::open(const EvalRequest& request) {
     state->protocol.separators = request.doc_separator.empty() ? default_doc_separators(*tokenizer)
                                                                : std::vector<std::string>{request.doc_separator};
     state->text = make_eval_text(*tokenizer, *text, state->protocol);
+    state->base_context = std::min(base->config.context_length, base->transformer->n_context());
     state->base = std::move(base).value();
     return EvalSession(std::move(state));
 }
@@ -263,8 +265,22 @@ const std::string& EvalSession::base() const {
     return m_state->request.base;
 }
 
+namespace {
+
+// The base model, reopened when an earlier comparison released it.
+Status ensure_base(RunnableModel& base, const EvalRequest& request) {
+    if (base.transformer) return Status::ok();
+    auto reopened = open_runnable(request.base, request.n_threads);
+    if (!reopened) return reopened.status();
+    base = std::move(reopened).value();
+    return Status::ok();
+}
+
+}  // namespace
+
 Result<EvalRun> EvalSession::perplexity(const ProgressFn& progress) {
     State& s = *m_state;
+    if (Status st = ensure_base(s.base, s.request); !st) return st;
     auto report = evaluate_perplexity(*s.base.transformer, s.text, s.request.windows, progress);
     if (!report) return report.status();
     ++s.base_passes;
@@ -274,39 +290,72 @@ Result<EvalRun> EvalSession::perplexity(const ProgressFn& progress) {
 
 Result<EvalRun> EvalSession::compare(const std::string& candidate, const ProgressFn& progress, bool keep_base) {
     State& s = *m_state;
-    auto cand = open_runnable(candidate, s.request.n_threads);
-    if (!cand) return cand.status();
+    auto save = [&s](BaseLogits& logits) -> Status {
+        if (s.request.save_base.empty() || s.saved) return Status::ok();
+        const std::string kept_path = logits.path;
+        logits.path = s.request.save_base;
+        std::error_code ec;  // the file names its base model, which later runs without --base then use
+        const std::filesystem::path abs = std::filesystem::absolute(s.request.base, ec);
+        logits.model = ec ? s.request.base : abs.lexically_normal().string();
+        if (Status st = save_base_logits(s.request.save_base, logits); !st) return st;
+        logits.path = kept_path;
+        s.saved = true;
+        return Status::ok();
+    };
     if (!s.kept && !s.request.base_logits.empty()) {
-        auto resolved = resolve_eval_options(s.request.windows,
-                                             std::min(s.base.config.context_length, s.base.transformer->n_context()));
+        auto cand = open_runnable(candidate, s.request.n_threads);  // its errors first, as with a running base
+        if (!cand) return cand.status();
+        auto resolved = resolve_eval_options(s.request.windows, s.base_context);
         if (!resolved) return resolved.status();
-        auto saved = load_base_logits(s.request.base_logits, s.text, cand->config.vocab_size, *resolved);
+        auto saved =
+            load_base_logits(s.request.base_logits, s.text, cand->config.vocab_size, *resolved, s.request.base_top_k);
         if (!saved) return saved.status();
         saved->text.doc_starts = s.text.doc_starts;  // the tokens and the cut (in the text hash) are the saved ones
         s.kept = std::move(saved).value();
     }
     Result<EvalReport> report = error(StatusCode::Internal, "eval: not run");
     if (s.kept) {
+        auto cand = open_runnable(candidate, s.request.n_threads);
+        if (!cand) return cand.status();
         report = evaluate_compare_saved(*s.kept, *cand->transformer, progress);
-    } else {
+    } else if (s.request.exact_base) {
+        auto cand = open_runnable(candidate, s.request.n_threads);
+        if (!cand) return cand.status();
+        if (Status st = ensure_base(s.base, s.request); !st) return st;
         const bool keep = keep_base || !s.request.save_base.empty();
         BaseLogits logits;
+        logits.top_k = s.request.base_top_k;
         report = evaluate_compare(*s.base.transformer, *cand->transformer, s.text, s.request.windows, progress,
                                   keep ? &logits : nullptr);
         if (!report) return report.status();
         ++s.base_passes;
-        if (!s.request.save_base.empty() && !s.saved) {
-            logits.path = s.request.save_base;
-            std::error_code ec;  // the file names its base model, which later runs without --base then use
-            const std::filesystem::path abs = std::filesystem::absolute(s.request.base, ec);
-            logits.model = ec ? s.request.base : abs.lexically_normal().string();
-            if (Status st = save_base_logits(s.request.save_base, logits); !st) return st;
-            s.saved = true;
+        logits.path = s.request.base;  // errors of later comparisons name the base
+        if (Status st = save(logits); !st) return st;
+        if (keep_base) s.kept = std::move(logits);
+    } else {
+        // One model at a time: the base over every window (half the progress), released, then the candidate.
+        std::error_code ec;
+        if (!std::filesystem::exists(candidate, ec)) {  // a missing candidate fails before the base runs
+            auto cand = open_runnable(candidate, s.request.n_threads);
+            if (!cand) return cand.status();
         }
-        if (keep_base) {
-            logits.path = s.request.base;  // errors of later comparisons name the base
-            s.kept = std::move(logits);
-        }
+        if (Status st = ensure_base(s.base, s.request); !st) return st;
+        const ProgressFn first = [&progress](double f, std::string_view what) {
+            return report_progress(progress, 0.5 * f, std::string("base: ") + std::string(what));
+        };
+        auto logits = compute_base_logits(*s.base.transformer, s.text, s.request.windows, s.request.base_top_k, first);
+        if (!logits) return logits.status();
+        ++s.base_passes;
+        s.base = RunnableModel();
+        logits->path = s.request.base;
+        if (Status st = save(*logits); !st) return st;
+        s.kept = std::move(logits).value();
+        auto cand = open_runnable(candidate, s.request.n_threads);
+        if (!cand) return cand.status();
+        const ProgressFn second = [&progress](double f, std::string_view what) {
+            return report_progress(progress, 0.5 + 0.5 * f, what);
+        };
+        report = evaluate_compare_saved(*s.kept, *cand->transformer, second);
     }
     if (!report) return report.status();
     report->text_label = s.request.text_path;
