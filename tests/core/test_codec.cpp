@@ -147,7 +147,7 @@ private slots:
 
     void presetNamesAndLookup() {
         QCOMPARE(preset_names(), (std::vector<std::string>{"paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy",
-                                                           "svd-20", "svd-llm", "q4_0-lqer"}));
+                                                           "svd-plain", "svd-llm", "q4_0-lqer"}));
         for (const std::string& name : preset_names()) {
             Result<Preset> p = find_preset(name);
             QVERIFY2(p.is_ok(), p.message().c_str());
@@ -158,7 +158,7 @@ private slots:
         Result<Preset> bad = find_preset("gkq-max");
         QCOMPARE(bad.status().code(), StatusCode::NotFound);
         QCOMPARE(bad.message(),
-                 std::string("unknown preset 'gkq-max' (presets: paper, q8_0, q4_0, lowrank-q4, svd-energy, svd-20, "
+                 std::string("unknown preset 'gkq-max' (presets: paper, q8_0, q4_0, lowrank-q4, svd-energy, svd-plain, "
                              "svd-llm, q4_0-lqer)"));
     }
 

@@ -82,7 +82,7 @@ struct Preset {
     CodecParams params_for(TensorRole role, int n_dims) const;
 };
 
-// "paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy", "svd-20", "svd-llm", "q4_0-lqer" (in that order); svd-llm
+// "paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy", "svd-plain", "svd-llm", "q4_0-lqer" (in that order); svd-llm
 // and q4_0-lqer whiten by the activations (CodecParams::whiten) and need each projection's Gram matrix.
 std::vector<std::string> preset_names();
 // NotFound listing the valid names when `name` is not one of them.

@@ -139,10 +139,10 @@ Preset make_svd_energy() {
     return p;
 }
 
-// Rank for a 20 % parameter reduction of every projection, plain (svd-20) or whitened by the activations (svd-llm).
+// Rank for a 20 % parameter reduction of every projection, plain (svd-plain) or whitened (svd-llm).
 Preset make_svd_reduction(bool whiten) {
     Preset p;
-    p.name = whiten ? "svd-llm" : "svd-20";
+    p.name = whiten ? "svd-llm" : "svd-plain";
     p.description =
         std::string(whiten ? "Activation-aware truncated SVD (SVD-LLM) of every attention and FFN projection: the SVD "
                              "of W S, S the lower Cholesky factor of the input's Gram matrix X^T X (needs quantize "
@@ -163,7 +163,8 @@ Preset make_svd_reduction(bool whiten) {
 
 // Q4_0 blocks of W plus a rank-r correction of their error in the whitened metric (LQER / QERA style).
 Preset make_q4_0_lqer() {
-    constexpr int kRankDivisor = 32;  // as lowrank-q4, so both store factors of the same size
+    // The rank cap of the lowrank preset above, so that both store factors of the same size.
+    constexpr int kRankDivisor = 32;
     Preset p;
     p.name = "q4_0-lqer";
     p.description =
@@ -202,7 +203,7 @@ CodecParams Preset::params_for(TensorRole role, int n_dims) const {
 }
 
 std::vector<std::string> preset_names() {
-    return {"paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy", "svd-20", "svd-llm", "q4_0-lqer"};
+    return {"paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy", "svd-plain", "svd-llm", "q4_0-lqer"};
 }
 
 Result<Preset> find_preset(std::string_view name) {
@@ -211,7 +212,7 @@ Result<Preset> find_preset(std::string_view name) {
     if (name == "q4_0") return make_block(Method::Q4_0);
     if (name == "lowrank-q4") return make_lowrank_q4();
     if (name == "svd-energy") return make_svd_energy();
-    if (name == "svd-20") return make_svd_reduction(false);
+    if (name == "svd-plain") return make_svd_reduction(false);
     if (name == "svd-llm") return make_svd_reduction(true);
     if (name == "q4_0-lqer") return make_q4_0_lqer();
     std::string list;
