@@ -54,11 +54,12 @@ std::string duration_text(double seconds) {
 }  // namespace
 
 int cmd_imatrix(int argc, char** argv) {
-    std::string model_path, text_path, out_path, tokenizer_path, format_name = "gguf";
+    std::string model_path, text_path, out_path, tokenizer_path, gram_path, format_name = "gguf";
     int64_t ctx = 0, chunks = -1, threads = 0;
     bool json = false, process_output = false;
     ArgParser p(
-        "gkq imatrix [MODEL|KNOT] --text FILE -o FILE [--chunks N] [--ctx N] [--output-format gguf|dat] [--json]",
+        "gkq imatrix [MODEL|KNOT] --text FILE -o FILE [--gram FILE] [--chunks N] [--ctx N] [--output-format gguf|dat] "
+        "[--json]",
         "Runs the model over a calibration text and writes, for every matrix of the transformer blocks (by their GGUF\n"
         "tensor names), the sum of squares of each input column's activations and the number of tokens:\n"
         "llama.cpp's importance matrix, as llama-imatrix computes it (the text with BOS cut into chunks of --ctx\n"
@@ -74,6 +75,11 @@ int cmd_imatrix(int argc, char** argv) {
     p.option_int("--chunks", "N", "at most N chunks (default: every whole chunk of the text)", &chunks, 1,
                  int64_t{1} << 30);
     p.option("--output-format", "F", "gguf (llama.cpp's default) or dat (its legacy format)", &format_name);
+    p.option("--gram", "FILE",
+             "also write the activation Gram matrices X^T X (in double, one per distinct matrix input: q/k/v share "
+             "one, gate/up share one) for quantize --gram and the whitened presets (svd-llm, q4_0-lqer); all are "
+             "held in memory while collecting (the size is printed)",
+             &gram_path);
     p.flag("--process-output",
            "also collect the classifier when it is not tied to the embedding (llama-imatrix --process-output)",
            &process_output);
@@ -101,6 +107,12 @@ int cmd_imatrix(int argc, char** argv) {
     }
     if (int rc = refuse_output_over_input("imatrix", out_path, model_inputs(model_path, {text_path, tokenizer_path})))
         return rc;
+    if (!gram_path.empty()) {
+        if (gram_path == out_path) return usage("--gram and -o name the same file");
+        if (int rc =
+                refuse_output_over_input("imatrix", gram_path, model_inputs(model_path, {text_path, tokenizer_path})))
+            return rc;
+    }
 
     auto text = read_eval_text(text_path);
     if (!text) return fail(text.status());
@@ -124,21 +136,26 @@ int cmd_imatrix(int argc, char** argv) {
 
     const auto t0 = std::chrono::steady_clock::now();
     Result<Imatrix> m = error(StatusCode::Internal, "not run");
+    GramSet gram;
     {
         ProgressBar bar("imatrix");
         ProgressFn draw = bar.callback();
         // The bar's label carries the time left, extrapolated from the chunks done so far.
-        m = compute_imatrix(*model->transformer, tokens, tok->add_bos() ? tok->bos_id() : -1, options,
-                            [&](double fraction, std::string_view what) {
-                                const double elapsed =
-                                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                                std::string label(what);
-                                if (fraction > 0 && fraction < 1)
-                                    label += ", " + duration_text(elapsed * (1 - fraction) / fraction) + " left";
-                                return draw(fraction, label);
-                            });
+        m = compute_imatrix(
+            *model->transformer, tokens, tok->add_bos() ? tok->bos_id() : -1, options,
+            [&](double fraction, std::string_view what) {
+                const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                std::string label(what);
+                if (fraction > 0 && fraction < 1)
+                    label += ", " + duration_text(elapsed * (1 - fraction) / fraction) + " left";
+                return draw(fraction, label);
+            },
+            gram_path.empty() ? nullptr : &gram);
         if (m) {
             if (Status s = write_imatrix(*m, out_path, format); !s) m = s;
+        }
+        if (m && !gram_path.empty()) {
+            if (Status s = write_gram(gram, gram_path); !s) m = s;
         }
     }
     if (!m && m.status().code() == StatusCode::Cancelled)
@@ -166,6 +183,11 @@ int cmd_imatrix(int argc, char** argv) {
                                {"max_sq_activation", s.max_sq}});
         }
         j["entries"] = entries;
+        if (!gram_path.empty()) {
+            j["gram_file"] = gram_path;
+            j["gram_entries"] = gram.entries.size();
+            j["gram_bytes"] = gram_collect_bytes(gram);
+        }
         std::printf("%s\n", j.dump(2).c_str());
         return kExitOk;
     }
@@ -178,6 +200,9 @@ int cmd_imatrix(int argc, char** argv) {
                     static_cast<long long>(e.counts.empty() ? 0 : e.counts[0]), s.mean_sq, s.max_sq);
     }
     std::printf("wrote %s (%s, %zu entries)\n", out_path.c_str(), format_name.c_str(), m->entries.size());
+    if (!gram_path.empty())
+        std::printf("wrote %s (Gram matrices of %zu inputs, %llu bytes of doubles held while collecting)\n",
+                    gram_path.c_str(), gram.entries.size(), static_cast<unsigned long long>(gram_collect_bytes(gram)));
     return kExitOk;
 }
 

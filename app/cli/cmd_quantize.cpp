@@ -253,7 +253,7 @@ std::string presets_help() {
 }  // namespace
 
 int cmd_quantize(int argc, char** argv) {
-    std::string model_path, out_path, preset, shard, tokenizer, tuning, imatrix_path;
+    std::string model_path, out_path, preset, shard, tokenizer, tuning, imatrix_path, gram_path;
     int64_t threads = 0;
     bool json = false, no_tokenizer = false, allow_requantize = false, force = false;
     std::string names;
@@ -298,6 +298,11 @@ int cmd_quantize(int argc, char** argv) {
              "method or a low-rank residual) are fitted weighted by its columns' importance, as llama-quantize "
              "--imatrix does; the file's name and sha256 are recorded in the knot",
              &imatrix_path);
+    p.option("--gram", "FILE",
+             "activation Gram matrices (gkq imatrix --gram): the whitened presets (svd-llm, q4_0-lqer) take the SVD "
+             "in the metric of each matrix's inputs; required by them, ignored by the others; the file's name and "
+             "sha256 are recorded in the knot",
+             &gram_path);
     p.option_int("--threads", "N", "worker threads (0: one per CPU)", &threads, 0, 4096);
     p.flag("--allow-requantize",
            "encode tensors that are already block-quantized (q8_0, q4_0, q8_g) although that adds a second rounding "
@@ -334,6 +339,14 @@ int cmd_quantize(int argc, char** argv) {
     if (!shard.empty() && !parse_shard(shard, options.shard_index, options.shard_count))
         return usage_error("option '--shard': '" + shard + "' is not i/N with 0 <= i < N");
     if (!find_preset(preset)) return usage_error(find_preset(preset).message());
+    if (gram_path.empty()) {
+        const Preset pr = *find_preset(preset);
+        for (const CodecParams& c : pr.by_role)
+            if (c.whiten)
+                return usage_error("preset " + preset +
+                                   " whitens by the activations and needs their Gram matrices: pass --gram FILE "
+                                   "(written by gkq imatrix MODEL --text FILE -o IMATRIX --gram FILE)");
+    }
     options.allow_requantize = allow_requantize;
     options.force = force;
     Result<Rknot> rk = error(StatusCode::NotFound, "no tuning");
@@ -353,8 +366,8 @@ int cmd_quantize(int argc, char** argv) {
         // The demo model keeps its vocabulary in tokenizer.bin beside it; the knot should carry it.
         if (tokenizer.empty()) tokenizer = model_path + "/tokenizer.bin";
     }
-    if (int rc =
-            refuse_output_over_input("quantize", out_path, model_inputs(model_path, {tokenizer, tuning, imatrix_path})))
+    if (int rc = refuse_output_over_input("quantize", out_path,
+                                          model_inputs(model_path, {tokenizer, tuning, imatrix_path, gram_path})))
         return rc;
     auto model = ModelFile::open(model_path);
     if (!model) {
@@ -380,6 +393,18 @@ int cmd_quantize(int argc, char** argv) {
         options.importance = std::move(importance->by_tensor);
         options.importance_command = importance->command;
         options.importance_metadata = std::move(importance->metadata);
+    }
+    if (!gram_path.empty()) {
+        auto gram = load_model_gram(gram_path, *model);
+        if (!gram) {
+            std::fprintf(stderr, "gkq quantize: %s\n", gram.message().c_str());
+            return exit_code(gram.status());
+        }
+        if (!json)
+            std::printf("gram: %s (sha256 %s): Gram matrices for %lld matrices\n", gram_path.c_str(),
+                        gram->sha256.c_str(), static_cast<long long>(gram->n_matrices));
+        options.gram = std::move(gram->by_tensor);
+        options.gram_command = gram->command;
     }
     if (!no_tokenizer) {
         // The lookup generate and eval use, so that a knot carries the tokenizer they would run the model with.

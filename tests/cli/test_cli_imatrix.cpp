@@ -12,6 +12,7 @@
 #include <QJsonObject>
 #include <QtTest>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -87,6 +88,60 @@ private slots:
         const std::string plain = m_dir.file("plain.knot");
         QCOMPARE(run_gkq({"quantize", q(m_model), "-o", q(plain), "--preset", "q4_0"}).code, 0);
         QVERIFY(test::read_file(knot) != test::read_file(plain));
+    }
+
+    // The Gram matrices beside the imatrix, and the whitened presets on the bundled demo model with them.
+    void gramFileAndWhitenedPresetsOnTheDemo() {
+        const std::string text = m_dir.file("demo-calib.txt");
+        std::string body;
+        for (int i = 0; i < 6; ++i) body += std::string(kText) + "\n";
+        test::write_file(text, std::string_view(body));
+        const std::string im = m_dir.file("demo.imatrix.gguf"), gram = m_dir.file("demo.gram.gguf");
+        Run r = run_gkq({"imatrix", "--text", q(text), "--ctx", "32", "--chunks", "2", "-o", q(im), "--gram", q(gram)});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        // 4 layers x (attn_q, attn_output, ffn_gate, ffn_down inputs); 192 and 512 wide
+        const uint64_t bytes = 4 * (3 * 192 * 192 + 512 * 512) * 8;
+        QVERIFY2(r.out.contains("Gram matrices of 16 inputs, " + QString::number(bytes) + " bytes"), qPrintable(r.out));
+        auto g = read_gram(gram);
+        QVERIFY2(g, g.message().c_str());
+        QCOMPARE(g->entries.size(), size_t(16));
+        const GramEntry* q0 = g->find("blk.0.attn_q.weight");
+        const GramEntry* d0 = g->find("blk.0.ffn_down.weight");
+        QVERIFY(q0 != nullptr && d0 != nullptr && g->find("blk.0.attn_k.weight") == nullptr);
+        QCOMPARE(q0->n_cols, int64_t(192));
+        QCOMPARE(d0->n_cols, int64_t(512));
+        QCOMPARE(q0->count, int64_t(64));
+        QCOMPARE(g->chunk_size, 32);
+        // symmetric, and its diagonal is the imatrix's sum of squares (the same pass, float vs double sums)
+        auto m = read_imatrix(im);
+        QVERIFY(m);
+        const ImatrixEntry* e = m->find("blk.0.attn_q.weight");
+        QVERIFY(e != nullptr);
+        for (int64_t i = 0; i < 192; i += 17) {
+            QCOMPARE(q0->gram[i * 192 + (i + 3) % 192], q0->gram[((i + 3) % 192) * 192 + i]);
+            QVERIFY(std::fabs(q0->gram[i * 192 + i] - e->sums[i]) <= 1e-4 * (1.0 + q0->gram[i * 192 + i]));
+        }
+
+        for (const char* preset : {"svd-llm", "q4_0-lqer"}) {
+            const std::string knot = m_dir.file(std::string(preset) + ".knot");
+            Run no = run_gkq({"quantize", "-o", q(knot), "--preset", preset});
+            QCOMPARE(no.code, 2);
+            QVERIFY2(no.err.contains("needs their Gram matrices: pass --gram FILE"), qPrintable(no.err));
+            QVERIFY(!std::filesystem::exists(knot));
+            Run yes = run_gkq({"quantize", "-o", q(knot), "--preset", preset, "--gram", q(gram)});
+            QVERIFY2(yes.code == 0, qPrintable(yes.err));
+            QVERIFY2(yes.out.contains("Gram matrices for 28 matrices"), qPrintable(yes.out));
+            auto k = KnotFile::open(knot);
+            QVERIFY(k);
+            QVERIFY(k->header().command.find("--gram demo.gram.gguf sha256:") != std::string::npos);
+            Run ev = run_gkq({"eval", "--candidate", q(knot), "--text", q(text), "--ctx", "32"});
+            QVERIFY2(ev.code == 0, qPrintable(ev.err));
+        }
+        // an imatrix is not a Gram file
+        r = run_gkq({"quantize", "-o", q(m_dir.file("z.knot")), "--preset", "svd-llm", "--gram", q(im)});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("not a Gram file"), qPrintable(r.err));
+        QVERIFY(!std::filesystem::exists(m_dir.file("z.knot")));
     }
 
     void badInput() {

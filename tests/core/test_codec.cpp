@@ -7,6 +7,7 @@
 #include "codec/factor_quant.h"
 #include "codec/lowrank.h"
 #include "codec/rle.h"
+#include "codec/whiten.h"
 
 #include <QtTest>
 #include <cmath>
@@ -103,6 +104,40 @@ std::vector<float> piecewise_ffn() {
     return w;
 }
 
+// Activations X (tokens, cols) with unequal column scales and correlated columns, and G = X^T X.
+std::vector<double> activations(int64_t tokens, int64_t cols, uint64_t seed) {
+    const std::vector<float> r = test::random_floats(static_cast<size_t>(tokens * cols), seed);
+    std::vector<double> x(static_cast<size_t>(tokens * cols));
+    for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t j = 0; j < cols; ++j)
+            x[t * cols + j] =
+                r[t * cols + j] * (1.0 + 4.0 * static_cast<double>(j % 5)) + (j > 0 ? 0.5 * r[t * cols + j - 1] : 0.0);
+    return x;
+}
+
+std::vector<double> gram_of(const std::vector<double>& x, int64_t tokens, int64_t cols) {
+    std::vector<double> g(static_cast<size_t>(cols * cols), 0.0);
+    for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t i = 0; i < cols; ++i)
+            for (int64_t j = 0; j < cols; ++j) g[i * cols + j] += x[t * cols + i] * x[t * cols + j];
+    return g;
+}
+
+// ||(W - W') X^T||_F^2 over the tokens of x.
+template <class A, class B>
+double output_error(const A& w, const B& w2, const std::vector<double>& x, int64_t rows, int64_t cols) {
+    const auto tokens = static_cast<int64_t>(x.size()) / cols;
+    double e = 0.0;
+    for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t i = 0; i < rows; ++i) {
+            double d = 0.0;
+            for (int64_t j = 0; j < cols; ++j)
+                d += (static_cast<double>(w[i * cols + j]) - static_cast<double>(w2[i * cols + j])) * x[t * cols + j];
+            e += d * d;
+        }
+    return e;
+}
+
 }  // namespace
 
 class TestCodec : public QObject {
@@ -111,7 +146,8 @@ private slots:
     // ---- presets ----------------------------------------------------------------------------------------------
 
     void presetNamesAndLookup() {
-        QCOMPARE(preset_names(), (std::vector<std::string>{"paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy"}));
+        QCOMPARE(preset_names(), (std::vector<std::string>{"paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy",
+                                                           "svd-plain", "svd-llm", "q4_0-lqer"}));
         for (const std::string& name : preset_names()) {
             Result<Preset> p = find_preset(name);
             QVERIFY2(p.is_ok(), p.message().c_str());
@@ -122,7 +158,8 @@ private slots:
         Result<Preset> bad = find_preset("gkq-max");
         QCOMPARE(bad.status().code(), StatusCode::NotFound);
         QCOMPARE(bad.message(),
-                 std::string("unknown preset 'gkq-max' (presets: paper, q8_0, q4_0, lowrank-q4, svd-energy)"));
+                 std::string("unknown preset 'gkq-max' (presets: paper, q8_0, q4_0, lowrank-q4, svd-energy, svd-plain, "
+                             "svd-llm, q4_0-lqer)"));
     }
 
     void paperPresetHasTheDocumentsParameters() {
@@ -172,7 +209,10 @@ private slots:
             for (size_t i = 0; i < w.size(); ++i) w[i] += noise[i];
             const CodecParams params = resolve_params(p, c.role, 0, int(c.shape.size()), {}, {});
             TensorReport report;
-            Result<EncodedTensor> e = encode_tensor(input(c.name, c.role, c.shape, w, c.heads), params, &report);
+            TensorInput in = input(c.name, c.role, c.shape, w, c.heads);
+            const std::vector<double> gram = gram_of(activations(4 * cols, cols, 100 + seed), 4 * cols, cols);
+            if (params.whiten) in.gram = gram.data();  // the whitened presets need the input's Gram matrix
+            Result<EncodedTensor> e = encode_tensor(in, params, &report);
             QVERIFY2(e.is_ok(), e.message().c_str());
             Result<std::vector<float>> d = decode_tensor(*e);
             QVERIFY2(d.is_ok(), d.message().c_str());
@@ -886,6 +926,140 @@ private slots:
         QCOMPARE(fold_head_count(TensorRole::AttnO, c), 8);
         QCOMPARE(fold_head_count(TensorRole::AttnV, c), 4);
         QCOMPARE(fold_head_count(TensorRole::FfnUp, c), 0);
+    }
+
+    // ---- whitened SVD (SVD-LLM) and the whitened quantization-error correction ---------------------------------
+
+    void whitenedTruncationCostsExactlyTheDroppedSquares() {
+        const int64_t rows = 24, cols = 16, tokens = 200, k = 5;
+        const std::vector<float> w32 = test::random_floats(static_cast<size_t>(rows * cols), 7);
+        const std::vector<double> x = activations(tokens, cols, 8), g = gram_of(x, tokens, cols);
+        Result<codec::Whitener> wh = codec::cholesky_whitener(g.data(), cols, "t");
+        QVERIFY2(wh.is_ok(), wh.message().c_str());
+        QCOMPARE(wh->shift, 0.0);
+        std::vector<double> m(w32.begin(), w32.end());
+        codec::whiten_rows(*wh, m.data(), rows);
+        Result<codec::Svd> svd = codec::svd_thin([&](double* a) { std::copy(m.begin(), m.end(), a); }, rows, cols, "t");
+        QVERIFY(svd.is_ok());
+        std::vector<double> u, v;
+        codec::top_factors(*svd, k, u, v);
+        codec::unwhiten_factor(*wh, v.data(), k);
+        std::vector<double> approx(static_cast<size_t>(rows * cols), 0.0);
+        for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < cols; ++j)
+                for (int64_t r = 0; r < k; ++r) approx[i * cols + j] += u[i * k + r] * svd->s[r] * v[j * k + r];
+        double tail = 0.0;
+        for (size_t i = k; i < svd->s.size(); ++i) tail += svd->s[i] * svd->s[i];
+        const double e = output_error(w32, approx, x, rows, cols);
+        QVERIFY2(std::fabs(e - tail) <= 1e-9 * tail, (std::to_string(e) + " vs " + std::to_string(tail)).c_str());
+
+        // The plain truncated SVD of W at the same rank costs more on these activations.
+        Result<codec::Svd> plain =
+            codec::svd_thin([&](double* a) { std::copy(w32.begin(), w32.end(), a); }, rows, cols, "p");
+        QVERIFY(plain.is_ok());
+        std::vector<double> pu, pv;
+        codec::top_factors(*plain, k, pu, pv);
+        std::vector<double> papprox(static_cast<size_t>(rows * cols), 0.0);
+        for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < cols; ++j)
+                for (int64_t r = 0; r < k; ++r) papprox[i * cols + j] += pu[i * k + r] * plain->s[r] * pv[j * k + r];
+        QVERIFY(output_error(w32, papprox, x, rows, cols) > 1.05 * e);
+    }
+
+    void choleskyShiftsASingularGram() {
+        // 4 tokens in 16 columns, one column never active: rank 4, not positive definite.
+        const int64_t cols = 16, tokens = 4;
+        std::vector<double> x = activations(tokens, cols, 3);
+        for (int64_t t = 0; t < tokens; ++t) x[t * cols + 5] = 0.0;
+        const std::vector<double> g = gram_of(x, tokens, cols);
+        Result<codec::Whitener> wh = codec::cholesky_whitener(g.data(), cols, "blk.0.attn_q.weight");
+        QVERIFY2(wh.is_ok(), wh.message().c_str());
+        QVERIFY(wh->shift > 0.0);
+        double mean = 0.0;
+        for (int64_t i = 0; i < cols; ++i) mean += g[i * cols + i] / cols;
+        QVERIFY(wh->shift <= 1e5 * mean);
+        for (int64_t i = 0; i < cols; ++i)
+            for (int64_t j = 0; j < cols; ++j) {
+                double llt = 0.0;
+                for (int64_t r = 0; r < cols; ++r) llt += wh->l[i * cols + r] * wh->l[j * cols + r];
+                const double want = g[i * cols + j] + (i == j ? wh->shift : 0.0);
+                QVERIFY2(std::fabs(llt - want) <= 1e-9 * mean, (std::to_string(i) + "," + std::to_string(j)).c_str());
+                if (j > i) QCOMPARE(wh->l[i * cols + j], 0.0);
+            }
+        std::vector<double> bad = g;
+        bad[3] = NAN;
+        Result<codec::Whitener> nan = codec::cholesky_whitener(bad.data(), cols, "blk.0.attn_q.weight");
+        QCOMPARE(nan.status().code(), StatusCode::InvalidArgument);
+        QCOMPARE(nan.message(), std::string("blk.0.attn_q.weight: Gram matrix element 3 is not finite"));
+    }
+
+    void whitenedCodecRoundTrip() {
+        const int64_t rows = 48, cols = 64, tokens = 400;
+        const std::vector<float> w = test::random_floats(static_cast<size_t>(rows * cols), 11);
+        const std::vector<double> x = activations(tokens, cols, 12), g = gram_of(x, tokens, cols);
+        TensorInput in = input("blk.0.attn_q.weight", TensorRole::AttnQ, {rows, cols}, w);
+        CodecParams p;
+        p.method = Method::LowRank;
+        p.param_fraction = 0.5;
+        p.factor_bits = 8;
+        p.whiten = true;
+        Result<EncodedTensor> refused = encode_tensor(in, p);
+        QCOMPARE(refused.status().code(), StatusCode::InvalidArgument);
+        QVERIFY(refused.message().find("needs the Gram matrix") != std::string::npos);
+
+        in.gram = g.data();
+        TensorReport r;
+        Result<EncodedTensor> e = encode_tensor(in, p, &r);
+        QVERIFY2(e.is_ok(), e.message().c_str());
+        QCOMPARE(e->rank, static_cast<int32_t>(0.5 * rows * cols / (rows + cols)));  // 13
+        QVERIFY(r.whiten_shift.has_value());
+        QCOMPARE(*r.whiten_shift, 0.0);
+        Result<std::vector<float>> d = decode_tensor(*e);
+        QVERIFY(d.is_ok());
+        Result<LowRankFactors> f = decode_lowrank_factors(*e);
+        QVERIFY(f.is_ok());
+        QCOMPARE(f->rank, static_cast<int64_t>(e->rank));
+        // the factors multiply out to the decoded tensor
+        for (int64_t i = 0; i < rows; i += 7)
+            for (int64_t j = 0; j < cols; j += 5) {
+                double a = 0.0;
+                for (int64_t q = 0; q < f->rank; ++q) a += f->u[i * f->rank + q] * f->s[q] * f->v[j * f->rank + q];
+                QVERIFY(std::fabs(a - (*d)[i * cols + j]) <= 1e-4 * (1.0 + std::fabs(a)));
+            }
+        CodecParams plain = p;
+        plain.whiten = false;
+        Result<EncodedTensor> ep = encode_tensor(in, plain);
+        QVERIFY(ep.is_ok());
+        QCOMPARE(ep->rank, e->rank);
+        const double white_err = output_error(w, *d, x, rows, cols);
+        const double plain_err = output_error(w, *decode_tensor(*ep), x, rows, cols);
+        QVERIFY2(white_err < 0.95 * plain_err,
+                 (std::to_string(white_err) + " vs " + std::to_string(plain_err)).c_str());
+
+        // LQER in the whitened metric: Q4_0 of W plus a rank-4 correction of its error beats Q4_0 alone on X.
+        CodecParams lq;
+        lq.method = Method::LowRankResidual;
+        lq.rank = 4;
+        lq.factor_bits = 8;
+        lq.residual = ResidualKind::Q4_0;
+        lq.target = LowRankTarget::QuantError;
+        lq.whiten = true;
+        Result<EncodedTensor> el = encode_tensor(in, lq);
+        QVERIFY2(el.is_ok(), el.message().c_str());
+        QCOMPARE(el->method, Method::LowRankResidual);
+        CodecParams q4;
+        q4.method = Method::Q4_0;
+        const double q4_err = output_error(w, *decode_tensor(*encode_tensor(in, q4)), x, rows, cols);
+        const double lq_err = output_error(w, *decode_tensor(*el), x, rows, cols);
+        lq.whiten = false;
+        const double lq_plain_err = output_error(w, *decode_tensor(*encode_tensor(in, lq)), x, rows, cols);
+        QVERIFY2(lq_err < lq_plain_err && lq_plain_err < q4_err,
+                 (std::to_string(lq_err) + " " + std::to_string(lq_plain_err) + " " + std::to_string(q4_err)).c_str());
+
+        CodecParams bad;
+        bad.method = Method::Q4_0;
+        bad.whiten = true;
+        QCOMPARE(validate_params(bad).code(), StatusCode::InvalidArgument);
     }
 
     void badInputsAreRefused() {

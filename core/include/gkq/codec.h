@@ -47,6 +47,9 @@ struct CodecParams {
     double max_rel_error = 0.0;
     int32_t max_components = 0;  // 0 = no cap
     double max_rank_fraction = 0.0;
+    // When > 0 (and rank is 0), k = max(1, floor(param_fraction * rows * cols / (rows + cols))): the factors hold
+    // that fraction of the matrix's parameters (0.8 = a 20 % parameter reduction). Capped as the other rules.
+    double param_fraction = 0.0;
 
     int factor_bits = 8;           // 2, 4 or 8: codes of the U and V factors
     bool delta = false;            // delta-encode codes along each vector (mod 2^bits)
@@ -55,6 +58,10 @@ struct CodecParams {
     bool sigma_quantized = false;  // sigma as 8-bit codes over [0, sigma_1] instead of f32
     ResidualKind residual = ResidualKind::None;
     LowRankTarget target = LowRankTarget::Weights;
+    // Activation-aware SVD (SVD-LLM): decompose the target times S, S the lower Cholesky factor of the input's Gram
+    // matrix X^T X (TensorInput::gram, required), and store U_k, sigma_k and S^-T V_k, so the decoded matrix is
+    // U_k diag(sigma_k) V_k^T S^-1 and each dropped sigma_i costs exactly sigma_i^2 in ||(W - W') X^T||_F^2.
+    bool whiten = false;
 };
 
 // InvalidArgument naming the field when params cannot be encoded (bits not 2/4/8, energy outside (0, 1], ...).
@@ -75,7 +82,8 @@ struct Preset {
     CodecParams params_for(TensorRole role, int n_dims) const;
 };
 
-// "paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy" (in that order).
+// "paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy", "svd-plain", "svd-llm", "q4_0-lqer" (in that order); svd-llm
+// and q4_0-lqer whiten by the activations (CodecParams::whiten) and need each projection's Gram matrix.
 std::vector<std::string> preset_names();
 // NotFound listing the valid names when `name` is not one of them.
 Result<Preset> find_preset(std::string_view name);
@@ -127,6 +135,9 @@ struct TensorInput : TensorInfo {
     // llama-quantize does with an imatrix: the Q4_0 method and the Q4_0 residual of the low-rank methods (its error
     // weighted the same way); Q8_0, f16, f32 and the factors ignore it.
     const float* importance = nullptr;
+    // (cols, cols) row-major X^T X of the matrix's input activations over the calibration tokens, or null; the
+    // whitened low-rank methods (CodecParams::whiten) need it.
+    const double* gram = nullptr;
 };
 
 // Heads along the axis head folding splits: q and o -> n_heads (rows of q, columns of o); k and v -> n_kv_heads;
@@ -155,6 +166,8 @@ struct TensorReport : TensorInfo {
     std::optional<double> fold_fit_error;  // head folding: measured relative fit error
     std::string fold_note;                 // why folding was or was not applied; empty when not requested
     std::string fallback;                  // non-empty when the requested method could not be used, and why
+    // whitened SVD: the diagonal shift added to X^T X so that its Cholesky factor exists (0 when none was needed)
+    std::optional<double> whiten_shift;
 };
 
 // Payload plus a record header of `record_header_bytes`, and the bits per weight that makes.

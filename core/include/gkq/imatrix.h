@@ -30,6 +30,7 @@
 #include "gkq/tensor.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,8 +70,11 @@ struct ImatrixOptions {
 // options.n_ctx and collects the statistics. `bos` replaces each chunk's first token (-1: keep it). InvalidArgument
 // when the text has fewer than 2 * n_ctx tokens or n_ctx exceeds the transformer's context, or when a statistic is
 // not finite (naming the tensor); progress after every chunk (false: Cancelled).
+struct GramSet;
+// With `gram`, the same pass also collects the activation Gram matrices into it (see GramSet).
 Result<Imatrix> compute_imatrix(Transformer& transformer, const std::vector<int32_t>& tokens, int32_t bos,
-                                const ImatrixOptions& options, const ProgressFn& progress = {});
+                                const ImatrixOptions& options, const ProgressFn& progress = {},
+                                GramSet* gram = nullptr);
 
 // Reads a GGUF imatrix or, when the file is not GGUF, a legacy .dat one (llama.cpp's common_imatrix_load rules).
 Result<Imatrix> read_imatrix(const std::string& path);
@@ -106,5 +110,53 @@ struct ModelImportance {
 // entry that names no matrix of the model, or an entry whose column count differs from its matrix's
 // (InvalidArgument, naming the entry and both counts).
 Result<ModelImportance> load_model_importance(const std::string& path, const Weights& weights);
+
+// ---- activation Gram matrices (for the whitened SVD, CodecParams::whiten) ----------------------------------------
+// Per distinct matrix input, G = X^T X (cols, cols) summed in double over every calibration token of the pass above
+// (each token's outer product x x^T, in text order), and the token count. Matrices that read the same input share
+// one entry: attn_k and attn_v read attn_q's (the attention-normed x), ffn_up reads ffn_gate's (the FFN-normed x);
+// attn_output and ffn_down have their own; output.weight only with process_output. All entries are held at once
+// while collecting: gram_collect_bytes says how much (for a 4096-wide model, 3 x 4096^2 + 11008^2 doubles = 1.3 GiB
+// per layer, so such models need the layers streamed, which is not implemented).
+// The file (ours): GGUF version 3, general.type = "gkq.gram", gram.datasets (string array), gram.chunk_count and
+// gram.chunk_size (u32), then per entry, in byte order of the names, "<name>.gram" (F64, cols x cols, symmetric)
+// and "<name>.count" (F64, 1 value: the tokens summed); <name> is the imatrix name of the entry's matrix.
+struct GramEntry {
+    std::string name;          // "blk.0.attn_q.weight": the input of attn_q (and attn_k, attn_v)
+    int64_t n_cols = 0;        // input columns
+    int64_t count = 0;         // tokens summed
+    std::vector<double> gram;  // (n_cols, n_cols) row-major, symmetric
+};
+
+struct GramSet {
+    std::vector<GramEntry> entries;  // ascending by name (byte order), names unique
+    std::vector<std::string> datasets;
+    int32_t chunk_count = 0;
+    int32_t chunk_size = 0;
+
+    const GramEntry* find(std::string_view name) const;
+};
+
+// The entry name whose input the matrix (role, layer) reads (K, V -> attn_q; FfnUp -> ffn_gate; the other collected
+// roles their own imatrix name); empty for roles that are never collected.
+std::string gram_input_name(TensorRole role, int32_t layer);
+
+// Bytes the Gram matrices of `set` occupy (8 n_cols^2 per entry): the collection's peak beyond the model itself.
+uint64_t gram_collect_bytes(const GramSet& set);
+
+Result<GramSet> read_gram(const std::string& path);
+Status write_gram(const GramSet& set, const std::string& path);
+
+// The Gram file matched with the matrices of a model, for quantize (QuantizeOptions::gram).
+struct ModelGram {
+    std::vector<std::shared_ptr<const std::vector<double>>> by_tensor;  // (n_tensors) null where no entry
+    int64_t n_matrices = 0;                                             // matrices given a Gram matrix
+    std::string sha256;                                                 // of the file's bytes
+    std::string command;                                                // "--gram NAME sha256:HEX"
+};
+
+// Errors name the file: not a Gram file (Corrupt), an entry naming no input of the model, or a column count that
+// differs from its matrices' (InvalidArgument, naming the entry and both counts).
+Result<ModelGram> load_model_gram(const std::string& path, const Weights& weights);
 
 }  // namespace gkq

@@ -12,6 +12,7 @@
 #include "gkq/status.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,11 @@ struct QuantizeOptions {
     std::vector<std::vector<float>> importance;
     std::string importance_command;
     Metadata importance_metadata;
+    // Activation Gram matrices of the source tensors' inputs (gkq/imatrix.h: load_model_gram): empty, or one pointer
+    // per source tensor, each null or to (cols, cols) doubles X^T X (tensors sharing an input share one); passed to
+    // the codec as TensorInput::gram for the whitened methods. `gram_command` is appended to the command line.
+    std::vector<std::shared_ptr<const std::vector<double>>> gram;
+    std::string gram_command;
 };
 
 struct QuantizedTensor {

@@ -54,8 +54,29 @@ struct ObserverGuard {
 
 }  // namespace
 
+const GramEntry* GramSet::find(std::string_view name) const {
+    auto it = std::lower_bound(entries.begin(), entries.end(), name,
+                               [](const GramEntry& e, std::string_view n) { return e.name < n; });
+    return it != entries.end() && it->name == name ? &*it : nullptr;
+}
+
+std::string gram_input_name(TensorRole role, int32_t layer) {
+    switch (role) {
+        case TensorRole::AttnK:
+        case TensorRole::AttnV: return imatrix_tensor_name(TensorRole::AttnQ, layer);
+        case TensorRole::FfnUp: return imatrix_tensor_name(TensorRole::FfnGate, layer);
+        default: return imatrix_tensor_name(role, layer);
+    }
+}
+
+uint64_t gram_collect_bytes(const GramSet& set) {
+    uint64_t b = 0;
+    for (const GramEntry& e : set.entries) b += static_cast<uint64_t>(e.n_cols) * static_cast<uint64_t>(e.n_cols) * 8;
+    return b;
+}
+
 Result<Imatrix> compute_imatrix(Transformer& transformer, const std::vector<int32_t>& tokens_in, int32_t bos,
-                                const ImatrixOptions& options, const ProgressFn& progress) {
+                                const ImatrixOptions& options, const ProgressFn& progress, GramSet* gram) {
     const int64_t n_ctx = options.n_ctx;
     if (n_ctx < 1) return error(StatusCode::InvalidArgument, "imatrix: the context must be at least 1 token");
     if (n_ctx > transformer.n_context())
@@ -72,6 +93,7 @@ Result<Imatrix> compute_imatrix(Transformer& transformer, const std::vector<int3
     if (n_chunk < 1) return error(StatusCode::InvalidArgument, "imatrix: --chunks must be at least 1");
 
     std::map<std::string, Accumulator> stats;  // ordered by name: the files' order
+    std::map<std::string, GramEntry> grams;    // upper triangles while collecting
     std::string observe_error;
     transformer.set_matrix_input_observer([&](TensorRole role, int32_t layer, const float* x, int64_t n, int64_t cols) {
         if (role == TensorRole::Output && !options.process_output) return;
@@ -92,6 +114,28 @@ Result<Imatrix> compute_imatrix(Transformer& transformer, const std::vector<int3
             for (int64_t j = 0; j < cols; ++j) acc[j] += row[j] * row[j];
         }
         a.count += n;
+        // Gram matrices: once per distinct input (attn_k / attn_v / ffn_up read their group's, already counted).
+        if (gram == nullptr || role == TensorRole::AttnK || role == TensorRole::AttnV || role == TensorRole::FfnUp)
+            return;
+        GramEntry& g = grams[name];
+        if (g.gram.empty()) {
+            g.name = name;
+            g.n_cols = cols;
+            g.gram.assign(static_cast<size_t>(cols * cols), 0.0);
+        }
+        double* G = g.gram.data();
+        std::vector<double> xd(static_cast<size_t>(cols));
+        for (int64_t t = 0; t < n; ++t) {
+            const float* row = x + t * cols;
+            for (int64_t j = 0; j < cols; ++j) xd[static_cast<size_t>(j)] = row[j];
+            for (int64_t i = 0; i < cols; ++i) {
+                const double xi = xd[static_cast<size_t>(i)];
+                if (xi == 0.0) continue;
+                double* gi = G + i * cols;
+                for (int64_t j = i; j < cols; ++j) gi[j] += xi * xd[static_cast<size_t>(j)];
+            }
+        }
+        g.count += n;
     });
     ObserverGuard guard{transformer};
 
@@ -133,6 +177,22 @@ Result<Imatrix> compute_imatrix(Transformer& transformer, const std::vector<int3
         m.entries.push_back(std::move(e));
     }
     m.chunk_count = static_cast<int32_t>(max_count / n_ctx);  // llama-imatrix's m_last_chunk
+    if (gram != nullptr) {
+        gram->entries.clear();
+        gram->datasets = m.datasets;
+        gram->chunk_size = m.chunk_size;
+        gram->chunk_count = static_cast<int32_t>(n_chunk);
+        for (auto& [name, g] : grams) {
+            const int64_t c = g.n_cols;
+            for (int64_t i = 0; i < c; ++i)
+                for (int64_t j = 0; j < i; ++j)
+                    g.gram[static_cast<size_t>(i * c + j)] = g.gram[static_cast<size_t>(j * c + i)];
+            for (double v : g.gram)
+                if (!std::isfinite(v))
+                    return error(StatusCode::InvalidArgument, "imatrix: non-finite Gram matrix values in " + name);
+            gram->entries.push_back(std::move(g));
+        }
+    }
     return m;
 }
 
@@ -195,6 +255,47 @@ Result<ModelImportance> load_model_importance(const std::string& path, const Wei
     if (m->chunk_count > 0) mi.metadata.set("quantize.imatrix.chunks_count", MetaValue::of_int(m->chunk_count));
     mi.metadata.set("gkq.imatrix.sha256", MetaValue::of_string(mi.sha256));
     return mi;
+}
+
+}  // namespace gkq
+
+namespace gkq {
+
+Result<ModelGram> load_model_gram(const std::string& path, const Weights& weights) {
+    auto set = read_gram(path);
+    if (!set) return set.status();
+    auto file = MappedFile::open(path);
+    if (!file) return file.status();
+    ModelGram mg;
+    mg.sha256 = sha256_hex(file->data(), static_cast<size_t>(file->size()));
+    const size_t slash = path.find_last_of('/');
+    mg.command = "--gram " + (slash == std::string::npos ? path : path.substr(slash + 1)) + " sha256:" + mg.sha256;
+    mg.by_tensor.resize(weights.n_tensors());
+    std::vector<std::shared_ptr<const std::vector<double>>> shared(set->entries.size());
+    std::vector<uint8_t> used(set->entries.size(), 0);
+    for (size_t i = 0; i < weights.n_tensors(); ++i) {
+        const TensorInfo& t = weights.tensor_info(i);
+        if (t.n_dims() < 2 || !role_is_matrix(t.role)) continue;
+        const std::string name = gram_input_name(t.role, t.layer);
+        if (name.empty()) continue;
+        const GramEntry* e = set->find(name);
+        if (e == nullptr) continue;
+        if (e->n_cols != t.cols())
+            return error(StatusCode::InvalidArgument, path + ": entry " + name + " has " + std::to_string(e->n_cols) +
+                                                          " columns but '" + t.name + "' of " + weights.label() +
+                                                          " has " + std::to_string(t.cols()));
+        const auto k = static_cast<size_t>(e - set->entries.data());
+        if (!shared[k]) shared[k] = std::make_shared<const std::vector<double>>(e->gram);
+        used[k] = 1;
+        mg.by_tensor[i] = shared[k];
+        ++mg.n_matrices;
+    }
+    for (size_t k = 0; k < set->entries.size(); ++k)
+        if (!used[k])
+            return error(StatusCode::InvalidArgument, path + ": entry " + set->entries[k].name +
+                                                          " names no matrix input of " + weights.label() +
+                                                          " (a Gram file of another model?)");
+    return mg;
 }
 
 }  // namespace gkq

@@ -423,4 +423,197 @@ Status write_imatrix(const Imatrix& imatrix, const std::string& path, ImatrixFor
     return write_file_atomic(path, *bytes);
 }
 
+// ---- Gram matrices (our format, gkq/imatrix.h) ---------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kGramType = "gkq.gram";
+constexpr const char* kGramDatasets = "gram.datasets";
+constexpr const char* kGramChunkCount = "gram.chunk_count";
+constexpr const char* kGramChunkSize = "gram.chunk_size";
+constexpr const char* kSuffixGram = ".gram";
+constexpr const char* kSuffixGramCount = ".count";
+constexpr uint32_t kGgmlF64 = 28;
+
+std::string gram_file_bytes(const GramSet& m) {
+    Out o;
+    o.b.append(gguf::kMagic, 4);
+    o.put<uint32_t>(3);
+    o.put<int64_t>(static_cast<int64_t>(2 * m.entries.size()));
+    o.put<int64_t>(4);
+    o.str(kKeyType);
+    o.put<uint32_t>(static_cast<uint32_t>(MetaType::String));
+    o.str(kGramType);
+    o.str(kGramDatasets);
+    o.put<uint32_t>(static_cast<uint32_t>(MetaType::Array));
+    o.put<uint32_t>(static_cast<uint32_t>(MetaType::String));
+    o.put<uint64_t>(m.datasets.size());
+    for (const std::string& d : m.datasets) o.str(d);
+    o.str(kGramChunkCount);
+    o.put<uint32_t>(static_cast<uint32_t>(MetaType::U32));
+    o.put<uint32_t>(static_cast<uint32_t>(m.chunk_count));
+    o.str(kGramChunkSize);
+    o.put<uint32_t>(static_cast<uint32_t>(MetaType::U32));
+    o.put<uint32_t>(static_cast<uint32_t>(m.chunk_size));
+    auto padded = [](uint64_t n) {
+        return (n + gguf::kDefaultAlignment - 1) / gguf::kDefaultAlignment * gguf::kDefaultAlignment;
+    };
+    auto info = [&](const std::string& name, int64_t ne0, int64_t ne1, uint64_t offset) {
+        o.str(name);
+        const uint32_t n_dims = ne1 > 1 ? 2 : 1;
+        o.put<uint32_t>(n_dims);
+        o.put<int64_t>(ne0);
+        if (n_dims == 2) o.put<int64_t>(ne1);
+        o.put<uint32_t>(kGgmlF64);
+        o.put<uint64_t>(offset);
+    };
+    uint64_t offset = 0;
+    for (const GramEntry& e : m.entries) {
+        info(e.name + kSuffixGram, e.n_cols, e.n_cols, offset);
+        offset += padded(e.gram.size() * sizeof(double));
+        info(e.name + kSuffixGramCount, 1, 1, offset);
+        offset += padded(sizeof(double));
+    }
+    o.pad(gguf::kDefaultAlignment);
+    for (const GramEntry& e : m.entries) {
+        for (double v : e.gram) o.put<double>(v);
+        o.pad(gguf::kDefaultAlignment);
+        o.put<double>(static_cast<double>(e.count));
+        o.pad(gguf::kDefaultAlignment);
+    }
+    return o.b;
+}
+
+Result<GramSet> read_gram_file(const MappedFile& f) {
+    const std::string& path = f.path();
+    ByteReader r(f.data(), f.size(), path);
+    if (f.size() < 4 || std::memcmp(f.data(), gguf::kMagic, 4) != 0)
+        return error(StatusCode::Corrupt, path + ": not a Gram file (no GGUF magic)");
+    r.skip(4, "magic");
+    uint32_t version = 0;
+    uint64_t n_tensors = 0, n_kv = 0;
+    r.read(version, "version");
+    r.read(n_tensors, "tensor count");
+    r.read(n_kv, "metadata count");
+    if (!r.ok()) return r.status();
+    if (version != 3)
+        return error(StatusCode::Unsupported, path + ": GGUF version " + std::to_string(version) + " (3 is read)");
+    if (n_kv > r.remaining() / gguf::kMinKvBytes || n_tensors > r.remaining() / gguf::kMinTensorInfoBytes)
+        return error(StatusCode::Corrupt, path + ": header counts exceed the file size");
+    GramSet m;
+    bool typed = false;
+    for (uint64_t i = 0; i < n_kv; ++i) {
+        std::string key;
+        uint32_t type = 0;
+        if (!r.read_string_u64(key, "metadata key", gguf::kMaxKeyBytes) || !r.read(type, "metadata value type"))
+            return r.status();
+        const std::string what = "value of " + key;
+        if (key == kKeyType && type == static_cast<uint32_t>(MetaType::String)) {
+            std::string v;
+            if (!r.read_string_u64(v, what.c_str(), gguf::kMaxStringBytes)) return r.status();
+            typed = v == kGramType;
+        } else if (key == kGramDatasets && type == static_cast<uint32_t>(MetaType::Array)) {
+            uint32_t et = 0;
+            uint64_t n = 0;
+            if (!r.read(et, what.c_str()) || !r.read(n, what.c_str())) return r.status();
+            if (et != static_cast<uint32_t>(MetaType::String) || n > r.remaining() / 8) {
+                r.fail(what, "not an array of strings that fits in the file");
+                return r.status();
+            }
+            for (uint64_t k = 0; k < n; ++k) {
+                std::string s;
+                if (!r.read_string_u64(s, what.c_str(), gguf::kMaxStringBytes)) return r.status();
+                m.datasets.push_back(std::move(s));
+            }
+        } else if ((key == kGramChunkCount || key == kGramChunkSize) && type == static_cast<uint32_t>(MetaType::U32)) {
+            uint32_t v = 0;
+            if (!r.read(v, what.c_str())) return r.status();
+            (key == kGramChunkCount ? m.chunk_count : m.chunk_size) = static_cast<int32_t>(v);
+        } else if (!skip_value(r, type, 0, what)) {
+            return r.status();
+        }
+    }
+    if (!typed) return error(StatusCode::Corrupt, path + ": not a Gram file (general.type is not \"gkq.gram\")");
+    std::vector<TensorInfo2> infos(n_tensors);
+    for (TensorInfo2& t : infos) {
+        uint32_t n_dims = 0;
+        if (!r.read_string_u64(t.name, "tensor name", gguf::kMaxNameBytes) || !r.read(n_dims, "tensor dimensions"))
+            return r.status();
+        if (n_dims < 1 || n_dims > 2) {
+            r.fail("dimensions of tensor " + t.name, std::to_string(n_dims) + " (1 or 2 allowed)");
+            return r.status();
+        }
+        t.ne.resize(n_dims);
+        for (uint64_t& d : t.ne) r.read(d, "tensor shape");
+        r.read(t.type, "tensor type");
+        r.read(t.offset, "tensor offset");
+        if (!r.ok()) return r.status();
+    }
+    const uint64_t data_start =
+        (r.offset() + gguf::kDefaultAlignment - 1) / gguf::kDefaultAlignment * gguf::kDefaultAlignment;
+    auto load = [&](const TensorInfo2& t, std::vector<double>& out) -> Status {
+        if (t.type != kGgmlF64)
+            return error(StatusCode::Corrupt,
+                         path + ": tensor " + t.name + " has ggml type " + std::to_string(t.type) + ", not F64");
+        uint64_t n = 1, bytes = 0, start = 0;
+        for (uint64_t d : t.ne)
+            if (!checked_mul(n, d, n))
+                return error(StatusCode::Corrupt, path + ": tensor " + t.name + ": shape overflows");
+        if (!checked_mul(n, 8, bytes) || !checked_add(data_start, t.offset, start) ||
+            !range_in_file(start, bytes, f.size()))
+            return error(StatusCode::Corrupt, path + ": tensor " + t.name + ": data at offset " +
+                                                  std::to_string(t.offset) + " (" + std::to_string(bytes) +
+                                                  " bytes) lies outside the file");
+        out.resize(n);
+        std::memcpy(out.data(), f.data() + start, bytes);
+        return Status::ok();
+    };
+    std::map<std::string, std::pair<const TensorInfo2*, const TensorInfo2*>> pairs;
+    for (const TensorInfo2& t : infos) {
+        auto ends = [&](std::string_view suffix) {
+            return t.name.size() > suffix.size() &&
+                   t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+        };
+        if (ends(kSuffixGram))
+            pairs[t.name.substr(0, t.name.size() - 5)].first = &t;
+        else if (ends(kSuffixGramCount))
+            pairs[t.name.substr(0, t.name.size() - 6)].second = &t;
+        else
+            return error(StatusCode::Corrupt, path + ": tensor " + t.name + " is neither a .gram nor a .count");
+    }
+    for (const auto& [name, p] : pairs) {
+        if (p.first == nullptr || p.second == nullptr)
+            return error(StatusCode::Corrupt, path + ": entry " + name + " has " +
+                                                  (p.first ? "a .gram but no .count" : "a .count but no .gram"));
+        GramEntry e;
+        e.name = name;
+        if (p.first->ne.size() != 2 || p.first->ne[0] != p.first->ne[1])
+            return error(StatusCode::Corrupt, path + ": entry " + name + ": the Gram matrix is not square");
+        e.n_cols = static_cast<int64_t>(p.first->ne[0]);
+        std::vector<double> count;
+        if (Status s = load(*p.first, e.gram); !s) return s;
+        if (Status s = load(*p.second, count); !s) return s;
+        if (count.size() != 1 || !std::isfinite(count[0]) || count[0] < 0.0)
+            return error(StatusCode::Corrupt, path + ": entry " + name + ": the count is not one token count");
+        e.count = static_cast<int64_t>(std::llround(count[0]));
+        for (double v : e.gram)
+            if (!std::isfinite(v))
+                return error(StatusCode::Corrupt, path + ": entry " + name + ": non-finite Gram values");
+        m.entries.push_back(std::move(e));
+    }
+    return m;
+}
+
+}  // namespace
+
+Result<GramSet> read_gram(const std::string& path) {
+    auto f = MappedFile::open(path);
+    if (!f) return f.status();
+    return read_gram_file(*f);
+}
+
+Status write_gram(const GramSet& set, const std::string& path) {
+    return write_file_atomic(path, gram_file_bytes(set));
+}
+
 }  // namespace gkq

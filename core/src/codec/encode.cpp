@@ -5,11 +5,13 @@
 #include "codec/factor_quant.h"
 #include "codec/folding.h"
 #include "codec/lowrank.h"
+#include "codec/whiten.h"
 #include "gkq/convert.h"
 #include "gkq/lowrank_payload.h"
 #include "gkq/matrix_shape.h"
 #include "gkq/type_traits.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -69,6 +71,7 @@ struct LowRankNotes {
     int64_t fold_bytes_saved = 0;
     std::optional<double> fold_fit_error;
     std::string fold_note;
+    std::optional<double> whiten_shift;
 };
 
 // Quantizes sigma and the factors u (rows, k), v (cols, k); with `fold`, the factor on `axis` is replaced by the
@@ -138,15 +141,41 @@ Status encode_low_rank(const TensorInput& in, const MatrixShape& ms, const Codec
         if (Status s = convert_to_f32(rtype, blocks.data(), static_cast<uint64_t>(n), dequantized.data()); !s)
             return s.with_context(label);
     }
-    auto fill = [&](double* a) {
+    auto fill_target = [&](double* a) {
         for (int64_t i = 0; i < n; ++i)
             a[i] = dequantized.empty() ? static_cast<double>(in.data[i])
                                        : static_cast<double>(in.data[i]) - static_cast<double>(dequantized[i]);
     };
+    // Whitened (SVD-LLM): the SVD of (target) L, L the Cholesky factor of the input's Gram matrix, formed once.
+    std::optional<Whitener> whitener;
+    std::vector<double> whitened;
+    if (p.whiten) {
+        if (in.gram == nullptr)
+            return error(StatusCode::InvalidArgument,
+                         label +
+                             ": the whitened SVD needs the Gram matrix X^T X of its input activations (gkq "
+                             "imatrix --gram FILE, then quantize --gram FILE)");
+        Result<Whitener> w = cholesky_whitener(in.gram, cols, label);
+        if (!w) return w.status();
+        whitener = std::move(w).value();
+        notes.whiten_shift = whitener->shift;
+        whitened.resize(static_cast<size_t>(n));
+        fill_target(whitened.data());
+        whiten_rows(*whitener, whitened.data(), rows);
+    }
+    auto fill = [&](double* a) {
+        if (whitener)
+            std::copy(whitened.begin(), whitened.end(), a);
+        else
+            fill_target(a);
+    };
     // The randomized SVD (large matrices) works on float32: W itself, or the residual formed once in float.
     std::vector<float> residual32;
     const float* w32 = in.data;
-    if (!dequantized.empty() && randomized_svd_applies(rows, cols)) {
+    if (whitener && randomized_svd_applies(rows, cols)) {
+        residual32.assign(whitened.begin(), whitened.end());
+        w32 = residual32.data();
+    } else if (!dequantized.empty() && randomized_svd_applies(rows, cols)) {
         residual32.resize(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) residual32[static_cast<size_t>(i)] = in.data[i] - dequantized[i];
         w32 = residual32.data();
@@ -159,6 +188,8 @@ Status encode_low_rank(const TensorInput& in, const MatrixShape& ms, const Codec
     notes.energy_kept = ranked->energy_kept;
     std::vector<double> u = std::move(ranked->u), v = std::move(ranked->v);
     const double* sigma = ranked->s.data();
+    whitened = {};
+    if (whitener) unwhiten_factor(*whitener, v.data(), k);  // V' = L^-T V_k: W' = U_k S_k V'^T
 
     LowRankSection chosen = quantize_section(rows, cols, k, sigma, u, v, p, nullptr, FoldAxis::U);
     std::vector<uint8_t> bytes = section_bytes(chosen);
@@ -338,6 +369,7 @@ Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& para
         report->fold_bytes_saved = notes.fold_bytes_saved;
         report->fold_fit_error = notes.fold_fit_error;
         report->fold_note = notes.fold_note;
+        report->whiten_shift = notes.whiten_shift;
         report->fallback = fallback;
     }
     return e;

@@ -69,11 +69,20 @@ double energy_fraction(const std::vector<double>& s, int64_t k) {
     return total > 0.0 ? kept / total : 1.0;
 }
 
+int64_t param_fraction_rank(double fraction, int64_t rows, int64_t cols) {
+    if (rows + cols == 0) return 0;
+    const double k =
+        std::floor(fraction * static_cast<double>(rows) * static_cast<double>(cols) / static_cast<double>(rows + cols));
+    return std::max<int64_t>(1, static_cast<int64_t>(k));
+}
+
 int64_t select_rank(const std::vector<double>& s, const CodecParams& p, int64_t rows, int64_t cols) {
     const int64_t n = static_cast<int64_t>(s.size());
     int64_t k;
     if (p.rank > 0) {
         k = p.rank;
+    } else if (p.param_fraction > 0.0) {
+        k = param_fraction_rank(p.param_fraction, rows, cols);
     } else {
         double total = 0.0;
         for (double x : s) total += x * x;
@@ -144,8 +153,11 @@ Result<RankedFactors> ranked_factors(const std::function<void(double*)>& fill, c
         int64_t cap = min_dim;
         if (p.max_rank_fraction > 0.0)
             cap = std::min<int64_t>(cap, std::max<int64_t>(1, static_cast<int64_t>(p.max_rank_fraction * min_dim)));
-        const bool fixed = p.rank > 0;
-        if (fixed) cap = std::min<int64_t>(cap, p.rank);
+        const bool fixed = p.rank > 0 || p.param_fraction > 0.0;
+        if (p.rank > 0)
+            cap = std::min<int64_t>(cap, p.rank);
+        else if (fixed)
+            cap = std::min<int64_t>(cap, param_fraction_rank(p.param_fraction, rows, cols));
         if (!fixed && p.max_components > 0) cap = std::min<int64_t>(cap, p.max_components);
         const double total = gkq::frobenius_sq(w32, rows, cols);
         RandomizedSvdOptions ro;

@@ -30,6 +30,9 @@ Result<Svd> svd_thin(const std::function<void(double*)>& fill, int64_t rows, int
 // of each u_r is positive (a deterministic choice among the equivalent SVDs).
 void top_factors(const Svd& svd, int64_t k, std::vector<double>& u, std::vector<double>& v);
 
+// CodecParams::param_fraction's rank: max(1, floor(fraction * rows * cols / (rows + cols))).
+int64_t param_fraction_rank(double fraction, int64_t rows, int64_t cols);
+
 // k by the CodecParams rules (see codec.h) from the descending singular values.
 int64_t select_rank(const std::vector<double>& s, const CodecParams& p, int64_t rows, int64_t cols);
 

@@ -25,6 +25,8 @@ Status validate_params(const CodecParams& p) {
     if (p.max_components < 0) return bad("max_components: " + std::to_string(p.max_components) + " is negative");
     if (!(p.max_rank_fraction >= 0.0 && p.max_rank_fraction <= 1.0))
         return bad("max_rank_fraction: " + std::to_string(p.max_rank_fraction) + " is outside [0, 1]");
+    if (!(p.param_fraction >= 0.0 && p.param_fraction <= 1.0))
+        return bad("param_fraction: " + std::to_string(p.param_fraction) + " is outside [0, 1]");
     if (!(p.fold_tolerance >= 0.0 && std::isfinite(p.fold_tolerance)))
         return bad("fold_tolerance: " + std::to_string(p.fold_tolerance) + " is not a finite non-negative number");
     if (p.residual != ResidualKind::None && p.residual != ResidualKind::Q4_0 && p.residual != ResidualKind::Q8_0)
@@ -35,6 +37,7 @@ Status validate_params(const CodecParams& p) {
         return bad("residual: method lowrank+residual needs residual q4_0 or q8_0");
     if (low_rank && p.target == LowRankTarget::QuantError && p.residual == ResidualKind::None)
         return bad("target: the quantization-error target needs a residual (q4_0 or q8_0)");
+    if (p.whiten && !low_rank) return bad("whiten: the whitened SVD applies to the low-rank methods only");
     return Status::ok();
 }
 
@@ -72,10 +75,12 @@ void ParamOverride::apply_to(CodecParams& p) const {
         p.energy = *energy;
         p.rank = 0;
         p.max_rel_error = 0.0;
+        p.param_fraction = 0.0;
     }
     if (max_rel_error) {
         p.max_rel_error = *max_rel_error;
         p.rank = 0;
+        p.param_fraction = 0.0;
     }
     if (rank) {
         p.rank = *rank;

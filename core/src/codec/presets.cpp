@@ -139,6 +139,56 @@ Preset make_svd_energy() {
     return p;
 }
 
+// Rank for a 20 % parameter reduction of every projection, plain (svd-plain) or whitened (svd-llm).
+Preset make_svd_reduction(bool whiten) {
+    Preset p;
+    p.name = whiten ? "svd-llm" : "svd-plain";
+    p.description =
+        std::string(whiten ? "Activation-aware truncated SVD (SVD-LLM) of every attention and FFN projection: the SVD "
+                             "of W S, S the lower Cholesky factor of the input's Gram matrix X^T X (needs quantize "
+                             "--gram FILE; a diagonal shift is added where X^T X is not positive definite), stores "
+                             "U_k, sigma_k and S^-T V_k, so W' = U_k diag(sigma_k) V_k^T S^-1. "
+                           : "Plain truncated SVD of W for every attention and FFN projection. ") +
+        "Rank k = max(1, floor(0.8 rows cols / (rows + cols))), the factors holding 80 % of the matrix's parameters "
+        "(a 20 % parameter reduction); 8-bit factors with per-vector max-abs scales, f32 sigma, no folding, no "
+        "delta, no residual. token_embd and output: Q8_0. Norms: f32.";
+    CodecParams c;
+    c.method = Method::LowRank;
+    c.param_fraction = 0.8;
+    c.factor_bits = 8;
+    c.whiten = whiten;
+    p.by_role = table([c](TensorRole) { return c; }, plain(Method::Q8_0));
+    return p;
+}
+
+// Q4_0 blocks of W plus a rank-r correction of their error in the whitened metric (LQER / QERA style).
+Preset make_q4_0_lqer() {
+    // The rank cap of the lowrank preset above, so that both store factors of the same size.
+    constexpr int kRankDivisor = 32;
+    Preset p;
+    p.name = "q4_0-lqer";
+    p.description =
+        "Q4_0 blocks of W plus a low-rank correction of their quantization error E = W - deq(Q4_0(W)), for every "
+        "matrix: rank min(16, max(1, floor(min(rows, cols) / " +
+        std::to_string(kRankDivisor) +
+        "))) with 8-bit factors and f32 sigma. Attention and FFN projections take the SVD of E S, S the lower "
+        "Cholesky factor of the input's Gram matrix X^T X (needs quantize --gram FILE), and store U_k, sigma_k "
+        "and S^-T V_k; token_embd and output (no Gram matrix) take the plain SVD of E. Decoded as deq(Q4_0) + "
+        "U S V^T. " +
+        f16_fallback_text(DType::Q4_0) + "Norms: f32.";
+    CodecParams c;
+    c.method = Method::LowRankResidual;
+    c.rank = 16;
+    c.max_rank_fraction = 1.0 / kRankDivisor;
+    c.factor_bits = 8;
+    c.residual = ResidualKind::Q4_0;
+    c.target = LowRankTarget::QuantError;
+    CodecParams w = c;
+    w.whiten = true;
+    p.by_role = table([w](TensorRole) { return w; }, c);
+    return p;
+}
+
 bool matches(const LayerOverride& o, int32_t layer, TensorRole role, bool with_role) {
     if (o.layer != -1 && o.layer != layer) return false;
     return with_role ? (o.role && *o.role == role) : !o.role;
@@ -153,7 +203,7 @@ CodecParams Preset::params_for(TensorRole role, int n_dims) const {
 }
 
 std::vector<std::string> preset_names() {
-    return {"paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy"};
+    return {"paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy", "svd-plain", "svd-llm", "q4_0-lqer"};
 }
 
 Result<Preset> find_preset(std::string_view name) {
@@ -162,6 +212,9 @@ Result<Preset> find_preset(std::string_view name) {
     if (name == "q4_0") return make_block(Method::Q4_0);
     if (name == "lowrank-q4") return make_lowrank_q4();
     if (name == "svd-energy") return make_svd_energy();
+    if (name == "svd-plain") return make_svd_reduction(false);
+    if (name == "svd-llm") return make_svd_reduction(true);
+    if (name == "q4_0-lqer") return make_q4_0_lqer();
     std::string list;
     for (const std::string& n : preset_names()) list += (list.empty() ? "" : ", ") + n;
     return error(StatusCode::NotFound, "unknown preset '" + std::string(name) + "' (presets: " + list + ")");

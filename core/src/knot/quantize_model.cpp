@@ -60,6 +60,7 @@ std::string quantize_command(const QuantizeOptions& options) {
         s += ":" + (o.params.empty() ? std::string(" (nothing)") : override_arguments(o.params));
     }
     if (!options.importance_command.empty()) s += " " + options.importance_command;
+    if (!options.gram_command.empty()) s += " " + options.gram_command;
     return s;
 }
 
@@ -174,6 +175,13 @@ Result<QuantizeReport> quantize_model(const Weights& model, const QuantizeOption
         in.n_heads = fold_head_count(t.role, model.config());
         if (!options.importance.empty() && !options.importance[selected[j]].empty())
             in.importance = options.importance[selected[j]].data();
+        if (!options.gram.empty() && options.gram[selected[j]]) {
+            const std::vector<double>& g = *options.gram[selected[j]];
+            if (static_cast<int64_t>(g.size()) != t.cols() * t.cols())
+                return error(StatusCode::InvalidArgument, label + ": Gram matrix of " + std::to_string(g.size()) +
+                                                              " values for " + std::to_string(t.cols()) + " columns");
+            in.gram = g.data();
+        }
         Encoded out;
         auto enc = encode_tensor(in, params[j], &out.report);
         if (!enc) return enc.status().with_context(path);
