@@ -124,8 +124,11 @@ test::MemoryWeights random_source(const ModelConfig& c, int64_t rank_divisor) {
             default: rows = c.dim; break;
         }
         const uint64_t seed = static_cast<uint64_t>(role) * 1000 + static_cast<uint64_t>(layer + 1);
-        m.tensors.push_back(
-            {role, layer, cols == 0 ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols}, nullptr, {}});
+        WriteTensor w;
+        w.role = role;
+        w.layer = layer;
+        w.shape = cols == 0 ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols};
+        m.tensors.push_back(std::move(w));
         factors.emplace_back();
         if (cols == 0) {
             m.storage.emplace_back(static_cast<size_t>(rows), 1.0f);

@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 using namespace gkq;
 
@@ -90,6 +91,23 @@ private slots:
         const MetaValue* ft = m->metadata().find("general.file_type");
         QVERIFY(ft != nullptr);
         QCOMPARE(*ft->as_int(), int64_t{15});  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    }
+
+    // Every matrix of the demo model takes iq4_nl (and q5_0) whole: the file's one type is not among the writer's
+    // default matrix types (f32 f16 bf16 q8_0 q4_0), which must not refuse it since no matrix falls to the default.
+    void oneTypeBeyondTheDefaults() {
+        test::TempDir dir;
+        for (const auto& [type, dtype, ftype] :
+             {std::tuple{"iq4_nl", DType::IQ4_NL, int64_t{25}}, std::tuple{"q5_0", DType::Q5_0, int64_t{8}}}) {
+            const std::string out = dir.file(std::string("demo-") + type + ".gguf");
+            Run r = run_gkq({"export", kDemo, "-o", q(out), "--type", type});
+            QVERIFY2(r.code == 0, qPrintable(r.err));
+            QVERIFY2(r.out.contains("; 0 fell back"), qPrintable(r.out));
+            auto m = ModelFile::open(out);
+            QVERIFY2(m.is_ok(), m.message().c_str());
+            for (const Tensor& t : m->tensors()) QCOMPARE(t.dtype, t.shape.size() == 1 ? DType::F32 : dtype);
+            QCOMPARE(*m->metadata().find("general.file_type")->as_int(), ftype);  // LLAMA_FTYPE_MOSTLY_IQ4_NL, _Q5_0
+        }
     }
 
     void knotRecordsKept() {

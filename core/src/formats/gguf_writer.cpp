@@ -368,15 +368,16 @@ struct PlannedTensor {
 Status plan_tensors(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors,
                     DType matrix_dtype, std::vector<PlannedTensor>& out) {
     const ArchSpec& arch = arch_for_writing(config.architecture);
+    // The options' matrix type is checked only where a matrix takes it: when every matrix has its own store_as
+    // (an export whose matrices all came out q5_0 or iq4_nl), it is only the file's label.
+    bool matrix_dtype_ok = false;
     switch (matrix_dtype) {
         case DType::F32:
         case DType::F16:
         case DType::BF16:
         case DType::Q8_0:
-        case DType::Q4_0: break;
-        default:
-            return error(StatusCode::InvalidArgument, path + ": GGUF export writes f32, f16, bf16, q8_0 or q4_0, not " +
-                                                          std::string(dtype_name(matrix_dtype)));
+        case DType::Q4_0: matrix_dtype_ok = true; break;
+        default: break;
     }
     std::unordered_set<std::string> names;
     uint64_t offset = 0;
@@ -411,6 +412,9 @@ Status plan_tensors(const std::string& path, const ModelConfig& config, const st
                                                           std::string(dtype_name(w.dtype)) +
                                                           " (the write options choose the stored type)");
         const DType dtype = w.store_as != DType::Other ? w.store_as : w.shape.size() == 1 ? DType::F32 : matrix_dtype;
+        if (w.store_as == DType::Other && w.shape.size() != 1 && !matrix_dtype_ok)
+            return error(StatusCode::InvalidArgument, path + ": GGUF export writes f32, f16, bf16, q8_0 or q4_0, not " +
+                                                          std::string(dtype_name(matrix_dtype)));
         p.type = gguf::find_ggml_type(dtype);
         if (p.type == nullptr || p.type->block_bytes == 0 ||
             (!w.fill_stored && p.type->quantize_weighted == nullptr && p.type->from_f32 == nullptr))

@@ -178,8 +178,9 @@ Result<QuantizeReport> quantize_model(const Weights& model, const QuantizeOption
         if (!options.gram.empty() && options.gram[selected[j]]) {
             const std::vector<double>& g = *options.gram[selected[j]];
             if (static_cast<int64_t>(g.size()) != t.cols() * t.cols())
-                return error(StatusCode::InvalidArgument, label + ": Gram matrix of " + std::to_string(g.size()) +
-                                                              " values for " + std::to_string(t.cols()) + " columns");
+                return error(StatusCode::InvalidArgument, path + ": tensor '" + t.name + "': Gram matrix of " +
+                                                              std::to_string(g.size()) + " values for " +
+                                                              std::to_string(t.cols()) + " columns");
             in.gram = g.data();
         }
         Encoded out;
