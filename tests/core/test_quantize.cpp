@@ -87,7 +87,8 @@ class TestQuantize : public QObject {
 private slots:
     void eachPresetQuantizeVerifyReconstruct_data() {
         QTest::addColumn<QString>("preset");
-        for (const std::string& p : preset_names()) QTest::newRow(p.c_str()) << QString::fromStdString(p);
+        for (const std::string& p : preset_names())  // the whitened presets need a Gram file: test_cli_imatrix
+            if (!preset_needs_gram(*find_preset(p))) QTest::newRow(p.c_str()) << QString::fromStdString(p);
     }
     void eachPresetQuantizeVerifyReconstruct() {
         QFETCH(QString, preset);
@@ -444,7 +445,8 @@ private slots:
 
     void sharedCheckpoint_data() {
         QTest::addColumn<QString>("preset");
-        for (const std::string& p : preset_names()) QTest::newRow(p.c_str()) << QString::fromStdString(p);
+        for (const std::string& p : preset_names())  // the whitened presets need a Gram file: test_cli_imatrix
+            if (!preset_needs_gram(*find_preset(p))) QTest::newRow(p.c_str()) << QString::fromStdString(p);
     }
     void sharedCheckpoint() {
         QFETCH(QString, preset);

@@ -360,6 +360,8 @@ private slots:
             for (const std::string& preset : preset_names()) {
                 auto p = find_preset(preset);
                 QVERIFY(p);
+                // a whitening preset refuses a method override that is not low rank (validate_params), by design
+                if (preset_needs_gram(*p)) continue;
                 for (TensorRole role : {TensorRole::AttnQ, TensorRole::FfnDown, TensorRole::TokenEmbd}) {
                     Status v = validate_params(resolve_params(*p, role, 0, 2, o, {}));
                     QVERIFY2(v, (preset + " --" + std::string(f.flag) + ": " + v.message()).c_str());

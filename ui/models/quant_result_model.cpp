@@ -32,7 +32,7 @@ void QuantResultModel::setReport(const QuantizeReport& report) {
         r.bytes = q.bytes_on_disk();
         r.bpw = q.bits_per_weight();
         r.relError = c.rel_error;
-        r.elements = c.n_elements;
+        r.elements = c.n_elements();
         r.fallback = QString::fromStdString(c.fallback);
         m_rows.push_back(std::move(r));
     }

@@ -8,6 +8,7 @@
 #include "jobs/job_runner.h"
 #include "jobs/job_watch.h"
 #include "widgets/output_guard.h"
+#include "widgets/preset_availability.h"
 #include "widgets/result_table.h"
 
 #include <QBuffer>
@@ -32,7 +33,12 @@ ComparePanel::ComparePanel(JobRunner* runner, QWidget* parent) : QWidget(parent)
     for (const std::string& name : preset_names()) {
         auto* item = new QListWidgetItem(QString::fromStdString(name), m_presetList);
         item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
-        item->setCheckState(name == "paper" ? Qt::Unchecked : Qt::Checked);
+        const QString why = presetUnavailableReason(name);
+        item->setCheckState(name == "paper" || !why.isEmpty() ? Qt::Unchecked : Qt::Checked);
+        if (!why.isEmpty()) {
+            item->setFlags(item->flags() & ~Qt::ItemIsEnabled);
+            item->setToolTip(why);
+        }
     }
     m_presetList->setMaximumHeight(120);
     m_text = new QLineEdit(this);
@@ -131,9 +137,11 @@ void ComparePanel::setModel(std::shared_ptr<const Weights> model) {
 }
 
 void ComparePanel::setPresets(const QStringList& presets) {
-    for (int i = 0; i < m_presetList->count(); ++i)
-        m_presetList->item(i)->setCheckState(presets.contains(m_presetList->item(i)->text()) ? Qt::Checked
-                                                                                             : Qt::Unchecked);
+    for (int i = 0; i < m_presetList->count(); ++i) {
+        QListWidgetItem* item = m_presetList->item(i);
+        const bool runnable = (item->flags() & Qt::ItemIsEnabled) != 0;  // presetUnavailableReason: disabled
+        item->setCheckState(runnable && presets.contains(item->text()) ? Qt::Checked : Qt::Unchecked);
+    }
 }
 
 QStringList ComparePanel::presets() const {

@@ -33,7 +33,7 @@ public:
     ~ComparePanel() override;
 
     void setModel(std::shared_ptr<const Weights> model);
-    void setPresets(const QStringList& presets);  // checks exactly these
+    void setPresets(const QStringList& presets);  // checks exactly these (those the workbench can run)
     QStringList presets() const;
     void setTextPath(const QString& path);
     quint64 run();  // 0 without a model, a text or a preset

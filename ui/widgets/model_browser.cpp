@@ -54,7 +54,7 @@ ModelBrowser::ModelBrowser(QWidget* parent) : QWidget(parent) {
 }
 
 int ModelBrowser::minimumUsableWidth() const {
-    // A block tensor's short name and its role (about 18 and 11 characters), their margins, the indentation.
+    // A block tensor's short name and its role (about eighteen and eleven characters), their margins, the indentation.
     constexpr int kCharacters = 34;
     return fontMetrics().averageCharWidth() * kCharacters + 48;
 }

@@ -8,6 +8,7 @@
 #include "models/display_format.h"
 #include "models/quant_result_model.h"
 #include "widgets/output_guard.h"
+#include "widgets/preset_availability.h"
 #include "widgets/result_table.h"
 
 #include <QComboBox>
@@ -35,7 +36,14 @@ namespace gkq::ui {
 
 QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(parent), m_runner(runner) {
     m_presetCombo = new QComboBox(this);
-    for (const std::string& name : preset_names()) m_presetCombo->addItem(QString::fromStdString(name));
+    for (const std::string& name : preset_names()) {
+        m_presetCombo->addItem(QString::fromStdString(name));
+        if (const QString why = presetUnavailableReason(name); !why.isEmpty()) {
+            const int row = m_presetCombo->count() - 1;
+            m_presetCombo->setItemData(row, 0, Qt::UserRole - 1);  // Qt::ItemIsEnabled off: listed, not selectable
+            m_presetCombo->setItemData(row, why, Qt::ToolTipRole);
+        }
+    }
     m_presetDescription = new QLabel(this);
     m_presetDescription->setWordWrap(true);
     m_presetDescription->setAlignment(Qt::AlignTop | Qt::AlignLeft);

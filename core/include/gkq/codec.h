@@ -87,6 +87,9 @@ struct Preset {
 std::vector<std::string> preset_names();
 // NotFound listing the valid names when `name` is not one of them.
 Result<Preset> find_preset(std::string_view name);
+// True when some role of `p` whitens (CodecParams::whiten): encoding then needs the Gram matrices of the inputs
+// (QuantizeOptions::gram), so code that runs every preset on weights alone skips it.
+bool preset_needs_gram(const Preset& p);
 
 // Unset fields leave the value below them alone. Setting `rank` also clears max_rank_fraction (an explicit rank
 // is taken as given); setting `energy` or `max_rel_error` clears `rank` so that rule is the one used; setting

@@ -2,6 +2,7 @@
 #include "gkq/codec.h"
 #include "gkq/type_traits.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace gkq {
@@ -200,6 +201,10 @@ CodecParams Preset::params_for(TensorRole role, int n_dims) const {
     const auto i = static_cast<size_t>(role);
     if (n_dims < 2 || i >= by_role.size()) return plain(Method::F32);
     return by_role[i];
+}
+
+bool preset_needs_gram(const Preset& p) {
+    return std::any_of(p.by_role.begin(), p.by_role.end(), [](const CodecParams& c) { return c.whiten; });
 }
 
 std::vector<std::string> preset_names() {
