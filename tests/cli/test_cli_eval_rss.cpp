@@ -78,23 +78,12 @@ private slots:
         ChildRun quant = run_child({gkq, "quantize", model, "-o", knot, "--preset", "q4_0", "--tokenizer", tok}, log);
         QVERIFY2(quant.code == 0, slurp(log).c_str());
 
-        auto weights = open_weights(model);
-        QVERIFY2(weights, weights.message().c_str());
-        const ModelConfig config = (*weights)->config();
-        uint64_t bf16_bytes = 0, f32_bytes = 0;
-        for (size_t i = 0; i < (*weights)->n_tensors(); ++i) {
-            bf16_bytes += (*weights)->stored_bytes(i);
-            f32_bytes += static_cast<uint64_t>((*weights)->tensor_info(i).n_elements()) * 4;
-        }
-        auto knot_weights = open_weights(knot);
-        QVERIFY2(knot_weights, knot_weights.message().c_str());
-        uint64_t knot_blocks = 0;
-        for (size_t i = 0; i < (*knot_weights)->n_tensors(); ++i) {
-            const TensorInfo& t = (*knot_weights)->tensor_info(i);
-            knot_blocks += dtype_storage_bytes(t.dtype, static_cast<uint64_t>(t.n_elements()))
-                               .value_or(static_cast<uint64_t>(t.n_elements()) * 4);
-        }
-        const uint64_t knot_bytes = std::filesystem::file_size(knot) + knot_blocks;
+        test::ModelSizes sz;
+        std::string error;
+        QVERIFY2(test::model_sizes(model, knot, sz, error), error.c_str());
+        const ModelConfig& config = sz.config;
+        const uint64_t bf16_bytes = sz.stored_bytes, f32_bytes = sz.f32_bytes;
+        const uint64_t knot_bytes = sz.knot_file + sz.knot_blocks;
         // 4096 bytes of four-byte words: 1024 tokens, each kept as 512 (id, logit) pairs, log Z, the rest's mass
         // and the target's logit.
         const uint64_t n_tokens = 1024;

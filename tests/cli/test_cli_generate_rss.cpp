@@ -60,42 +60,20 @@ private slots:
             {gkq, "quantize", model, "-o", knot, "--preset", "q4_0", "--tokenizer", tok, "--threads", "1"}, log);
         QVERIFY2(quant.code == 0, slurp(log).c_str());
 
-        auto weights = open_weights(model);
-        QVERIFY2(weights, weights.message().c_str());
-        const ModelConfig config = (*weights)->config();
-        uint64_t bf16_bytes = 0, f32_bytes = 0;
-        for (size_t i = 0; i < (*weights)->n_tensors(); ++i) {
-            bf16_bytes += (*weights)->stored_bytes(i);
-            f32_bytes += static_cast<uint64_t>((*weights)->tensor_info(i).n_elements()) * 4;
-        }
-        auto knot_weights = open_weights(knot);
-        QVERIFY2(knot_weights, knot_weights.message().c_str());
+        test::ModelSizes sz;
+        std::string error;
+        QVERIFY2(test::model_sizes(model, knot, sz, error), error.c_str());
+        const uint64_t bf16_bytes = sz.stored_bytes, f32_bytes = sz.f32_bytes;
         // The knot's records: mapped as stored (compressed or not), then each inflated into its blocks once.
-        uint64_t knot_blocks = 0;
-        for (size_t i = 0; i < (*knot_weights)->n_tensors(); ++i) {
-            const TensorInfo& t = (*knot_weights)->tensor_info(i);
-            knot_blocks += dtype_storage_bytes(t.dtype, static_cast<uint64_t>(t.n_elements()))
-                               .value_or(static_cast<uint64_t>(t.n_elements()) * 4);
-        }
-        const uint64_t knot_file = std::filesystem::file_size(knot);
-        const uint64_t extra = run_bytes(config);
+        const uint64_t knot_blocks = sz.knot_blocks, knot_file = sz.knot_file;
+        const uint64_t extra = run_bytes(sz.config);
 
         // quantize streams tensor by tensor: the mapped input it reads once, and for the one worker its tensor in
         // float32, that tensor decoded again for the error report, and the records in the writer's window (two a
         // worker, each at most the largest tensor's blocks); 64 MiB for the binary and its libraries. A whole
         // model in float32 besides the mapping fails it.
-        uint64_t largest = 0, largest_blocks = 0;
-        for (size_t i = 0; i < (*weights)->n_tensors(); ++i) {
-            const TensorInfo& t = (*weights)->tensor_info(i);
-            largest = std::max<uint64_t>(largest, static_cast<uint64_t>(t.n_elements()) * 4);
-        }
-        for (size_t i = 0; i < (*knot_weights)->n_tensors(); ++i) {
-            const TensorInfo& t = (*knot_weights)->tensor_info(i);
-            largest_blocks =
-                std::max(largest_blocks, dtype_storage_bytes(t.dtype, static_cast<uint64_t>(t.n_elements()))
-                                             .value_or(static_cast<uint64_t>(t.n_elements()) * 4));
-        }
-        const uint64_t quant_bound = bf16_bytes + 2 * largest + 2 * largest_blocks + (uint64_t{64} << 20);
+        const uint64_t quant_bound =
+            bf16_bytes + 2 * sz.largest_f32 + 2 * sz.largest_knot_blocks + (uint64_t{64} << 20);
         const QString qline = QString("quantize: peak RSS %1 MiB, bound %2 MiB, mapped input + float32 model %3 MiB")
                                   .arg(mib(quant.max_rss_bytes), 0, 'f', 1)
                                   .arg(mib(quant_bound), 0, 'f', 1)

@@ -1,12 +1,16 @@
 // Child runs with peak RSS, and the tokenizer writer of tests/support/child_run.h.
 #include "child_run.h"
 
+#include "gkq/type_traits.h"
+#include "gkq/weights.h"
+
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -66,6 +70,32 @@ void write_llama2c_tokenizer(const std::string& path, int n) {
         f.write(reinterpret_cast<const char*>(&len), 4);
         f.write(toks[i].data(), len);
     }
+}
+
+bool model_sizes(const std::string& model, const std::string& knot, ModelSizes& out, std::string& error) {
+    auto weights = open_weights(model);
+    if (!weights) return error = weights.message(), false;
+    auto knot_weights = open_weights(knot);
+    if (!knot_weights) return error = knot_weights.message(), false;
+    out = {};
+    out.config = (*weights)->config();
+    for (size_t i = 0; i < (*weights)->n_tensors(); ++i) {
+        const uint64_t f32 = static_cast<uint64_t>((*weights)->tensor_info(i).n_elements()) * 4;
+        out.stored_bytes += (*weights)->stored_bytes(i);
+        out.f32_bytes += f32;
+        out.largest_f32 = std::max(out.largest_f32, f32);
+    }
+    for (size_t i = 0; i < (*knot_weights)->n_tensors(); ++i) {
+        const TensorInfo& t = (*knot_weights)->tensor_info(i);
+        const auto n = static_cast<uint64_t>(t.n_elements());
+        const uint64_t blocks = dtype_storage_bytes(t.dtype, n).value_or(n * 4);
+        out.knot_blocks += blocks;
+        out.largest_knot_blocks = std::max(out.largest_knot_blocks, blocks);
+    }
+    std::error_code ec;
+    out.knot_file = std::filesystem::file_size(knot, ec);
+    if (ec) return error = knot + ": " + ec.message(), false;
+    return true;
 }
 
 }  // namespace gkq::test

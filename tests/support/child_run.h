@@ -2,6 +2,8 @@
 // and the inputs those tests need (a llama2.c tokenizer of a real model's vocabulary size). Qt-free.
 #pragma once
 
+#include "gkq/model_config.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +24,22 @@ std::string slurp(const std::string& path);
 // A llama2.c tokenizer.bin of n tokens: <unk> <s> </s>, the 256 byte tokens, " ", the letters a-z and every
 // " x", " xy", " xyz" of them (so a text of three-letter words takes one token a word), then words "▁wN" (as before).
 void write_llama2c_tokenizer(const std::string& path, int n);
+
+// What the peak-memory bounds are computed from: a model file's tensors as stored (mapped) and in float32, and a knot
+// of it: its file (mapped as stored) and its records inflated into their blocks (float32 where a record has no block
+// type), with the largest tensor of each.
+struct ModelSizes {
+    ModelConfig config;         // the model's
+    uint64_t stored_bytes = 0;  // every tensor as the model file stores it
+    uint64_t f32_bytes = 0;     // every tensor in float32
+    uint64_t largest_f32 = 0;   // the largest tensor in float32
+    uint64_t knot_file = 0;     // the knot's file size
+    uint64_t knot_blocks = 0;   // every record inflated into its blocks
+    uint64_t largest_knot_blocks = 0;
+};
+
+// The sizes of `model` and of its knot `knot`; false with `error` set when either does not open.
+bool model_sizes(const std::string& model, const std::string& knot, ModelSizes& out, std::string& error);
 
 inline double mib(uint64_t bytes) {
     return static_cast<double>(bytes) / (1 << 20);
