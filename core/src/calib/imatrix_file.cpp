@@ -44,42 +44,55 @@ struct Out {
     }
 };
 
-std::string gguf_bytes(const Imatrix& m) {
-    Out o;
+// The head of both GGUF containers written here (llama.cpp's imatrix and our Gram file): magic, version 3, the
+// counts, and four keys: general.type, then the datasets, chunk count and chunk size under the given key names.
+void put_head(Out& o, int64_t n_tensors, std::string_view type, const char* key_datasets, const char* key_chunk_count,
+              const char* key_chunk_size, const std::vector<std::string>& datasets, int64_t chunk_count,
+              int64_t chunk_size) {
     o.b.append(gguf::kMagic, 4);
     o.put<uint32_t>(3);
-    std::vector<const ImatrixEntry*> stored;
-    for (const ImatrixEntry& e : m.entries)
-        if (!e.sums.empty() && !e.counts.empty()) stored.push_back(&e);
-    o.put<int64_t>(static_cast<int64_t>(2 * stored.size()));
+    o.put<int64_t>(n_tensors);
     o.put<int64_t>(4);
     o.str(kKeyType);
     o.put<uint32_t>(static_cast<uint32_t>(MetaType::String));
-    o.str("imatrix");
-    o.str(kKeyDatasets);
+    o.str(type);
+    o.str(key_datasets);
     o.put<uint32_t>(static_cast<uint32_t>(MetaType::Array));
     o.put<uint32_t>(static_cast<uint32_t>(MetaType::String));
-    o.put<uint64_t>(m.datasets.size());
-    for (const std::string& d : m.datasets) o.str(d);
-    o.str(kKeyChunkCount);
+    o.put<uint64_t>(datasets.size());
+    for (const std::string& d : datasets) o.str(d);
+    o.str(key_chunk_count);
     o.put<uint32_t>(static_cast<uint32_t>(MetaType::U32));
-    o.put<uint32_t>(static_cast<uint32_t>(m.chunk_count));
-    o.str(kKeyChunkSize);
+    o.put<uint32_t>(static_cast<uint32_t>(chunk_count));
+    o.str(key_chunk_size);
     o.put<uint32_t>(static_cast<uint32_t>(MetaType::U32));
-    o.put<uint32_t>(static_cast<uint32_t>(m.chunk_size));
+    o.put<uint32_t>(static_cast<uint32_t>(chunk_size));
+}
 
-    auto padded = [](uint64_t n) {
-        return (n + gguf::kDefaultAlignment - 1) / gguf::kDefaultAlignment * gguf::kDefaultAlignment;
-    };
-    // ggml_n_dims: the dimensions up to the last one above 1 (at least one).
+uint64_t padded(uint64_t n) {
+    return (n + gguf::kDefaultAlignment - 1) / gguf::kDefaultAlignment * gguf::kDefaultAlignment;
+}
+
+// One tensor info; its dimensions as ggml_n_dims counts them (up to the last one above 1, at least one).
+void put_info(Out& o, const std::string& name, int64_t ne0, int64_t ne1, uint32_t ggml_type, uint64_t offset) {
+    o.str(name);
+    const uint32_t n_dims = ne1 > 1 ? 2 : 1;
+    o.put<uint32_t>(n_dims);
+    o.put<int64_t>(ne0);
+    if (n_dims == 2) o.put<int64_t>(ne1);
+    o.put<uint32_t>(ggml_type);
+    o.put<uint64_t>(offset);
+}
+
+std::string gguf_bytes(const Imatrix& m) {
+    Out o;
+    std::vector<const ImatrixEntry*> stored;
+    for (const ImatrixEntry& e : m.entries)
+        if (!e.sums.empty() && !e.counts.empty()) stored.push_back(&e);
+    put_head(o, static_cast<int64_t>(2 * stored.size()), "imatrix", kKeyDatasets, kKeyChunkCount, kKeyChunkSize,
+             m.datasets, m.chunk_count, m.chunk_size);
     auto info = [&](const std::string& name, int64_t ne0, int64_t ne1, uint64_t offset) {
-        o.str(name);
-        const uint32_t n_dims = ne1 > 1 ? 2 : 1;
-        o.put<uint32_t>(n_dims);
-        o.put<int64_t>(ne0);
-        if (n_dims == 2) o.put<int64_t>(ne1);
-        o.put<uint32_t>(kGgmlF32);
-        o.put<uint64_t>(offset);
+        put_info(o, name, ne0, ne1, kGgmlF32, offset);
     };
     uint64_t offset = 0;
     for (const ImatrixEntry* e : stored) {
@@ -437,35 +450,10 @@ constexpr uint32_t kGgmlF64 = 28;
 
 std::string gram_file_bytes(const GramSet& m) {
     Out o;
-    o.b.append(gguf::kMagic, 4);
-    o.put<uint32_t>(3);
-    o.put<int64_t>(static_cast<int64_t>(2 * m.entries.size()));
-    o.put<int64_t>(4);
-    o.str(kKeyType);
-    o.put<uint32_t>(static_cast<uint32_t>(MetaType::String));
-    o.str(kGramType);
-    o.str(kGramDatasets);
-    o.put<uint32_t>(static_cast<uint32_t>(MetaType::Array));
-    o.put<uint32_t>(static_cast<uint32_t>(MetaType::String));
-    o.put<uint64_t>(m.datasets.size());
-    for (const std::string& d : m.datasets) o.str(d);
-    o.str(kGramChunkCount);
-    o.put<uint32_t>(static_cast<uint32_t>(MetaType::U32));
-    o.put<uint32_t>(static_cast<uint32_t>(m.chunk_count));
-    o.str(kGramChunkSize);
-    o.put<uint32_t>(static_cast<uint32_t>(MetaType::U32));
-    o.put<uint32_t>(static_cast<uint32_t>(m.chunk_size));
-    auto padded = [](uint64_t n) {
-        return (n + gguf::kDefaultAlignment - 1) / gguf::kDefaultAlignment * gguf::kDefaultAlignment;
-    };
+    put_head(o, static_cast<int64_t>(2 * m.entries.size()), kGramType, kGramDatasets, kGramChunkCount, kGramChunkSize,
+             m.datasets, m.chunk_count, m.chunk_size);
     auto info = [&](const std::string& name, int64_t ne0, int64_t ne1, uint64_t offset) {
-        o.str(name);
-        const uint32_t n_dims = ne1 > 1 ? 2 : 1;
-        o.put<uint32_t>(n_dims);
-        o.put<int64_t>(ne0);
-        if (n_dims == 2) o.put<int64_t>(ne1);
-        o.put<uint32_t>(kGgmlF64);
-        o.put<uint64_t>(offset);
+        put_info(o, name, ne0, ne1, kGgmlF64, offset);
     };
     uint64_t offset = 0;
     for (const GramEntry& e : m.entries) {

@@ -102,8 +102,22 @@ Preset make_block(Method m) {
     return p;
 }
 
+constexpr int kRankDivisor = 32;  // the low-rank presets: the rank is at most min(rows, cols) / this
+
+// Rank min(16, min(rows, cols) / kRankDivisor) with 8-bit factors plus Q4_0 blocks: lowrank-q4 (the SVD of W) and
+// q4_0-lqer (the SVD of the quantization error) differ only in `target` (and q4_0-lqer's whitening).
+CodecParams lowrank_q4_params(LowRankTarget target) {
+    CodecParams c;
+    c.method = Method::LowRankResidual;
+    c.rank = 16;
+    c.max_rank_fraction = 1.0 / kRankDivisor;
+    c.factor_bits = 8;
+    c.residual = ResidualKind::Q4_0;
+    c.target = target;
+    return c;
+}
+
 Preset make_lowrank_q4() {
-    constexpr int kRankDivisor = 32;  // the rank is at most min(rows, cols) / this
     Preset p;
     p.name = "lowrank-q4";
     p.description =
@@ -114,13 +128,7 @@ Preset make_lowrank_q4() {
         "stored as Q4_0 blocks, so the blocks carry what the low-rank part misses including its own quantization "
         "error. Decoded as U S V^T + deq(Q4_0). " +
         f16_fallback_text(DType::Q4_0) + "Norms: f32.";
-    CodecParams c;
-    c.method = Method::LowRankResidual;
-    c.rank = 16;
-    c.max_rank_fraction = 1.0 / kRankDivisor;
-    c.factor_bits = 8;
-    c.residual = ResidualKind::Q4_0;
-    c.target = LowRankTarget::Weights;
+    const CodecParams c = lowrank_q4_params(LowRankTarget::Weights);
     p.by_role = table([c](TensorRole) { return c; }, c);
     return p;
 }
@@ -165,7 +173,6 @@ Preset make_svd_reduction(bool whiten) {
 // Q4_0 blocks of W plus a rank-r correction of their error in the whitened metric (LQER / QERA style).
 Preset make_q4_0_lqer() {
     // The rank cap of the lowrank preset above, so that both store factors of the same size.
-    constexpr int kRankDivisor = 32;
     Preset p;
     p.name = "q4_0-lqer";
     p.description =
@@ -177,13 +184,7 @@ Preset make_q4_0_lqer() {
         "and S^-T V_k; token_embd and output (no Gram matrix) take the plain SVD of E. Decoded as deq(Q4_0) + "
         "U S V^T. " +
         f16_fallback_text(DType::Q4_0) + "Norms: f32.";
-    CodecParams c;
-    c.method = Method::LowRankResidual;
-    c.rank = 16;
-    c.max_rank_fraction = 1.0 / kRankDivisor;
-    c.factor_bits = 8;
-    c.residual = ResidualKind::Q4_0;
-    c.target = LowRankTarget::QuantError;
+    const CodecParams c = lowrank_q4_params(LowRankTarget::QuantError);
     CodecParams w = c;
     w.whiten = true;
     p.by_role = table([w](TensorRole) { return w; }, c);
