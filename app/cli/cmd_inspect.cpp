@@ -46,6 +46,11 @@ nlohmann::json config_json(const ModelConfig& c) {
     // what only some architectures set, shown when set
     if (c.head_dim > 0) j["head_dim"] = c.head_dim;
     if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+    if (c.sliding_window_pattern > 0) j["sliding_window_pattern"] = c.sliding_window_pattern;
+    if (c.rope_local_theta > 0.0) j["rope_local_theta"] = c.rope_local_theta;
+    if (c.attn_softcap > 0.0) j["attn_softcap"] = c.attn_softcap;
+    if (c.final_softcap > 0.0) j["final_softcap"] = c.final_softcap;
+    if (c.query_pre_attn_scalar > 0) j["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
     if (c.rope_scaling != RopeScaling::None) {
         const char* type = c.rope_scaling == RopeScaling::Linear   ? "linear"
                            : c.rope_scaling == RopeScaling::Llama3 ? "llama3"

@@ -89,15 +89,17 @@ private slots:
             }
             // The transformer's roles are all there (llama's 12 and rope_freqs, plus each row's own): the table's
             // rows are the architectures it runs.
+            // Gemma: no rope_freqs, two post norms; Gemma 2 no output (always tied), Gemma 3 q/k norms.
             const size_t own = a.name == "qwen2" ? 3 : a.name == "qwen3" ? 2 : 0;
-            QCOMPARE(roles.size(), size_t{13} + own);
+            const size_t gemma = a.name == "gemma2" ? 13 : a.name == "gemma3" ? 16 : 0;
+            QCOMPARE(roles.size(), gemma > 0 ? gemma : size_t{13} + own);
         }
     }
 
     void hyperparameterKeysCoverTheConfig() {
         ModelConfig c;
         std::set<const void*> fields;
-        for (int p = 0; p <= static_cast<int>(HParam::RopeOriginalContext); ++p) {
+        for (int p = 0; p <= static_cast<int>(HParam::QueryPreAttnScalar); ++p) {
             const HParamField f = hparam_field(static_cast<HParam>(p), c);
             const int set = (f.count != nullptr) + (f.real != nullptr) + (f.flag != nullptr) + (f.rope != nullptr);
             QCOMPARE(set, 1);
@@ -112,10 +114,14 @@ private slots:
         }
         for (const ArchSpec& a : arch_table()) {
             // every field (rope_scaling's type under two spellings), Mistral's window too
-            QCOMPARE(a.hf_keys.size(), size_t{17} + (a.name == "mistral" ? 1 : 0));
+            // Gemma's: window, query_pre_attn_scalar, final soft-cap; Gemma 2's attention soft-cap; Gemma 3's local
+            // rope theta and window pattern (two spellings)
+            const size_t hf_own = a.name == "mistral" ? 1 : a.name == "gemma2" ? 4 : a.name == "gemma3" ? 6 : 0;
+            QCOMPARE(a.hf_keys.size(), size_t{17} + hf_own);
             // no tied flag (GGUF: no output.weight), no window (llama.cpp's llama has none) and no llama3
-            // parameters (GGUF: the rope_freqs tensor)
-            QCOMPARE(a.gguf_keys.size(), size_t{13});
+            // parameters (GGUF: the rope_freqs tensor); Gemma's window, pattern, local theta, soft-caps
+            const size_t gguf_own = a.name == "gemma2" ? 5 : a.name == "gemma3" ? 4 : 0;
+            QCOMPARE(a.gguf_keys.size(), size_t{13} + gguf_own);
         }
         QCOMPARE(gguf_key("%s.attention.head_count_kv", "llama"), std::string("llama.attention.head_count_kv"));
         QCOMPARE(gguf_key("general.name", "llama"), std::string("general.name"));
@@ -248,10 +254,10 @@ private slots:
     }
 
     void lookups() {
-        QCOMPARE(arch_names_list(), std::string("llama, mistral, qwen2 and qwen3"));
+        QCOMPARE(arch_names_list(), std::string("llama, mistral, qwen2, qwen3, gemma2 and gemma3"));
         QCOMPARE(default_arch().name, std::string_view("llama"));
-        QVERIFY(find_arch("gemma2") == nullptr);
-        QCOMPARE(arch_or_default("gemma2").name, std::string_view("llama"));
+        QVERIFY(find_arch("mamba") == nullptr);
+        QCOMPARE(arch_or_default("mamba").name, std::string_view("llama"));
         QCOMPARE(find_arch_hf_class("MistralForCausalLM")->name, std::string_view("mistral"));
         QCOMPARE(find_arch_hf_class("LlamaForCausalLM")->name, std::string_view("llama"));
         QCOMPARE(find_arch_hf_class("Qwen2ForCausalLM")->name, std::string_view("qwen2"));
@@ -262,31 +268,72 @@ private slots:
         // llama.cpp writes Mistral as general.architecture llama; a file that says mistral is still Mistral.
         QCOMPARE(find_arch_gguf("llama")->name, std::string_view("llama"));
         QCOMPARE(find_arch_gguf("mistral")->name, std::string_view("mistral"));
-        QVERIFY(find_arch_gguf("gemma2") == nullptr);
+        QVERIFY(find_arch_gguf("mamba") == nullptr);
+        QCOMPARE(find_arch_gguf("gemma2")->name, std::string_view("gemma2"));
+        // Gemma 3's text model: its own model_type, the row's name
+        QCOMPARE(find_arch_hf_model_type("gemma3_text")->name, std::string_view("gemma3"));
+        QCOMPARE(find_arch_hf_class("Gemma3ForCausalLM")->name, std::string_view("gemma3"));
         // Writers write each row in its own names (Mistral's GGUF name is llama's), what the table lacks in llama's.
         QCOMPARE(arch_for_writing("mistral").name, std::string_view("mistral"));
         QCOMPARE(arch_for_writing("mistral").gguf_name, std::string_view("llama"));
         QCOMPARE(arch_for_writing("qwen2").name, std::string_view("qwen2"));
-        QCOMPARE(arch_for_writing("gemma2").name, std::string_view("llama"));
+        QCOMPARE(arch_for_writing("mamba").name, std::string_view("llama"));
         QCOMPARE(arch_name_keys().gguf_architecture, std::string_view("general.architecture"));
     }
 
     void ropeAndBlockFlags() {
         for (const ArchSpec& a : arch_table()) {
             const bool qwen = a.name == "qwen2" || a.name == "qwen3";
+            const bool gemma = a.name == "gemma2" || a.name == "gemma3";
             QCOMPARE(a.hf_rope, RopeStyle::HalfSplit);
-            // llama.cpp permutes llama's q/k to adjacent pairs; qwen's run NEOX rope on halves, unpermuted
-            QCOMPARE(a.gguf_rope, qwen ? RopeStyle::HalfSplit : RopeStyle::Interleaved);
+            // llama.cpp permutes llama's q/k to adjacent pairs; qwen's and gemma's run NEOX rope on halves, unpermuted
+            QCOMPARE(a.gguf_rope, qwen || gemma ? RopeStyle::HalfSplit : RopeStyle::Interleaved);
             const BlockFlags& b = a.block;
             QCOMPARE(b.q_bias && b.k_bias && b.v_bias, a.name == "qwen2");
-            QCOMPARE(b.qk_norm, a.name == "qwen3");
-            QVERIFY(!b.post_norms);
-            QCOMPARE(b.norm, NormKind::Rms);
-            QCOMPARE(b.activation, Activation::Silu);
-            QVERIFY(!b.attn_softcap && !b.final_softcap);
-            QCOMPARE(b.embd_scale, EmbdScale::None);
-            QCOMPARE(a.hf_activation, std::string_view("silu"));
+            QCOMPARE(b.qk_norm, a.name == "qwen3" || a.name == "gemma3");
+            QCOMPARE(b.post_norms, gemma);
+            QCOMPARE(b.norm, gemma ? NormKind::RmsOnePlus : NormKind::Rms);
+            QCOMPARE(b.activation, gemma ? Activation::GeluTanh : Activation::Silu);
+            QCOMPARE(b.attn_softcap, a.name == "gemma2");
+            QCOMPARE(b.final_softcap, gemma);
+            QCOMPARE(b.embd_scale, gemma ? EmbdScale::SqrtDim : EmbdScale::None);
+            QCOMPARE(b.local_rope_unscaled, a.name == "gemma3");
+            QCOMPARE(a.hf_activation, std::string_view(gemma ? "gelu_pytorch_tanh" : "silu"));
+            // HF's Gemma norms are w of (1 + w); GGUF's always multiply (llama.cpp's converter adds the 1)
+            QCOMPARE(norm_storage(a, NameFormat::Hf), gemma ? NormStorage::OffsetByOne : NormStorage::Multiplier);
+            QCOMPARE(norm_storage(a, NameFormat::Gguf), NormStorage::Multiplier);
         }
+        // Gemma's names: HF's post_attention_layernorm is the norm after the attention (llama's FFN input norm)
+        const ArchSpec& g2 = *find_arch("gemma2");
+        auto role_of = [](const ArchSpec& a, NameFormat f, const char* name) {
+            const RoleAndLayer r = parse_tensor_name(a, f, name);
+            return std::make_pair(r.role, r.layer);
+        };
+        QCOMPARE(role_of(g2, NameFormat::Hf, "model.layers.1.post_attention_layernorm.weight"),
+                 std::make_pair(TensorRole::AttnPostNorm, 1));
+        QCOMPARE(role_of(g2, NameFormat::Hf, "model.layers.1.pre_feedforward_layernorm.weight"),
+                 std::make_pair(TensorRole::FfnNorm, 1));
+        QCOMPARE(role_of(g2, NameFormat::Gguf, "blk.2.post_attention_norm.weight"),
+                 std::make_pair(TensorRole::AttnPostNorm, 2));
+        QCOMPARE(role_of(g2, NameFormat::Gguf, "blk.0.post_ffw_norm.weight"),
+                 std::make_pair(TensorRole::FfnPostNorm, 0));
+        QCOMPARE(role_of(*find_arch("gemma3"), NameFormat::Gguf, "blk.0.attn_q_norm.weight"),
+                 std::make_pair(TensorRole::AttnQNorm, 0));
+        QVERIFY(role_is_norm(TensorRole::FfnPostNorm) && role_is_norm(TensorRole::AttnKNorm));
+        QVERIFY(!role_is_norm(TensorRole::AttnQBias) && !role_is_norm(TensorRole::TokenEmbd));
+        // the window's blocks: Gemma 2 alternates from a windowed block 0, Gemma 3 has 5 windowed per global one
+        ModelConfig c;
+        c.sliding_window = 4;
+        QVERIFY(c.layer_windowed(0) && c.layer_windowed(7));
+        c.sliding_window_pattern = 2;
+        QVERIFY(c.layer_windowed(0) && !c.layer_windowed(1) && c.layer_windowed(2));
+        c.sliding_window_pattern = 6;
+        QVERIFY(c.layer_windowed(4) && !c.layer_windowed(5) && c.layer_windowed(6));
+        c.sliding_window_pattern = 1;
+        QVERIFY(!c.layer_windowed(0));
+        c.sliding_window = 0;
+        c.sliding_window_pattern = 2;
+        QVERIFY(!c.layer_windowed(0));
         QVERIFY(!find_arch("llama")->block.sliding_window);
         QVERIFY(find_arch("mistral")->block.sliding_window);
     }

@@ -11,9 +11,13 @@
 #include "tiny_model.h"
 
 #include "gkq/arch.h"
+#include "gkq/codec.h"
+#include "gkq/evaluate.h"
+#include "gkq/export.h"
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
 #include "gkq/quantize.h"
+#include "gkq/spectrum.h"
 #include "gkq/transformer.h"
 #include "gkq/weights.h"
 
@@ -36,10 +40,19 @@ const std::vector<int32_t> kTokens = {1, 72, 101, 108, 108, 111, 44, 32, 119, 11
 constexpr int kGenerated = 16;
 constexpr double kTolerance = 1e-4;
 
+// A feature of a fixture's config, switched off: the same weights then give logits far from llama.cpp's (the match
+// shows the feature is computed, not bypassed).
+struct Ablation {
+    const char* what;
+    void (*off)(ModelConfig&);
+};
+
 struct ForwardModel {
     const char* name;
     ModelConfig config;
     uint64_t seed;
+    float qk_gain = 1.0f;  // q and k weights multiplied by it: attention scores of a size that soft-capping changes
+    std::vector<Ablation> ablations = {};
 };
 
 // vocab 259 (<unk> <s> </s> and the 256 byte tokens), dim 64, FFN 128, 2 layers, 4 heads, 2 kv heads.
@@ -90,7 +103,78 @@ std::vector<ForwardModel> forward_models() {
     q3.head_dim = 32;  // n_heads * head_dim = 128, twice dim
     q3.rope_style = RopeStyle::HalfSplit;
     m.push_back({"qwen3", q3, 15});
+
+    // Gemma 2: block 0 windowed (4 positions of the 16), block 1 global; soft-caps small enough to bite at this
+    // scale; the scale query_pre_attn_scalar = head size is the one llama.cpp derives for a 2-block model.
+    ModelConfig g2 = base_config("gemma2");
+    g2.head_dim = 16;  // written out: HF's Gemma2Config would take 256
+    g2.shared_classifier = true;
+    g2.rope_style = RopeStyle::HalfSplit;
+    g2.norm_eps = 1e-6;
+    g2.sliding_window = 4;
+    g2.sliding_window_pattern = 2;
+    g2.attn_softcap = 1.0;
+    g2.final_softcap = 0.5;
+    g2.query_pre_attn_scalar = 16;
+    m.push_back({"gemma2",
+                 g2,
+                 16,
+                 4.0f,
+                 {{"attention soft-cap", [](ModelConfig& c) { c.attn_softcap = 0; }},
+                  {"final soft-cap", [](ModelConfig& c) { c.final_softcap = 0; }},
+                  {"sliding window", [](ModelConfig& c) { c.sliding_window = 0; }}}});
+
+    // Gemma 3: q/k norms, head_dim 32; block 0 windowed (window 4) rotating with the local theta 1e4 unscaled,
+    // block 1 global with theta 1e6 and linear scaling 8.
+    ModelConfig g3 = base_config("gemma3");
+    g3.head_dim = 32;
+    g3.shared_classifier = true;
+    g3.rope_style = RopeStyle::HalfSplit;
+    g3.norm_eps = 1e-6;
+    g3.rope_theta = 1000000.0;
+    g3.rope_local_theta = 10000.0;
+    g3.rope_scaling = RopeScaling::Linear;
+    g3.rope_factor = 8.0;
+    g3.sliding_window = 4;
+    g3.sliding_window_pattern = 2;
+    g3.query_pre_attn_scalar = 32;
+    m.push_back({"gemma3",
+                 g3,
+                 17,
+                 1.0f,
+                 {{"sliding window", [](ModelConfig& c) { c.sliding_window = 0; }},
+                  {"local rope theta", [](ModelConfig& c) { c.rope_local_theta = c.rope_theta; }},
+                  {"global blocks' rope scaling", [](ModelConfig& c) { c.rope_scaling = RopeScaling::None; }}}});
     return m;
+}
+
+// The fixture's weights: the tiny model of its config and seed, q and k scaled by its gain.
+test::TinyModel tiny(const ForwardModel& fm) {
+    test::TinyModel m = test::make_tiny_model(fm.config, fm.seed);
+    for (size_t i = 0; i < m.tensors.size(); ++i)
+        if (m.tensors[i].role == TensorRole::AttnQ || m.tensors[i].role == TensorRole::AttnK)
+            for (float& v : m.storage[i]) v *= fm.qk_gain;
+    return m;
+}
+
+// max over positions of max_i |got - ref| / max_i |ref| (the test's relative error), and where it is largest.
+double max_relative(const std::vector<float>& got, const std::vector<float>& ref, int64_t vocab, int64_t* where) {
+    double worst = 0.0;
+    const size_t n_pos = ref.size() / static_cast<size_t>(vocab);
+    for (size_t p = 0; p < n_pos; ++p) {
+        double diff = 0.0, scale = 0.0;
+        for (int64_t i = 0; i < vocab; ++i) {
+            const size_t k = p * static_cast<size_t>(vocab) + static_cast<size_t>(i);
+            diff = std::max(diff, std::fabs(static_cast<double>(got[k]) - ref[k]));
+            scale = std::max(scale, std::fabs(static_cast<double>(ref[k])));
+        }
+        const double rel = scale > 0 ? diff / scale : diff;
+        if (rel > worst) {
+            worst = rel;
+            if (where != nullptr) *where = static_cast<int64_t>(p);
+        }
+    }
+    return worst;
 }
 
 // A sentencepiece vocabulary llama.cpp loads: <unk>, <s>, </s>, then the 256 byte tokens <0x00>..<0xFF>.
@@ -116,7 +200,7 @@ Vocabulary byte_vocabulary() {
 }
 
 bool write_model(const ForwardModel& fm, const std::string& gguf, const std::string& hf_dir, std::string& why) {
-    test::TinyModel m = test::make_tiny_model(fm.config, fm.seed);
+    test::TinyModel m = tiny(fm);
     if (Status s = write_gguf(gguf, m.config, m.tensors, byte_vocabulary()); !s) {
         why = s.message();
         return false;
@@ -255,21 +339,8 @@ private slots:
 
         // llama.cpp: within kTolerance relative (see the file comment), and the same greedy continuation
         const int64_t vocab = e.n_vocab;
-        double worst = 0.0;
         int64_t worst_pos = -1;
-        for (size_t p = 0; p < kTokens.size(); ++p) {
-            double diff = 0.0, scale = 0.0;
-            for (int64_t i = 0; i < vocab; ++i) {
-                const size_t k = p * static_cast<size_t>(vocab) + static_cast<size_t>(i);
-                diff = std::max(diff, std::fabs(static_cast<double>(from_gguf.logits[k]) - e.logits[k]));
-                scale = std::max(scale, std::fabs(static_cast<double>(e.logits[k])));
-            }
-            const double rel = scale > 0 ? diff / scale : diff;
-            if (rel > worst) {
-                worst = rel;
-                worst_pos = static_cast<int64_t>(p);
-            }
-        }
+        const double worst = max_relative(from_gguf.logits, e.logits, vocab, &worst_pos);
         qInfo("%s: max relative logit difference %.3g (position %lld)", fm.name, worst,
               static_cast<long long>(worst_pos));
         QVERIFY2(
@@ -280,7 +351,7 @@ private slots:
 
         // The scaling is what matched: the same weights without it are far from llama.cpp's logits.
         if (fm.config.rope_scaling != RopeScaling::None) {
-            test::TinyModel m = test::make_tiny_model(fm.config, fm.seed);
+            test::TinyModel m = tiny(fm);
             m.config.rope_scaling = RopeScaling::None;
             test::MemoryWeights w(m);
             TransformerOptions o;
@@ -294,6 +365,74 @@ private slots:
                 far = std::max(far, std::fabs(static_cast<double>(plain[k]) - e.logits[k]));
             QVERIFY2(far > 1e-2, qPrintable(QString("unscaled rope differs by only %1").arg(far)));
         }
+
+        // Each feature of the row switched off moves the logits by far more than the tolerance.
+        for (const Ablation& a : fm.ablations) {
+            test::TinyModel m = tiny(fm);
+            a.off(m.config);
+            test::MemoryWeights w(m);
+            TransformerOptions o;
+            o.n_threads = 1;
+            auto t = Transformer::load(w, o);
+            QVERIFY2(t.is_ok(), t.message().c_str());
+            std::vector<float> without(e.logits.size());
+            QVERIFY(t->forward_batch(kTokens.data(), static_cast<int64_t>(kTokens.size()), 0, without.data()).is_ok());
+            const double off = max_relative(without, e.logits, vocab, nullptr);
+            qInfo("%s without its %s: relative difference %.3g", fm.name, a.what, off);
+            QVERIFY2(off > 10 * kTolerance,
+                     qPrintable(QString("%1 without its %2 differs by only %3").arg(fm.name, a.what).arg(off)));
+        }
+    }
+
+    // Gemma's norms as each format stores them: HF the w of (1 + w), GGUF 1 + w (llama.cpp's converter adds the
+    // 1), both read back to the same multipliers; the config keys that only Gemma has, in both formats.
+    void gemma_norms_and_keys_data() {
+        QTest::addColumn<int>("index");
+        const auto models = forward_models();
+        for (size_t i = 0; i < models.size(); ++i)
+            if (std::string(models[i].name).rfind("gemma", 0) == 0)
+                QTest::newRow(models[i].name) << static_cast<int>(i);
+    }
+
+    void gemma_norms_and_keys() {
+        QFETCH(int, index);
+        const ForwardModel fm = forward_models()[static_cast<size_t>(index)];
+        test::TempDir dir;
+        std::string why;
+        QVERIFY2(write_model(fm, dir.file("model.gguf"), dir.path(), why), why.c_str());
+        const test::TinyModel m = tiny(fm);
+        auto gguf = ModelFile::open(dir.file("model.gguf"));
+        auto hf = ModelFile::open(dir.path());
+        QVERIFY2(gguf.is_ok(), gguf.message().c_str());
+        QVERIFY2(hf.is_ok(), hf.message().c_str());
+        QCOMPARE(gguf->config().norm_storage, NormStorage::Multiplier);
+        QCOMPARE(hf->config().norm_storage, NormStorage::OffsetByOne);
+        for (size_t i = 0; i < m.tensors.size(); ++i) {
+            if (!role_is_norm(m.tensors[i].role)) continue;
+            const std::vector<float>& want = m.storage[i];
+            auto g = gguf->read_f32(static_cast<size_t>(gguf->index_of(m.tensors[i].role, m.tensors[i].layer)));
+            auto h = hf->read_f32(static_cast<size_t>(hf->index_of(m.tensors[i].role, m.tensors[i].layer)));
+            QVERIFY(g.is_ok() && h.is_ok());
+            QCOMPARE(*g, want);
+            for (size_t j = 0; j < want.size(); ++j) QCOMPARE((*h)[j], want[j] - 1.0f);
+        }
+        for (const ModelConfig* c : {&gguf->config(), &hf->config()}) {
+            QCOMPARE(c->architecture, fm.config.architecture);
+            QCOMPARE(c->sliding_window, fm.config.sliding_window);
+            QCOMPARE(c->sliding_window_pattern, fm.config.sliding_window_pattern);
+            QCOMPARE(c->attn_softcap, fm.config.attn_softcap);
+            QCOMPARE(c->final_softcap, fm.config.final_softcap);
+            QCOMPARE(c->query_pre_attn_scalar, fm.config.query_pre_attn_scalar);
+            QCOMPARE(c->rope_local_theta, fm.config.rope_local_theta);
+            QCOMPARE(c->rope_scaling, fm.config.rope_scaling);
+        }
+        std::vector<uint8_t> text = test::read_file(dir.file("config.json"));
+        const std::string json(text.begin(), text.end());
+        const bool g3 = fm.config.architecture == "gemma3";
+        QVERIFY2(json.find(g3 ? R"("model_type": "gemma3_text")" : R"("model_type": "gemma2")") != std::string::npos,
+                 json.c_str());
+        QVERIFY2(json.find(R"("hidden_act": "gelu_pytorch_tanh")") != std::string::npos, json.c_str());
+        QVERIFY2(json.find(R"("query_pre_attn_scalar": )") != std::string::npos, json.c_str());
     }
 
     // Biases, q/k norms and rope scaling go through the whole pipeline: quantize keeps the vectors as f32 records
@@ -329,6 +468,14 @@ private slots:
             const RopeScaling scaling = freqs_tensor ? RopeScaling::None : fm.config.rope_scaling;
             QCOMPARE(kc.architecture, fm.config.architecture);
             QCOMPARE(kc.head_dim, fm.config.head_dim);
+            // Gemma's window, pattern, soft-caps, attention scalar and local theta, and the norms' meaning
+            QCOMPARE(kc.sliding_window, fm.config.sliding_window);
+            QCOMPARE(kc.sliding_window_pattern, fm.config.sliding_window_pattern);
+            QCOMPARE(kc.attn_softcap, fm.config.attn_softcap);
+            QCOMPARE(kc.final_softcap, fm.config.final_softcap);
+            QCOMPARE(kc.query_pre_attn_scalar, fm.config.query_pre_attn_scalar);
+            QCOMPARE(kc.rope_local_theta, fm.config.rope_local_theta);
+            QCOMPARE(kc.norm_storage, model->config().norm_storage);
             QCOMPARE(kc.rope_scaling, scaling);
             if (!freqs_tensor) QCOMPARE(kc.rope_factor, fm.config.rope_factor);
             QCOMPARE((*kw)->index_of(TensorRole::RopeFreqs, -1) >= 0, freqs_tensor);
@@ -364,6 +511,69 @@ private slots:
                 QCOMPARE(reread->config().rope_scaling, freqs_back ? RopeScaling::None : scaling);
                 QCOMPARE(reread->index_of(TensorRole::RopeFreqs, -1) >= 0, freqs_back);
                 for (const Tensor& t : reread->tensors()) QVERIFY2(t.role != TensorRole::Other, t.name.c_str());
+            }
+        }
+    }
+
+    // Gemma 2 and 3 from each format through every step: open, analyze every matrix, quantize with every preset
+    // (those without a Gram file), generate from the knot, evaluate the knot against the model (KL divergence over a
+    // byte text), export the knot as GGUF and generate from that.
+    void gemma_every_step_data() { gemma_norms_and_keys_data(); }
+
+    void gemma_every_step() {
+        QFETCH(int, index);
+        const ForwardModel fm = forward_models()[static_cast<size_t>(index)];
+        test::TempDir dir;
+        std::string why;
+        QVERIFY2(write_model(fm, dir.file("model.gguf"), dir.path(), why), why.c_str());
+        EvalText text;  // the byte vocabulary: byte b is token 3 + b
+        for (unsigned char ch : std::string("Gemma reads bytes here; the window is four positions wide. "))
+            text.tokens.push_back(3 + ch);
+        text.n_bytes = text.tokens.size();
+        EvalOptions eo;
+        eo.n_ctx = 32;
+        eo.stride = 16;
+        TransformerOptions o;
+        o.n_threads = 1;
+        for (const std::string& source : {dir.file("model.gguf"), dir.path()}) {
+            auto model = ModelFile::open(source);
+            QVERIFY2(model.is_ok(), model.message().c_str());
+            AnalyzeOptions ao;
+            ao.n_threads = 1;
+            auto spectra = analyze_model(*model, ao);
+            QVERIFY2(spectra.is_ok(), spectra.message().c_str());
+            size_t n_matrices = 0;
+            for (const Tensor& t : model->tensors()) n_matrices += t.shape.size() == 2 ? 1 : 0;
+            QCOMPARE(spectra->size(), n_matrices);
+            for (const TensorSpectrum& sp : *spectra) {
+                QVERIFY2(sp.skipped.empty() && !sp.singular_values.empty(), sp.name.c_str());
+                QVERIFY(sp.role != TensorRole::Other);
+            }
+            auto base = Transformer::load(*model, o);
+            QVERIFY2(base.is_ok(), base.message().c_str());
+            for (const std::string& preset : preset_names()) {
+                if (preset_needs_gram(*find_preset(preset))) continue;  // test_cli_imatrix runs those
+                const std::string knot = dir.file(preset + ".knot");
+                QuantizeOptions qo;
+                qo.preset = preset;
+                qo.n_threads = 1;
+                auto q = quantize_model(*model, qo, knot);
+                QVERIFY2(q.is_ok(), (preset + ": " + q.message()).c_str());
+                QCOMPARE(run(knot).generated.size(), size_t{kGenerated});
+                auto kw = open_weights(knot);
+                QVERIFY2(kw.is_ok(), kw.message().c_str());
+                auto cand = Transformer::load(**kw, o);
+                QVERIFY2(cand.is_ok(), cand.message().c_str());
+                auto report = evaluate_compare(*base, *cand, text, eo);
+                QVERIFY2(report.is_ok(), (preset + ": " + report.message()).c_str());
+                QVERIFY(report->n_tokens > 0);
+                QVERIFY2(std::isfinite(report->compare.mean_kld) && report->compare.mean_kld >= 0.0, preset.c_str());
+                if (preset == "q8_0") QVERIFY2(report->compare.mean_kld < 1e-3, preset.c_str());
+                const std::string exported = dir.file(preset + ".gguf");
+                auto ex = export_gguf(knot, exported);
+                QVERIFY2(ex.is_ok(), (preset + ": " + ex.message()).c_str());
+                const Run again = run(exported);
+                QCOMPARE(again.generated.size(), size_t{kGenerated});
             }
         }
     }

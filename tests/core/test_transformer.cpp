@@ -662,7 +662,8 @@ private slots:
         QVERIFY(!bad_arch);
         QCOMPARE(bad_arch.status().code(), StatusCode::Unsupported);
         QCOMPARE(QString::fromStdString(bad_arch.message()),
-                 QString("transformer: architecture 'phi3' is not supported (llama, mistral, qwen2 and qwen3 are)"));
+                 QString("transformer: architecture 'phi3' is not supported (llama, mistral, qwen2, qwen3, gemma2 and "
+                         "gemma3 are)"));
         ModelConfig yarn = m.config;
         yarn.rope_scaling = RopeScaling::Unsupported;
         auto bad_rope = Transformer::load(yarn, source_of(m));

@@ -37,23 +37,28 @@ int64_t size_value(Size s, const ModelConfig& c);  // 0 for None
 
 // The ModelConfig fields the formats store as hyperparameters.
 enum class HParam : uint8_t {
-    Embd,                 // dim
-    Ffn,                  // hidden_dim
-    Layers,               // n_layers
-    Heads,                // n_heads
-    KvHeads,              // n_kv_heads
-    Vocab,                // vocab_size
-    Context,              // context_length
-    RopeTheta,            // rope_theta
-    NormEps,              // norm_eps
-    Tied,                 // shared_classifier
-    HeadDim,              // head_dim
-    SlidingWindow,        // sliding_window
-    RopeScalingType,      // rope_scaling
-    RopeFactor,           // rope_factor
-    RopeLowFreqFactor,    // rope_low_freq_factor
-    RopeHighFreqFactor,   // rope_high_freq_factor
-    RopeOriginalContext,  // rope_original_context
+    Embd,                  // dim
+    Ffn,                   // hidden_dim
+    Layers,                // n_layers
+    Heads,                 // n_heads
+    KvHeads,               // n_kv_heads
+    Vocab,                 // vocab_size
+    Context,               // context_length
+    RopeTheta,             // rope_theta
+    NormEps,               // norm_eps
+    Tied,                  // shared_classifier
+    HeadDim,               // head_dim
+    SlidingWindow,         // sliding_window
+    RopeScalingType,       // rope_scaling
+    RopeFactor,            // rope_factor
+    RopeLowFreqFactor,     // rope_low_freq_factor
+    RopeHighFreqFactor,    // rope_high_freq_factor
+    RopeOriginalContext,   // rope_original_context
+    SlidingWindowPattern,  // sliding_window_pattern
+    RopeLocalTheta,        // rope_local_theta
+    AttnSoftcap,           // attn_softcap
+    FinalSoftcap,          // final_softcap
+    QueryPreAttnScalar,    // query_pre_attn_scalar
 };
 // Non-negative integer, number, boolean, a RopeScaling by its name (rope_scaling_from_name).
 enum class HParamKind : uint8_t { Count, Real, Flag, RopeType };
@@ -67,9 +72,17 @@ struct HParamField {
     RopeScaling* rope = nullptr;
 };
 HParamField hparam_field(HParam p, ModelConfig& c);
-// Whether a writer stores `p` for `c`: the sizes and flags every model has always; head_dim and the sliding window
-// when set (> 0); the rope scaling keys when the config scales (the llama3 ones only for Llama3).
+// Whether a writer stores `p` for `c`: the sizes and flags every model has always; head_dim, the sliding window and
+// Gemma's values when set (> 0); the rope scaling keys when the config scales (the llama3 ones only for Llama3).
 bool hparam_written(HParam p, const ModelConfig& c);
+
+// A value an architecture's config has when its file does not say (llama.cpp's loader defaults, which are also the
+// HF config class's): set before the keys are read.
+struct HParamDefault {
+    HParam param;
+    double value;  // a Count's or Flag's too
+};
+void apply_defaults(const std::vector<HParamDefault>& defaults, ModelConfig& c);
 
 struct HParamKey {
     HParam param;
@@ -117,7 +130,7 @@ struct TensorSpec {
 
 enum class NormKind : uint8_t {
     Rms,         // x / rms(x) * w
-    RmsOnePlus,  // x / rms(x) * (1 + w): Gemma's stored weights
+    RmsOnePlus,  // x / rms(x) * (1 + w): Gemma's (HF stores w; see norm_storage)
 };
 enum class Activation : uint8_t { Silu, GeluTanh };  // of the gated FFN
 enum class EmbdScale : uint8_t { None, SqrtDim };    // token embeddings multiplied by sqrt(dim) (Gemma)
@@ -136,6 +149,9 @@ struct BlockFlags {
     bool final_softcap = false;   // output logits soft-capped
     bool sliding_window = false;  // the config may limit attention to a window of positions
     EmbdScale embd_scale = EmbdScale::None;
+    // The windowed blocks rotate with rope_local_theta and no rope scaling (Gemma 3's local layers); otherwise every
+    // block rotates alike (llama.cpp gives Gemma 2's local layers the global scaling).
+    bool local_rope_unscaled = false;
 };
 
 struct ArchSpec {
@@ -152,8 +168,16 @@ struct ArchSpec {
     RopeStyle hf_rope = RopeStyle::HalfSplit;
     RopeStyle gguf_rope = RopeStyle::Interleaved;
     BlockFlags block;
-    std::string_view hf_activation;  // config.json "hidden_act" value
+    std::string_view hf_activation;       // config.json "hidden_act" value
+    std::vector<HParamDefault> defaults;  // before either format's keys are read
+    // GGUF stores no attention scale for Gemma: llama.cpp takes 1/sqrt(dim / n_heads) for this block count (the
+    // 27B model's) and 1/sqrt(head_size) otherwise; the GGUF reader sets query_pre_attn_scalar the same way. 0: none.
+    int64_t gguf_scale_by_embd_layers = 0;
 };
+
+// What the norm weights of `arch` mean as `format` stores them: HF files store the architecture's own weights
+// (w of a (1 + w) norm for RmsOnePlus), GGUF files what multiplies (llama.cpp's converter adds the 1).
+NormStorage norm_storage(const ArchSpec& arch, NameFormat format);
 
 // ---- the table
 

@@ -21,6 +21,14 @@ enum class RopeScaling : uint8_t {
     Unsupported,  // a type this program does not compute (yarn, longrope, dynamic, ...): refused by the forward pass
 };
 
+// What a stored RMSNorm weight means. Gemma's HF checkpoints store w for a norm that multiplies by (1 + w);
+// llama.cpp's converter adds the 1 into its GGUF (so GGUF norms multiply as stored), as it does for every norm
+// weight of the model (q/k and post norms too).
+enum class NormStorage : uint8_t {
+    Multiplier,   // x / rms(x) * w
+    OffsetByOne,  // x / rms(x) * (1 + w)
+};
+
 struct ModelConfig {
     std::string architecture = "llama";
     int64_t dim = 0;         // embedding width (hidden_size)
@@ -41,10 +49,24 @@ struct ModelConfig {
     double rope_high_freq_factor = 4.0;  // Llama3
     int64_t rope_original_context = 0;   // Llama3: original_max_position_embeddings
     int64_t sliding_window = 0;          // > 0: a token attends to itself and the window - 1 before it
+    // The blocks that use the window: every block when 0; else block l when l % pattern < pattern - 1 (Gemma 2
+    // alternates with 2, Gemma 3 has 5 local blocks per global one with 6; 1: none), as llama.cpp's set_swa_pattern.
+    int64_t sliding_window_pattern = 0;
+    double rope_local_theta = 0.0;      // > 0: rope theta of the windowed blocks (Gemma 3's rope_local_base_freq)
+    double attn_softcap = 0.0;          // > 0: attention scores become cap * tanh(score / cap) (Gemma 2)
+    double final_softcap = 0.0;         // > 0: the logits likewise
+    int64_t query_pre_attn_scalar = 0;  // > 0: scores scaled by 1/sqrt(it) instead of 1/sqrt(head_size) (Gemma)
+    NormStorage norm_storage = NormStorage::Multiplier;  // of the norm weights as stored (OffsetByOne: Gemma's HF)
 
     int64_t head_size() const { return head_dim > 0 ? head_dim : n_heads > 0 ? dim / n_heads : 0; }
     int64_t q_dim() const { return n_heads * head_size(); }      // width of all query heads
     int64_t kv_dim() const { return n_kv_heads * head_size(); }  // width of all key (or value) heads
+    // Whether block `layer` attends within the sliding window (and rotates with rope_local_theta).
+    bool layer_windowed(int64_t layer) const {
+        if (sliding_window <= 0) return false;
+        if (sliding_window_pattern <= 0) return true;
+        return layer % sliding_window_pattern < sliding_window_pattern - 1;
+    }
 };
 
 }  // namespace gkq

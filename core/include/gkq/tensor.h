@@ -29,16 +29,20 @@ enum class TensorRole : uint8_t {
     Output,      // (vocab, dim)          absent when the classifier shares token_embd
     Other,       // anything else (listed, never computed with)
     // Roles added after Other keep the numbers knot files store for the ones above.
-    AttnQBias,  // (n_heads * head_size)
-    AttnKBias,  // (n_kv_heads * head_size)
-    AttnVBias,  // (n_kv_heads * head_size)
-    AttnQNorm,  // (head_size)            per-head RMSNorm of q (Qwen3)
-    AttnKNorm,  // (head_size)            per-head RMSNorm of k
-    RopeFreqs,  // (head_size / 2)        rotary frequency divisors (GGUF's Llama 3 rope scaling)
+    AttnQBias,     // (n_heads * head_size)
+    AttnKBias,     // (n_kv_heads * head_size)
+    AttnVBias,     // (n_kv_heads * head_size)
+    AttnQNorm,     // (head_size)            per-head RMSNorm of q (Qwen3)
+    AttnKNorm,     // (head_size)            per-head RMSNorm of k
+    RopeFreqs,     // (head_size / 2)        rotary frequency divisors (GGUF's Llama 3 rope scaling)
+    AttnPostNorm,  // (dim)                  RMSNorm of the attention output before the residual add (Gemma)
+    FfnPostNorm,   // (dim)                  RMSNorm of the FFN output before the residual add
 };
-constexpr size_t kTensorRoleCount = static_cast<size_t>(TensorRole::RopeFreqs) + 1;
+constexpr size_t kTensorRoleCount = static_cast<size_t>(TensorRole::FfnPostNorm) + 1;
+// True for the RMSNorm weight vectors (attn/ffn/output norms, q/k norms, post norms).
+bool role_is_norm(TensorRole r);
 
-// "token_embd", "attn_q", ... , "output", "other", "attn_q_bias", ... , "rope_freqs".
+// "token_embd", "attn_q", ... , "output", "other", "attn_q_bias", ... , "rope_freqs", "attn_post_norm", ...
 std::string_view role_name(TensorRole r);
 // Inverse of role_name; Other for unknown names.
 TensorRole role_from_name(std::string_view name);

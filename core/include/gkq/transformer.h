@@ -2,7 +2,9 @@
 // (Config, TransformerWeights, RunState): RMSNorm, rotary embeddings (interleaved or half-split pairs, theta
 // from the config, linear or Llama 3 scaling), grouped-query attention over a KV cache (optionally within a sliding
 // window), SwiGLU feed-forward, tied or separate classifier; q/k/v biases (Qwen2) and per-head q/k RMSNorm (Qwen3)
-// where the architecture's row has them.
+// where the architecture's row has them; Gemma 2/3's blocks: (1 + w) norms, embeddings times sqrt(dim), norms after
+// the attention and the FFN, a GELU-tanh gated FFN, query_pre_attn_scalar, soft-capped attention scores and logits,
+// windowed and global blocks with their own rope theta.
 //
 // Contract: logits depend only on the weights and the tokens with their positions — not on the thread count,
 // on whether tokens are run one by one or as a batch, nor on the CPU's vector width. Every output element is
@@ -93,20 +95,22 @@ struct Matrix {
 };
 
 struct LayerWeights {
-    Matrix rms_att;  // (dim)
-    Matrix wq;       // (n_heads * head_size, dim)
-    Matrix wk;       // (n_kv_heads * head_size, dim)
-    Matrix wv;       // (n_kv_heads * head_size, dim)
-    Matrix bq;       // (n_heads * head_size) q bias; empty (rows 0) when the architecture has none
-    Matrix bk;       // (n_kv_heads * head_size) k bias; empty when none
-    Matrix bv;       // (n_kv_heads * head_size) v bias; empty when none
-    Matrix q_norm;   // (head_size) per-head RMSNorm weight of q before rope; empty when none
-    Matrix k_norm;   // (head_size) per-head RMSNorm weight of k; empty when none
-    Matrix wo;       // (dim, n_heads * head_size)
-    Matrix rms_ffn;  // (dim)
-    Matrix w1;       // (hidden_dim, dim)  gate
-    Matrix w2;       // (dim, hidden_dim)  down
-    Matrix w3;       // (hidden_dim, dim)  up
+    Matrix rms_att;   // (dim)
+    Matrix wq;        // (n_heads * head_size, dim)
+    Matrix wk;        // (n_kv_heads * head_size, dim)
+    Matrix wv;        // (n_kv_heads * head_size, dim)
+    Matrix bq;        // (n_heads * head_size) q bias; empty (rows 0) when the architecture has none
+    Matrix bk;        // (n_kv_heads * head_size) k bias; empty when none
+    Matrix bv;        // (n_kv_heads * head_size) v bias; empty when none
+    Matrix q_norm;    // (head_size) per-head RMSNorm weight of q before rope; empty when none
+    Matrix k_norm;    // (head_size) per-head RMSNorm weight of k; empty when none
+    Matrix wo;        // (dim, n_heads * head_size)
+    Matrix post_att;  // (dim) RMSNorm of the attention output before the residual add; empty when none
+    Matrix rms_ffn;   // (dim)
+    Matrix w1;        // (hidden_dim, dim)  gate
+    Matrix w2;        // (dim, hidden_dim)  down
+    Matrix w3;        // (hidden_dim, dim)  up
+    Matrix post_ffn;  // (dim) RMSNorm of the FFN output before the residual add; empty when none
 };
 
 struct TransformerWeights {
@@ -253,7 +257,7 @@ private:
     Status run_block(const int32_t* tokens, int64_t n, int64_t pos, bool want_all_logits);
     void apply(const Matrix& m, const float* x, float* out, int64_t n);
     void embedding_row(int32_t token, float* out) const;
-    void rope(float* vec, int64_t n_heads_here, int64_t pos);
+    void rope(float* vec, int64_t n_heads_here, int64_t pos, const std::vector<float>& inv_freq);
     void attention(int64_t layer, int64_t n, int64_t pos);
 
     ModelConfig m_config;
@@ -266,6 +270,13 @@ private:
     RunState m_state;
     std::vector<float> m_inv_freq;       // (head_size / 2) rotary frequency of each pair, scaled
     std::vector<float> m_rope_divisors;  // (head_size / 2) Llama 3 frequency divisors; empty: none
+    std::vector<float>
+        m_inv_freq_local;  // (head_size / 2) of the windowed blocks when they rotate otherwise; else empty
+    // The block features of the architecture's row (gkq/arch.h BlockFlags), as the forward pass uses them.
+    bool m_gelu = false;           // GELU-tanh gated FFN instead of SwiGLU
+    bool m_norm_one_plus = false;  // norm weights are w of (1 + w) (config norm_storage)
+    float m_embd_scale = 0.0f;     // > 0: token embeddings multiplied by it (sqrt(dim))
+    float m_query_scale = 0.0f;    // > 0: q multiplied by it before the scores (which are then not divided)
     std::unique_ptr<ThreadPool> m_pool;
     std::vector<RoutedFfn> m_routed;  // (n_layers) when routing is set, else empty
     FfnObserver m_ffn_observer;

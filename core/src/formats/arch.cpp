@@ -57,7 +57,10 @@ HParamKind hparam_kind(HParam p) {
         case HParam::NormEps:
         case HParam::RopeFactor:
         case HParam::RopeLowFreqFactor:
-        case HParam::RopeHighFreqFactor: return HParamKind::Real;
+        case HParam::RopeHighFreqFactor:
+        case HParam::RopeLocalTheta:
+        case HParam::AttnSoftcap:
+        case HParam::FinalSoftcap: return HParamKind::Real;
         case HParam::Tied: return HParamKind::Flag;
         case HParam::RopeScalingType: return HParamKind::RopeType;
         default: return HParamKind::Count;
@@ -84,6 +87,11 @@ HParamField hparam_field(HParam p, ModelConfig& c) {
         case HParam::RopeLowFreqFactor: f.real = &c.rope_low_freq_factor; break;
         case HParam::RopeHighFreqFactor: f.real = &c.rope_high_freq_factor; break;
         case HParam::RopeOriginalContext: f.count = &c.rope_original_context; break;
+        case HParam::SlidingWindowPattern: f.count = &c.sliding_window_pattern; break;
+        case HParam::RopeLocalTheta: f.real = &c.rope_local_theta; break;
+        case HParam::AttnSoftcap: f.real = &c.attn_softcap; break;
+        case HParam::FinalSoftcap: f.real = &c.final_softcap; break;
+        case HParam::QueryPreAttnScalar: f.count = &c.query_pre_attn_scalar; break;
     }
     return f;
 }
@@ -92,12 +100,26 @@ bool hparam_written(HParam p, const ModelConfig& c) {
     switch (p) {
         case HParam::HeadDim: return c.head_dim > 0;
         case HParam::SlidingWindow: return c.sliding_window > 0;
+        case HParam::SlidingWindowPattern: return c.sliding_window_pattern > 0;
+        case HParam::RopeLocalTheta: return c.rope_local_theta > 0.0;
+        case HParam::AttnSoftcap: return c.attn_softcap > 0.0;
+        case HParam::FinalSoftcap: return c.final_softcap > 0.0;
+        case HParam::QueryPreAttnScalar: return c.query_pre_attn_scalar > 0;
         case HParam::RopeScalingType:
         case HParam::RopeFactor: return c.rope_scaling != RopeScaling::None;
         case HParam::RopeLowFreqFactor:
         case HParam::RopeHighFreqFactor:
         case HParam::RopeOriginalContext: return c.rope_scaling == RopeScaling::Llama3;
         default: return true;
+    }
+}
+
+void apply_defaults(const std::vector<HParamDefault>& defaults, ModelConfig& c) {
+    for (const HParamDefault& d : defaults) {
+        const HParamField f = hparam_field(d.param, c);
+        if (f.count != nullptr) *f.count = static_cast<int64_t>(d.value);
+        if (f.real != nullptr) *f.real = d.value;
+        if (f.flag != nullptr) *f.flag = d.value != 0.0;
     }
 }
 
@@ -126,6 +148,11 @@ std::vector<float> llama3_rope_divisors(const ModelConfig& c) {
         }
     }
     return out;
+}
+
+NormStorage norm_storage(const ArchSpec& arch, NameFormat format) {
+    return format == NameFormat::Hf && arch.block.norm == NormKind::RmsOnePlus ? NormStorage::OffsetByOne
+                                                                               : NormStorage::Multiplier;
 }
 
 std::string gguf_key(std::string_view pattern, std::string_view gguf_arch) {

@@ -107,6 +107,59 @@ ArchSpec llama_family(std::string_view name, std::string_view hf_class, std::str
     return a;
 }
 
+// ---------------------------------------------------------------- the Gemma family
+// Gemma 2 / 3 blocks (transformers' modeling_gemma2/3, llama.cpp's models/gemma2.cpp and gemma3.cpp): (1 + w)
+// RMSNorm for every norm (HF stores w; llama.cpp's converter adds the 1, so GGUF norms multiply as stored), a norm
+// after the attention and after the FFN, a GELU-tanh gated FFN, embeddings times sqrt(dim), halves rotated in both
+// formats (NEOX rope: the converter does not permute q/k), windowed and global blocks. HF's post_attention_layernorm
+// is the norm after the attention here (llama's is the FFN's input norm); pre_feedforward_layernorm is that.
+ArchSpec gemma_family(std::string_view name, std::string_view hf_class, std::string_view hf_model_type,
+                      std::vector<TensorSpec> qk_norms) {
+    using R = TensorRole;
+    ArchSpec a = llama_family(name, hf_class, name);
+    a.hf_model_type = hf_model_type;
+    a.written_as = name;
+    a.hf_keys.push_back({HParam::SlidingWindow, "sliding_window"});
+    a.hf_keys.push_back({HParam::QueryPreAttnScalar, "query_pre_attn_scalar"});
+    a.hf_keys.push_back({HParam::FinalSoftcap, "final_logit_softcapping"});
+    a.gguf_keys.push_back({HParam::SlidingWindow, "%s.attention.sliding_window"});
+    a.gguf_keys.push_back({HParam::SlidingWindowPattern, "%s.attention.sliding_window_pattern"});
+    a.gguf_keys.push_back({HParam::RopeLocalTheta, "%s.rope.freq_base_swa"});
+    a.gguf_keys.push_back({HParam::FinalSoftcap, "%s.final_logit_softcapping"});
+    std::vector<TensorSpec> t = {
+        one("model.embed_tokens.weight", "token_embd.weight", R::TokenEmbd, Size::Vocab, Size::Embd),
+        one("model.layers.%d.input_layernorm.weight", "blk.%d.attn_norm.weight", R::AttnNorm, Size::Embd, Size::None),
+        one("model.layers.%d.self_attn.q_proj.weight", "blk.%d.attn_q.weight", R::AttnQ, Size::QOut, Size::Embd),
+        one("model.layers.%d.self_attn.k_proj.weight", "blk.%d.attn_k.weight", R::AttnK, Size::KvOut, Size::Embd),
+        one("model.layers.%d.self_attn.v_proj.weight", "blk.%d.attn_v.weight", R::AttnV, Size::KvOut, Size::Embd),
+    };
+    t.insert(t.end(), qk_norms.begin(), qk_norms.end());
+    for (TensorSpec& s : std::vector<TensorSpec>{
+             one("model.layers.%d.self_attn.o_proj.weight", "blk.%d.attn_output.weight", R::AttnO, Size::Embd,
+                 Size::QOut),
+             one("model.layers.%d.post_attention_layernorm.weight", "blk.%d.post_attention_norm.weight",
+                 R::AttnPostNorm, Size::Embd, Size::None),
+             one("model.layers.%d.pre_feedforward_layernorm.weight", "blk.%d.ffn_norm.weight", R::FfnNorm, Size::Embd,
+                 Size::None),
+             one("model.layers.%d.mlp.gate_proj.weight", "blk.%d.ffn_gate.weight", R::FfnGate, Size::Ffn, Size::Embd),
+             one("model.layers.%d.mlp.down_proj.weight", "blk.%d.ffn_down.weight", R::FfnDown, Size::Embd, Size::Ffn),
+             one("model.layers.%d.mlp.up_proj.weight", "blk.%d.ffn_up.weight", R::FfnUp, Size::Ffn, Size::Embd),
+             one("model.layers.%d.post_feedforward_layernorm.weight", "blk.%d.post_ffw_norm.weight", R::FfnPostNorm,
+                 Size::Embd, Size::None),
+             one("model.norm.weight", "output_norm.weight", R::OutputNorm, Size::Embd, Size::None),
+         })
+        t.push_back(std::move(s));
+    a.tensors = std::move(t);
+    a.hf_rope = a.gguf_rope = RopeStyle::HalfSplit;
+    a.block.post_norms = true;
+    a.block.norm = NormKind::RmsOnePlus;
+    a.block.activation = Activation::GeluTanh;
+    a.block.sliding_window = true;
+    a.block.embd_scale = EmbdScale::SqrtDim;
+    a.hf_activation = "gelu_pytorch_tanh";
+    return a;
+}
+
 // ---------------------------------------------------------------- the rows
 
 std::vector<ArchSpec> make_table() {
@@ -146,13 +199,48 @@ std::vector<ArchSpec> make_table() {
     qwen3.gguf_rope = RopeStyle::HalfSplit;
     qwen3.block.qk_norm = true;
     t.push_back(std::move(qwen3));
+    // Gemma 2: windowed and global blocks alternating (llama.cpp: pattern 2, window 4096 unless the file says),
+    // attention scores and logits soft-capped (llama.cpp's defaults 50 and 30 when a GGUF gives none), always a tied
+    // classifier (llama.cpp loads no output.weight).
+    ArchSpec gemma2 = gemma_family("gemma2", "Gemma2ForCausalLM", "gemma2", {});
+    gemma2.hf_keys.push_back({HParam::AttnSoftcap, "attn_logit_softcapping"});
+    gemma2.gguf_keys.push_back({HParam::AttnSoftcap, "%s.attn_logit_softcapping"});
+    gemma2.block.attn_softcap = gemma2.block.final_softcap = true;
+    gemma2.defaults = {{HParam::AttnSoftcap, 50.0},
+                       {HParam::FinalSoftcap, 30.0},
+                       {HParam::SlidingWindow, 4096},
+                       {HParam::SlidingWindowPattern, 2}};
+    gemma2.gguf_scale_by_embd_layers = 46;
+    t.push_back(std::move(gemma2));
+    // Gemma 3 (text; Gemma3ForCausalLM, model_type gemma3_text): per-head q/k norms, 5 windowed blocks per global
+    // one (sliding_window_pattern 6; llama.cpp's default, its converter writes no pattern), the windowed blocks
+    // rotating with rope_local_base_freq unscaled and the global ones with rope_theta and the rope scaling; the
+    // logits soft-capped only where the config says. The window applies only when the file gives one.
+    ArchSpec gemma3 = gemma_family("gemma3", "Gemma3ForCausalLM", "gemma3_text",
+                                   {
+                                       one("model.layers.%d.self_attn.q_norm.weight", "blk.%d.attn_q_norm.weight",
+                                           R::AttnQNorm, Size::Head, Size::None),
+                                       one("model.layers.%d.self_attn.k_norm.weight", "blk.%d.attn_k_norm.weight",
+                                           R::AttnKNorm, Size::Head, Size::None),
+                                   });
+    gemma3.tensors.push_back(one("lm_head.weight", "output.weight", R::Output, Size::Vocab, Size::Embd, Need::Untied));
+    gemma3.hf_keys.push_back({HParam::RopeLocalTheta, "rope_local_base_freq"});
+    gemma3.hf_keys.push_back({HParam::SlidingWindowPattern, "sliding_window_pattern"});
+    gemma3.hf_keys.push_back(
+        {HParam::SlidingWindowPattern, "_sliding_window_pattern"});  // newer configs, beside layer_types
+    gemma3.block.qk_norm = true;
+    gemma3.block.final_softcap = true;
+    gemma3.block.local_rope_unscaled = true;
+    gemma3.defaults = {{HParam::SlidingWindowPattern, 6}, {HParam::RopeLocalTheta, 10000.0}};
+    gemma3.gguf_scale_by_embd_layers = 62;
+    t.push_back(std::move(gemma3));
     return t;
 }
 
 constexpr std::array<std::string_view, kTensorRoleCount> kRoleNames = {
-    "token_embd",  "attn_q",      "attn_k",      "attn_v",      "attn_o",     "ffn_gate", "ffn_up",
-    "ffn_down",    "attn_norm",   "ffn_norm",    "output_norm", "output",     "other",    "attn_q_bias",
-    "attn_k_bias", "attn_v_bias", "attn_q_norm", "attn_k_norm", "rope_freqs",
+    "token_embd",  "attn_q",      "attn_k",      "attn_v",      "attn_o",     "ffn_gate",       "ffn_up",
+    "ffn_down",    "attn_norm",   "ffn_norm",    "output_norm", "output",     "other",          "attn_q_bias",
+    "attn_k_bias", "attn_v_bias", "attn_q_norm", "attn_k_norm", "rope_freqs", "attn_post_norm", "ffn_post_norm",
 };
 
 struct RopeScalingNames {

@@ -360,6 +360,8 @@ Status read_config(ModelFileData& d) {
     c.architecture = *arch->as_string();
     const ArchSpec& spec = arch_of(d.metadata);
     c.rope_style = spec.gguf_rope;
+    c.norm_storage = norm_storage(spec, NameFormat::Gguf);
+    apply_defaults(spec.defaults, c);
     // Keys under the file's own prefix, as llama.cpp reads them, for architectures the table lacks too.
     c.n_kv_heads = -1;  // absent, or per-layer values that differ: n_heads
     for (const HParamKey& k : spec.gguf_keys) {
@@ -385,6 +387,10 @@ Status read_config(ModelFileData& d) {
     if (c.rope_scaling == RopeScaling::None && c.rope_factor != 1.0 && c.rope_factor != 0.0)
         c.rope_scaling = RopeScaling::Linear;
     if (c.rope_factor == 0.0) c.rope_factor = 1.0;  // llama.cpp: 0 means unscaled
+    // Gemma's attention scale, which GGUF does not store, as llama.cpp derives it
+    if (spec.gguf_scale_by_embd_layers > 0)
+        c.query_pre_attn_scalar =
+            c.n_layers == spec.gguf_scale_by_embd_layers && c.n_heads > 0 ? c.dim / c.n_heads : c.head_size();
     return Status::ok();
 }
 

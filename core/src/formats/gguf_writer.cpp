@@ -6,6 +6,7 @@
 #include "common/byte_reader.h"
 #include "formats/gguf_layout.h"
 #include "formats/gguf_vocab.h"
+#include "formats/norm_layout.h"
 #include "formats/rope_layout.h"
 #include "gkq/arch.h"
 #include "gkq/atomic_file.h"
@@ -361,8 +362,9 @@ struct PlannedTensor {
     const TypeTraits* type = nullptr;
     uint64_t n_elements = 0;
     uint64_t n_bytes = 0;
-    uint64_t offset = 0;   // relative to the data section
-    bool reorder = false;  // q/k rows reordered to the target's rotary layout
+    uint64_t offset = 0;      // relative to the data section
+    bool reorder = false;     // q/k rows reordered to the target's rotary layout
+    bool norm_shift = false;  // a norm turned to GGUF's meaning (Gemma's HF w becomes 1 + w)
 };
 
 Status plan_tensors(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& tensors,
@@ -433,6 +435,13 @@ Status plan_tensors(const std::string& path, const ModelConfig& config, const st
             if (Status st = check_rope_reorderable(config, w.shape, where); !st) return st;
             p.reorder = true;
         }
+        if (norm_shift_needed(w.role, config.norm_storage, norm_storage(arch, NameFormat::Gguf))) {
+            if (w.fill_stored && dtype != DType::F32)
+                return error(StatusCode::InvalidArgument,
+                             where + ": a norm stored as " + std::string(dtype_name(dtype)) +
+                                 " cannot be turned into GGUF's (1 + w); give it as float32");
+            p.norm_shift = true;
+        }
         p.offset = offset;
         if (!checked_add(offset, align_up(p.n_bytes), offset))
             return error(StatusCode::InvalidArgument, where + ": data size overflows");
@@ -487,6 +496,12 @@ Status write_stored_data(AtomicFile& f, const PlannedTensor& p, const ModelConfi
                      f.path() + ": tensor '" + p.name + "': " + std::to_string(bytes.size()) + " stored bytes; " +
                          std::string(dtype_name(p.type->dtype)) + " of shape " + shape_to_string(p.src->shape) +
                          " takes " + std::to_string(p.n_bytes));
+    if (p.norm_shift) {  // float32 (plan_tensors checked)
+        std::vector<float> values(bytes.size() / sizeof(float));
+        std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+        shift_norm(values.data(), values.size(), config.norm_storage, NormStorage::Multiplier);
+        std::memcpy(bytes.data(), values.data(), values.size() * sizeof(float));
+    }
     if (!p.reorder) return f.write(bytes.data(), bytes.size());
     // the row permutation: rope_reorder of the row indices (exact in float below 2^24 rows)
     const int64_t rows = p.src->shape[0];
@@ -599,6 +614,12 @@ Status write_gguf(const std::string& path, const ModelConfig& config, const std:
         if (p.reorder)
             reordered = rope_reorder(src, p.src->shape[0], p.src->shape[1], config.head_size(), config.rope_style,
                                      arch_for_writing(config.architecture).gguf_rope);
+        std::vector<float> shifted;  // a norm in GGUF's meaning
+        if (p.norm_shift) {
+            shifted.assign(src, src + p.n_elements);
+            shift_norm(shifted.data(), shifted.size(), config.norm_storage, NormStorage::Multiplier);
+            src = shifted.data();
+        }
         if (Status s = write_tensor_data(f, p, p.reorder ? reordered.data() : src); !s) return s;
         if (Status s = f.write_zeros(align_up(p.n_bytes) - p.n_bytes); !s) return s;
     }

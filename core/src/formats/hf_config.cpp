@@ -238,6 +238,7 @@ Status read_hf_config(const std::string& path, ModelConfig& config, Metadata& me
     const ArchSpec& keys = spec != nullptr ? *spec : default_arch();
 
     ModelConfig c;
+    apply_defaults(keys.defaults, c);
     for (const HParamKey& k : keys.hf_keys) {
         // "a.b": key b of the object under a (absent or null a: nothing to read)
         const json* holder = &cfg;
@@ -278,7 +279,8 @@ Status read_hf_config(const std::string& path, ModelConfig& config, Metadata& me
     }
     if (type != cfg.end() && !type->is_null()) {
         if (!type->is_string()) return field_error(path, type_key.c_str(), "a string", *type);
-        c.architecture = type->get<std::string>();
+        // the row's name where the table knows the type ("gemma3_text" is gemma3)
+        c.architecture = spec != nullptr ? std::string(spec->name) : type->get<std::string>();
     } else if (spec != nullptr) {
         c.architecture = std::string(spec->name);
     } else if (arch != cfg.end() && arch->is_array() && !arch->empty()) {

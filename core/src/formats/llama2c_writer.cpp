@@ -47,6 +47,8 @@ Status header_from_config(const std::string& path, const ModelConfig& c, Header&
     if (const ArchSpec* a = find_arch(c.architecture);
         a != nullptr && (a->block.q_bias || a->block.k_bias || a->block.v_bias || a->block.qk_norm))
         beyond = "architecture " + c.architecture + " (q/k/v biases or q/k norms)";
+    else if (a != nullptr && a->block.post_norms)
+        beyond = "architecture " + c.architecture + " (Gemma's blocks: post norms, GELU, scaled embeddings)";
     else if (c.head_dim > 0 && c.n_heads > 0 && c.head_dim * c.n_heads != c.dim)
         beyond = "head_dim " + std::to_string(c.head_dim) + " (not dim / n_heads)";
     else if (c.rope_scaling != RopeScaling::None)

@@ -331,6 +331,7 @@ Result<ModelFileDataPtr> read_safetensors(const std::string& path) {
         t.layer = rl.layer;
     }
     d->config.rope_style = arch.hf_rope;
+    d->config.norm_storage = norm_storage(arch, NameFormat::Hf);
     return d;
 }
 

@@ -5,6 +5,7 @@
 // as the reference implementation does.
 #include "common/byte_reader.h"
 #include "formats/hf_config.h"
+#include "formats/norm_layout.h"
 #include "formats/rope_layout.h"
 #include "gkq/arch.h"
 #include "gkq/atomic_file.h"
@@ -219,8 +220,14 @@ Status write_safetensors(const std::string& path, const ModelConfig& config, con
             if (reorder[i])
                 reordered =
                     rope_reorder(*src, t.shape[0], t.shape[1], config.head_size(), config.rope_style, arch.hf_rope);
-            if (Status st = write_data(*file, dtype, reorder[i] ? reordered.data() : *src, plan[i].n_elements); !st)
-                return st;
+            const float* data = reorder[i] ? reordered.data() : *src;
+            std::vector<float> shifted;  // a norm in HF's meaning (Gemma: w of 1 + w)
+            if (norm_shift_needed(t.role, config.norm_storage, norm_storage(arch, NameFormat::Hf))) {
+                shifted.assign(data, data + plan[i].n_elements);
+                shift_norm(shifted.data(), shifted.size(), config.norm_storage, norm_storage(arch, NameFormat::Hf));
+                data = shifted.data();
+            }
+            if (Status st = write_data(*file, dtype, data, plan[i].n_elements); !st) return st;
         }
         files.push_back(std::move(file.value()));
     }

@@ -19,6 +19,19 @@ bool role_is_matrix(TensorRole r) {
     }
 }
 
+bool role_is_norm(TensorRole r) {
+    switch (r) {
+        case TensorRole::AttnNorm:
+        case TensorRole::FfnNorm:
+        case TensorRole::OutputNorm:
+        case TensorRole::AttnQNorm:
+        case TensorRole::AttnKNorm:
+        case TensorRole::AttnPostNorm:
+        case TensorRole::FfnPostNorm: return true;
+        default: return false;
+    }
+}
+
 int64_t TensorInfo::n_elements() const {
     int64_t n = 1;
     for (int64_t d : shape) {

@@ -207,18 +207,26 @@ void matmul(float* out, const float* x, const float* w, int64_t n, int64_t rows,
                        [&](int64_t r0, int64_t r1) { matmul_rows(out, x, w, n, rows, cols, r0, r1); });
 }
 
+// cap * tanh(score / cap), as llama.cpp's graph scales by 1 / cap, takes tanh and scales back.
+static void softcap_scores(float* att, int64_t n_pos, float cap) {
+    if (cap <= 0.0f) return;
+    const float inv = 1.0f / cap;
+    for (int64_t s = 0; s < n_pos; ++s) att[s] = std::tanh(att[s] * inv) * cap;
+}
+
 void attend_head(const float* q, const float* keys, const float* values, int64_t stride, int64_t n_pos,
-                 int64_t head_size, bool interleaved, float* att, float* out) {
-    const float scale = std::sqrt(static_cast<float>(head_size));  // run.c: score /= sqrtf(head_size)
+                 int64_t head_size, bool interleaved, float divisor, float cap, float* att, float* out) {
 #if defined(GKQ_HAVE_AVX2_KERNELS)
     if (use_avx2()) {
-        avx2::attention_scores(q, keys, stride, n_pos, head_size, interleaved, scale, att);
+        avx2::attention_scores(q, keys, stride, n_pos, head_size, interleaved, divisor, att);
+        softcap_scores(att, n_pos, cap);
         softmax_in_place(att, n_pos);
         avx2::attention_values(att, values, stride, n_pos, head_size, out);
         return;
     }
 #endif
-    generic::attention_scores(q, keys, stride, n_pos, head_size, interleaved, scale, att);
+    generic::attention_scores(q, keys, stride, n_pos, head_size, interleaved, divisor, att);
+    softcap_scores(att, n_pos, cap);
     softmax_in_place(att, n_pos);
     generic::attention_values(att, values, stride, n_pos, head_size, out);
 }

@@ -47,12 +47,13 @@ void matmul_stored(float* out, const float* x, DType type, const uint8_t* w, int
 // Row r of W (rows, cols) stored in `type`, converted to cols floats (the same values to_f32 gives).
 void stored_row_to_f32(DType type, const uint8_t* w, int64_t cols, int64_t r, float* out);
 
-// Attention of one query head over positions 0..n_pos-1: scores q.k / sqrt(head_size) (terms in interleaved
-// pair order for both rope layouts, so both give the same bits), run.c's softmax into att (n_pos), then
-// out (head_size) = sum over positions of att * v in ascending position order. keys and values point at the
-// head's slice of position 0; consecutive positions lie `stride` floats apart.
+// Attention of one query head over positions 0..n_pos-1: scores q.k / divisor (run.c's sqrt(head_size); 1 when q
+// was scaled beforehand; terms in interleaved pair order for both rope layouts, so both give the same bits), each
+// soft-capped to cap * tanh(score / cap) when cap > 0, run.c's softmax into att (n_pos), then out (head_size) = sum
+// over positions of att * v in ascending position order. keys and values point at the head's slice of position 0;
+// consecutive positions lie `stride` floats apart.
 void attend_head(const float* q, const float* keys, const float* values, int64_t stride, int64_t n_pos,
-                 int64_t head_size, bool interleaved, float* att, float* out);
+                 int64_t head_size, bool interleaved, float divisor, float cap, float* att, float* out);
 
 // The single dot product with the same summation order as matmul (for tests and small helpers).
 float dot_fixed_order(const float* a, const float* b, int64_t n);

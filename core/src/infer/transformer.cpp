@@ -4,6 +4,8 @@
 // per thread), so a block gives the same bits as its tokens run one at a time.
 #include "gkq/transformer.h"
 
+#include "gkq/convert.h"
+
 #include "infer/kernels.h"
 #include "infer/thread_pool.h"
 
@@ -27,19 +29,52 @@ namespace gkq {
 
 namespace {
 
-void rmsnorm(float* o, const float* x, const float* weight, int64_t size, float eps) {
+// one_plus: the weight is w of (1 + w) (Gemma's HF norms), 1 + w formed in float32 as llama.cpp's converter does.
+void rmsnorm(float* o, const float* x, const float* weight, int64_t size, float eps, bool one_plus = false) {
     float ss = 0.0f;
     for (int64_t j = 0; j < size; j++) ss += x[j] * x[j];
     ss /= static_cast<float>(size);
     ss += eps;
     ss = 1.0f / std::sqrt(ss);
-    for (int64_t j = 0; j < size; j++) o[j] = weight[j] * (ss * x[j]);
+    if (one_plus)
+        for (int64_t j = 0; j < size; j++) o[j] = (1.0f + weight[j]) * (ss * x[j]);
+    else
+        for (int64_t j = 0; j < size; j++) o[j] = weight[j] * (ss * x[j]);
 }
 
 // Adds `bias` (width) to each of n rows of x, `stride` floats apart.
 void add_bias(float* x, const float* bias, int64_t n, int64_t width, int64_t stride) {
     for (int64_t t = 0; t < n; t++)
         for (int64_t i = 0; i < width; i++) x[t * stride + i] += bias[i];
+}
+
+// GELU with the tanh approximation (HF's gelu_pytorch_tanh) gating the up projection, hb = gelu(hb) * hb2, as
+// llama.cpp's CPU backend computes it (ggml's geglu with GGML_GELU_FP16): the input rounded to half precision, the
+// tanh expression of ggml_gelu_f32 on that, the result rounded to half precision; 0 at or below -10, the input
+// itself at or above 10. The roundings move a tiny Gemma's logits by about 5e-4 relative from the unrounded
+// function's, five times the tolerance of the llama.cpp fixtures; llama.cpp is the reference.
+float gelu_tanh(float x) {
+    const float sqrt_2_over_pi = 0.79788456080286535587989211986876f;
+    const float coef_a = 0.044715f;
+    return 0.5f * x * (1.0f + std::tanh(sqrt_2_over_pi * x * (1.0f + coef_a * x * x)));
+}
+
+void geglu(float* hb, const float* hb2, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float x = hb[i];
+        float gelu = x;
+        if (x <= -10.0f)
+            gelu = 0.0f;
+        else if (x < 10.0f)
+            gelu = f16_to_f32(f32_to_f16(gelu_tanh(f16_to_f32(f32_to_f16(x)))));
+        hb[i] = gelu * hb2[i];
+    }
+}
+
+// cap * tanh(v / cap) of each of n values, as llama.cpp scales, tanh's and scales back.
+void softcap(float* v, int64_t n, float cap) {
+    const float inv = 1.0f / cap;
+    for (int64_t i = 0; i < n; i++) v[i] = std::tanh(v[i] * inv) * cap;
 }
 
 void swiglu(float* hb, const float* hb2, int64_t n) {
@@ -91,12 +126,12 @@ void Transformer::embedding_row(int32_t token, float* out) const {
 // Rotates the pairs of every head of `vec` (n_heads_here heads of head_size) by the angles of `pos`.
 // Interleaved pairs are (2i, 2i+1) as run.c rotates them; half-split pairs are (i, i + head_size/2) as HF
 // transformers' rotate_half does. Pair i turns by pos * theta^(-2i/head_size) in both.
-void Transformer::rope(float* vec, int64_t n_heads_here, int64_t pos) {
+void Transformer::rope(float* vec, int64_t n_heads_here, int64_t pos, const std::vector<float>& inv_freq) {
     const int64_t hs = m_config.head_size();
     const int64_t half = hs / 2;
     const bool interleaved = m_config.rope_style == RopeStyle::Interleaved;
     for (int64_t i = 0; i < half; i++) {
-        const float val = static_cast<float>(pos) * m_inv_freq[static_cast<size_t>(i)];
+        const float val = static_cast<float>(pos) * inv_freq[static_cast<size_t>(i)];
         const float fcr = std::cos(val);
         const float fci = std::sin(val);
         for (int64_t h = 0; h < n_heads_here; h++) {
@@ -118,7 +153,10 @@ void Transformer::attention(int64_t layer, int64_t n, int64_t pos) {
     const int64_t kv_dim = m_config.kv_dim();
     const int64_t hs = m_config.head_size();
     const int64_t n_heads = m_config.n_heads;
-    const int64_t window = m_config.sliding_window;
+    const int64_t window = m_config.layer_windowed(layer) ? m_config.sliding_window : 0;
+    // the scores: q.k / sqrt(head_size), or (q * scale).k with q scaled in run_block (query_pre_attn_scalar)
+    const float divisor = m_query_scale > 0.0f ? 1.0f : std::sqrt(static_cast<float>(hs));
+    const float cap = static_cast<float>(m_config.attn_softcap);
     const int64_t kv_mul = n_heads / m_config.n_kv_heads;  // query heads sharing one key/value head
     const int64_t ctx = m_state.n_context;
     const float* key_layer = m_state.key_cache.data() + layer * ctx * kv_dim;
@@ -130,8 +168,8 @@ void Transformer::attention(int64_t layer, int64_t n, int64_t pos) {
         const int64_t kv_offset = (h / kv_mul) * hs;
         const int64_t first = window > 0 ? std::max<int64_t>(0, pos + t + 1 - window) : 0;
         attend_head(m_state.q.data() + t * q_dim + h * hs, key_layer + first * kv_dim + kv_offset,
-                    value_layer + first * kv_dim + kv_offset, kv_dim, pos + t + 1 - first, hs, interleaved,
-                    m_state.att.data() + (t * n_heads + h) * ctx, m_state.xb.data() + t * q_dim + h * hs);
+                    value_layer + first * kv_dim + kv_offset, kv_dim, pos + t + 1 - first, hs, interleaved, divisor,
+                    cap, m_state.att.data() + (t * n_heads + h) * ctx, m_state.xb.data() + t * q_dim + h * hs);
     };
 
     const int64_t n_pairs = n * n_heads;
@@ -158,16 +196,21 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
     const float eps = static_cast<float>(c.norm_eps);
     float* x = s.x.data();
 
+    const bool one_plus = m_norm_one_plus;
+
     if (Status st = lend_step(-1); !st) return st;
     for (int64_t t = 0; t < n; t++) embedding_row(tokens[t], x + t * dim);
     release_step(-1);
+    if (m_embd_scale > 0.0f)
+        for (int64_t i = 0; i < n * dim; i++) x[i] *= m_embd_scale;
 
     for (int64_t l = 0; l < c.n_layers; l++) {
         if (Status st = lend_step(l); !st) return st;
         const LayerWeights& w = m_weights.layers[static_cast<size_t>(l)];
 
         // attention rmsnorm, then q, k, v (plus their biases); k and v go straight into the cache rows pos..pos+n-1
-        for (int64_t t = 0; t < n; t++) rmsnorm(s.xb.data() + t * dim, x + t * dim, w.rms_att.dense(), dim, eps);
+        for (int64_t t = 0; t < n; t++)
+            rmsnorm(s.xb.data() + t * dim, x + t * dim, w.rms_att.dense(), dim, eps, one_plus);
         float* k = s.key_cache.data() + (l * s.n_context + pos) * kv_dim;
         float* v = s.value_cache.data() + (l * s.n_context + pos) * kv_dim;
         if (m_input_observer) {
@@ -181,28 +224,44 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
         if (w.bk.rows > 0) add_bias(k, w.bk.dense(), n, kv_dim, kv_dim);
         if (w.bv.rows > 0) add_bias(v, w.bv.dense(), n, kv_dim, kv_dim);
 
-        // per-head RMSNorm of q and k (Qwen3), in place
+        // per-head RMSNorm of q and k (Qwen3, Gemma 3), in place
         if (w.q_norm.rows > 0)
             for (int64_t h = 0; h < n * c.n_heads; h++)
-                rmsnorm(s.q.data() + h * hs, s.q.data() + h * hs, w.q_norm.dense(), hs, eps);
+                rmsnorm(s.q.data() + h * hs, s.q.data() + h * hs, w.q_norm.dense(), hs, eps, one_plus);
         if (w.k_norm.rows > 0)
-            for (int64_t h = 0; h < n * c.n_kv_heads; h++) rmsnorm(k + h * hs, k + h * hs, w.k_norm.dense(), hs, eps);
+            for (int64_t h = 0; h < n * c.n_kv_heads; h++)
+                rmsnorm(k + h * hs, k + h * hs, w.k_norm.dense(), hs, eps, one_plus);
 
-        // rotary position embedding of q and k
+        // rotary position embedding of q and k (a windowed block's own frequencies where it has them)
+        const std::vector<float>& inv_freq =
+            !m_inv_freq_local.empty() && c.layer_windowed(l) ? m_inv_freq_local : m_inv_freq;
         for (int64_t t = 0; t < n; t++) {
-            rope(s.q.data() + t * q_dim, c.n_heads, pos + t);
-            rope(k + t * kv_dim, c.n_kv_heads, pos + t);
+            rope(s.q.data() + t * q_dim, c.n_heads, pos + t, inv_freq);
+            rope(k + t * kv_dim, c.n_kv_heads, pos + t, inv_freq);
         }
+        // Gemma: q scaled by 1/sqrt(query_pre_attn_scalar) before the scores, as llama.cpp scales Qcur
+        if (m_query_scale > 0.0f)
+            for (int64_t i = 0; i < n * q_dim; i++) s.q[static_cast<size_t>(i)] *= m_query_scale;
 
         attention(l, n, pos);
 
         // output projection and residual
         if (m_input_observer) m_input_observer(TensorRole::AttnO, static_cast<int32_t>(l), s.xb.data(), n, w.wo.cols);
         apply(w.wo, s.xb.data(), s.xb2.data(), n);
+        if (w.post_att.rows > 0)
+            for (int64_t t = 0; t < n; t++)
+                rmsnorm(s.xb2.data() + t * dim, s.xb2.data() + t * dim, w.post_att.dense(), dim, eps, one_plus);
         for (int64_t i = 0; i < n * dim; i++) x[i] += s.xb2[static_cast<size_t>(i)];
 
-        // ffn rmsnorm, then w2(silu(w1(x)) * w3(x)) and residual
-        for (int64_t t = 0; t < n; t++) rmsnorm(s.xb.data() + t * dim, x + t * dim, w.rms_ffn.dense(), dim, eps);
+        // ffn rmsnorm, then w2(act(w1(x)) * w3(x)) (act SiLU, or GELU-tanh), its post-norm, and residual
+        for (int64_t t = 0; t < n; t++)
+            rmsnorm(s.xb.data() + t * dim, x + t * dim, w.rms_ffn.dense(), dim, eps, one_plus);
+        auto gate = [&](float* hb, const float* hb2, int64_t count) {
+            if (m_gelu)
+                geglu(hb, hb2, count);
+            else
+                swiglu(hb, hb2, count);
+        };
         if (!m_routed.empty()) {
             // routed: only the hot neurons' rows of w1, w3 and columns of w2 (no hot neuron: no FFN output)
             const RoutedFfn& r = m_routed[static_cast<size_t>(l)];
@@ -212,7 +271,7 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
             }
             apply(r.w1, s.xb.data(), s.hb.data(), n);
             apply(r.w3, s.xb.data(), s.hb2.data(), n);
-            swiglu(s.hb.data(), s.hb2.data(), n * r.n_hot);
+            gate(s.hb.data(), s.hb2.data(), n * r.n_hot);
             apply(r.w2, s.hb.data(), s.xb2.data(), n);
         } else {
             if (m_input_observer) {
@@ -221,12 +280,15 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
             }
             apply(w.w1, s.xb.data(), s.hb.data(), n);
             apply(w.w3, s.xb.data(), s.hb2.data(), n);
-            swiglu(s.hb.data(), s.hb2.data(), n * hidden);
+            gate(s.hb.data(), s.hb2.data(), n * hidden);
             if (m_ffn_observer) m_ffn_observer(l, s.hb.data(), n);
             if (m_input_observer)
                 m_input_observer(TensorRole::FfnDown, static_cast<int32_t>(l), s.hb.data(), n, hidden);
             apply(w.w2, s.hb.data(), s.xb2.data(), n);
         }
+        if (w.post_ffn.rows > 0)
+            for (int64_t t = 0; t < n; t++)
+                rmsnorm(s.xb2.data() + t * dim, s.xb2.data() + t * dim, w.post_ffn.dense(), dim, eps, one_plus);
         for (int64_t i = 0; i < n * dim; i++) x[i] += s.xb2[static_cast<size_t>(i)];
         release_step(l);
     }
@@ -234,7 +296,8 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
     // final rmsnorm and classifier, for every position or only the last
     const int64_t first = want_all_logits ? 0 : n - 1;
     if (Status st = lend_step(c.n_layers); !st) return st;
-    for (int64_t t = first; t < n; t++) rmsnorm(x + t * dim, x + t * dim, m_weights.rms_final.dense(), dim, eps);
+    for (int64_t t = first; t < n; t++)
+        rmsnorm(x + t * dim, x + t * dim, m_weights.rms_final.dense(), dim, eps, one_plus);
     const float* xs = x + first * dim;
     if (m_input_observer)
         m_input_observer(m_weights.shared_classifier ? TensorRole::TokenEmbd : TensorRole::Output, -1, xs, n - first,
@@ -244,6 +307,8 @@ Status Transformer::run_block(const int32_t* tokens, int64_t n, int64_t pos, boo
     else
         apply(m_weights.classifier, xs, s.logits.data(), n - first);
     release_step(c.n_layers);
+    if (c.final_softcap > 0.0)
+        softcap(s.logits.data(), (n - first) * c.vocab_size, static_cast<float>(c.final_softcap));
     return Status::ok();
 }
 
@@ -407,7 +472,8 @@ uint64_t Transformer::weight_bytes_per_token() const {
     uint64_t bytes = e.rows > 0 ? read_bytes(e) / static_cast<uint64_t>(e.rows) : 0;  // one embedding row
     for (const LayerWeights& w : m_weights.layers) {
         bytes += read_bytes(w.rms_att) + read_bytes(w.rms_ffn);
-        for (const Matrix* m : {&w.bq, &w.bk, &w.bv, &w.q_norm, &w.k_norm}) bytes += read_bytes(*m);
+        for (const Matrix* m : {&w.bq, &w.bk, &w.bv, &w.q_norm, &w.k_norm, &w.post_att, &w.post_ffn})
+            bytes += read_bytes(*m);
         for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3}) bytes += read_bytes(*m);
     }
     bytes += read_bytes(m_weights.rms_final);

@@ -31,7 +31,8 @@ std::string weight_label(TensorRole role, int32_t layer) {
 }
 
 // The architectures of the table whose block features this forward pass computes: llama's blocks (RMSNorm, SiLU),
-// q/k/v biases, per-head q/k norms, a sliding window; rope unscaled, linear or Llama 3.
+// q/k/v biases, per-head q/k norms, a sliding window, Gemma's blocks (every BlockFlags feature); rope unscaled,
+// linear or Llama 3.
 Status check_architecture(const ModelConfig& c) {
     const ArchSpec* a = find_arch(c.architecture);
     if (a == nullptr)
@@ -42,11 +43,6 @@ Status check_architecture(const ModelConfig& c) {
     auto lacks = [&](bool has, const char* what) {
         if (has && missing.empty()) missing = what;
     };
-    lacks(b.post_norms, "post-attention and post-FFN norms");
-    lacks(b.norm != NormKind::Rms, "(1 + w) RMSNorm");
-    lacks(b.activation != Activation::Silu, "a GELU feed-forward");
-    lacks(b.attn_softcap || b.final_softcap, "logit soft-capping");
-    lacks(b.embd_scale != EmbdScale::None, "scaled token embeddings");
     lacks(c.rope_scaling == RopeScaling::Unsupported, "its rope scaling type (gkq computes linear and llama3)");
     lacks(c.sliding_window > 0 && !b.sliding_window, "a sliding attention window");
     if (!missing.empty())
@@ -262,12 +258,28 @@ Status Transformer::init_state(const TransformerOptions& options) {
     if (!m_rope_divisors.empty() && static_cast<int64_t>(m_rope_divisors.size()) != half)
         return error(StatusCode::Corrupt, "transformer: " + std::to_string(m_rope_divisors.size()) +
                                               " rope frequency divisors for " + std::to_string(half) + " pairs");
-    m_inv_freq.resize(static_cast<size_t>(half));
-    for (int64_t i = 0; i < half; ++i) {  // run.c: 1.0f / powf(10000.0f, head_dim / (float)head_size)
-        float f = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(c.head_size()));
-        if (!m_rope_divisors.empty()) f /= m_rope_divisors[static_cast<size_t>(i)];
-        m_inv_freq[static_cast<size_t>(i)] = f * scale;
-    }
+    auto frequencies = [&](float base, bool scaled) {
+        std::vector<float> inv(static_cast<size_t>(half));
+        for (int64_t i = 0; i < half; ++i) {  // run.c: 1.0f / powf(10000.0f, head_dim / (float)head_size)
+            float f = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(c.head_size()));
+            if (scaled && !m_rope_divisors.empty()) f /= m_rope_divisors[static_cast<size_t>(i)];
+            inv[static_cast<size_t>(i)] = scaled ? f * scale : f;
+        }
+        return inv;
+    };
+    m_inv_freq = frequencies(theta, true);
+    // Windowed blocks with a theta of their own (llama.cpp's freq_base_swa), unscaled where the row says (Gemma 3)
+    const ArchSpec& arch = arch_or_default(c.architecture);
+    m_inv_freq_local.clear();
+    if (c.sliding_window > 0 && (c.rope_local_theta > 0.0 || arch.block.local_rope_unscaled))
+        m_inv_freq_local = frequencies(static_cast<float>(c.rope_local_theta > 0.0 ? c.rope_local_theta : c.rope_theta),
+                                       !arch.block.local_rope_unscaled);
+
+    // The rest of the row's block features
+    m_gelu = arch.block.activation == Activation::GeluTanh;
+    m_norm_one_plus = c.norm_storage == NormStorage::OffsetByOne;
+    m_embd_scale = arch.block.embd_scale == EmbdScale::SqrtDim ? std::sqrt(static_cast<float>(c.dim)) : 0.0f;
+    m_query_scale = c.query_pre_attn_scalar > 0 ? 1.0f / std::sqrt(static_cast<float>(c.query_pre_attn_scalar)) : 0.0f;
 
     int threads = options.n_threads;
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -299,6 +311,8 @@ Matrix& Transformer::slot_matrix(const Slot& slot) {
         case TensorRole::FfnNorm: return l.rms_ffn;
         case TensorRole::FfnGate: return l.w1;
         case TensorRole::FfnDown: return l.w2;
+        case TensorRole::AttnPostNorm: return l.post_att;
+        case TensorRole::FfnPostNorm: return l.post_ffn;
         default: return l.w3;
     }
 }

@@ -231,12 +231,23 @@ bool read_meta_value(ByteReader& r, MetaValue& v, int depth) {
 // The config fields added after the first knot version (head_dim, rope scaling, sliding window) follow the metadata,
 // behind this tag, only when one of them differs from its default: knots of models without them keep their bytes.
 constexpr uint32_t kConfigExtensionTag = 0x31584643;  // "CFX1"
+// Gemma's fields (window pattern, local rope theta, soft-caps, attention scalar, norm storage) follow those, behind
+// their own tag, only when one of them differs from its default.
+constexpr uint32_t kConfigExtension2Tag = 0x32584643;  // "CFX2"
+
+bool has_config_extension2(const ModelConfig& c) {
+    const ModelConfig d;
+    return c.sliding_window_pattern != d.sliding_window_pattern || c.rope_local_theta != d.rope_local_theta ||
+           c.attn_softcap != d.attn_softcap || c.final_softcap != d.final_softcap ||
+           c.query_pre_attn_scalar != d.query_pre_attn_scalar || c.norm_storage != d.norm_storage;
+}
 
 bool has_config_extension(const ModelConfig& c) {
     const ModelConfig d;
     return c.head_dim != d.head_dim || c.rope_scaling != d.rope_scaling || c.rope_factor != d.rope_factor ||
            c.rope_low_freq_factor != d.rope_low_freq_factor || c.rope_high_freq_factor != d.rope_high_freq_factor ||
-           c.rope_original_context != d.rope_original_context || c.sliding_window != d.sliding_window;
+           c.rope_original_context != d.rope_original_context || c.sliding_window != d.sliding_window ||
+           has_config_extension2(c);
 }
 
 std::vector<uint8_t> encode_header_block(const KnotHeader& h) {
@@ -279,6 +290,15 @@ std::vector<uint8_t> encode_header_block(const KnotHeader& h) {
         o.put<double>(c.rope_high_freq_factor);
         o.put<int64_t>(c.rope_original_context);
         o.put<int64_t>(c.sliding_window);
+        if (has_config_extension2(c)) {
+            o.put<uint32_t>(kConfigExtension2Tag);
+            o.put<int64_t>(c.sliding_window_pattern);
+            o.put<double>(c.rope_local_theta);
+            o.put<double>(c.attn_softcap);
+            o.put<double>(c.final_softcap);
+            o.put<int64_t>(c.query_pre_attn_scalar);
+            o.put<uint8_t>(static_cast<uint8_t>(c.norm_storage));
+        }
     }
     return std::move(o.bytes());
 }
@@ -368,6 +388,27 @@ Status decode_header_block(const uint8_t* data, uint64_t n, KnotHeader& h, const
         r.read(c.rope_original_context, "rope original context");
         r.read(c.sliding_window, "sliding window");
         if (!r.ok()) return r.status();
+        if (r.remaining() != 0) {
+            const uint64_t start2 = r.offset();
+            const uint64_t extra2 = r.remaining();
+            uint32_t tag2 = 0;
+            if (extra2 < sizeof tag2 || !r.read(tag2, "config extension tag") || tag2 != kConfigExtension2Tag) {
+                r.fail_at(start2, "end of header block", std::to_string(extra2) + " unexpected bytes after the config");
+                return r.status();
+            }
+            r.read(c.sliding_window_pattern, "sliding window pattern");
+            r.read(c.rope_local_theta, "local rope theta");
+            r.read(c.attn_softcap, "attention soft-cap");
+            r.read(c.final_softcap, "final soft-cap");
+            r.read(c.query_pre_attn_scalar, "query_pre_attn_scalar");
+            uint8_t norm = 0;
+            if (r.read(norm, "norm storage") && norm > static_cast<uint8_t>(NormStorage::OffsetByOne)) {
+                r.fail_at(r.offset() - 1, "norm storage", "unknown value " + std::to_string(norm));
+                return r.status();
+            }
+            c.norm_storage = static_cast<NormStorage>(norm);
+            if (!r.ok()) return r.status();
+        }
         if (r.remaining() != 0) {
             r.fail("end of header block", std::to_string(r.remaining()) + " unexpected bytes after the config");
             return r.status();

@@ -39,7 +39,12 @@ std::vector<std::string> model_identity_keys(const ModelConfig& config) {
             case HParam::RopeFactor:
             case HParam::RopeLowFreqFactor:
             case HParam::RopeHighFreqFactor:
-            case HParam::RopeOriginalContext: break;  // the same shapes either way
+            case HParam::RopeOriginalContext:
+            case HParam::SlidingWindowPattern:
+            case HParam::RopeLocalTheta:
+            case HParam::AttnSoftcap:
+            case HParam::FinalSoftcap:
+            case HParam::QueryPreAttnScalar: break;  // the same shapes either way
             default: keys.emplace_back(k.key);
         }
     return keys;
