@@ -196,11 +196,16 @@ struct LowRankFactors {
     std::vector<float> u;         // (rows, k) row-major, folding and delta undone
     std::vector<float> s;         // (k)
     std::vector<float> v;         // (cols, k)
-    std::vector<float> residual;  // (rows, cols) the dequantized residual blocks; empty for LowRank
+    std::vector<float> residual;  // (rows, cols) the dequantized residual blocks; empty for LowRank or when not asked
+    // LowRankResidual: the residual's block type (Q8_0 / Q4_0) and where its (rows, cols) blocks start in t.payload,
+    // checked to fill the rest of it; Other and 0 for LowRank.
+    DType residual_type = DType::Other;
+    uint64_t residual_offset = 0;
 };
 
-// InvalidArgument for other methods; Corrupt naming the tensor as decode_tensor does.
-Result<LowRankFactors> decode_lowrank_factors(const EncodedTensor& t);
+// InvalidArgument for other methods; Corrupt naming the tensor as decode_tensor does. `dequantize_residual` false
+// leaves `residual` empty: the blocks are then read where residual_offset says (the transformer runs them as stored).
+Result<LowRankFactors> decode_lowrank_factors(const EncodedTensor& t, bool dequantize_residual = true);
 
 // The accounting fields that follow from `encoded` and the original data (decodes `encoded`): method, sizes, bpw
 // and errors. encode_tensor adds energy and folding on top.

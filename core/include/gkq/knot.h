@@ -168,8 +168,9 @@ Result<std::vector<KnotEntry>> parse_knot_index(std::span<const uint8_t> index, 
 Result<EncodedTensor> decode_knot_record(const KnotEntry& entry, std::span<const uint8_t> bytes,
                                          const std::string& label, size_t record_number);
 
-// The factors of tensor i of a knot's Weights when it is a LowRank record of a 2-D tensor (read_stored, then
-// decode_lowrank_factors); nullopt for every other record. Every knot Weights' read_factors.
+// The factors of tensor i of a knot's Weights when it is a LowRank or LowRankResidual record of a 2-D tensor
+// (read_stored, then decode_lowrank_factors; a residual's blocks left in the record); nullopt for every other record.
+// Every knot Weights' read_factors.
 Result<std::optional<StoredFactors>> read_knot_factors(const Weights& knot, size_t i);
 
 // CRC-32 (ISO-HDLC, as zlib's crc32()) of a byte range.

@@ -14,7 +14,9 @@
 // of the same weights converted to float32 at load (TransformerOptions::stored = false).
 // Weights come from any Weights (weights.h: a model file, a knot): either loaded once and owned by the transformer,
 // or lent per block by a WeightLender (the server's weight cache, which then owns them). A knot's low-rank record
-// runs factored where that costs fewer multiply-adds.
+// runs factored where that costs fewer multiply-adds, a low-rank + residual record as R x + U (S V^T x) with R in
+// its blocks (each product in the fixed order, the two added per element): never densified, so its logits differ
+// from the decoded matrix's by float rounding only (tests/core/test_transformer_lowrank.cpp measures how much).
 #pragma once
 
 #include "gkq/dtype.h"
@@ -33,10 +35,11 @@ namespace gkq {
 class Weights;
 
 // One weight in the form the forward pass computes with: rows in their stored type (a model file's mapped tensor, a
-// knot record's blocks), dense float32, or the factors of W = U (S V^T).
+// knot record's blocks), dense float32, the factors of W = U (S V^T), or factors plus a residual held in either
+// row form, W = R + U (S V^T) (a knot's low-rank + residual record, R its blocks as stored).
 struct LoadedTensor {
-    std::vector<float> dense;  // (rows, cols) row-major, or (n) for a norm; empty when factored or stored
-    int64_t rank = 0;          // > 0: W = U (diag(S) V^T)
+    std::vector<float> dense;  // (rows, cols) row-major, or (n) for a norm; empty when stored, or factored alone
+    int64_t rank = 0;          // > 0: W = U (diag(S) V^T), plus the stored or dense rows when there are any
     std::vector<float> u;      // (rows, rank)
     std::vector<float> svt;    // (rank, cols): diag(S) V^T, folded once at load
     // Stored rows: (rows, cols) in stored_type (type_traits.h: F32, F16, BF16, Q8_0, Q4_0, the k-quants, ...), each
@@ -47,24 +50,30 @@ struct LoadedTensor {
     std::shared_ptr<const void> keep;
 
     bool is_stored() const { return stored_type != DType::Other; }
+    // Factors plus rows (stored or dense) that are added to them.
+    bool has_residual() const { return rank > 0 && (is_stored() || !dense.empty()); }
     uint64_t bytes() const { return (dense.size() + u.size() + svt.size()) * sizeof(float) + stored.size(); }
 };
 
 // How load_tensor keeps a tensor.
 struct LoadTensorOptions {
-    bool allow_factored = true;  // a pure low-rank record stays factored where that is cheaper
-    bool stored = true;          // false: every tensor converted to dense float32 (Weights::read_f32)
+    // A pure low-rank record stays factored where that is cheaper; a low-rank + residual record always does (its
+    // residual in its blocks). False: both multiplied out into dense float32.
+    bool allow_factored = true;
+    bool stored = true;  // false: every tensor converted to dense float32 (Weights::read_f32)
     // The owner of the Weights: stored rows of a model file then point into its mapping and hold it; null: they are
     // copied (in their stored type), so the Weights may close after the load.
     std::shared_ptr<const Weights> owner;
 };
 
 // Tensor `index` of `weights` as the transformer runs it: a pure low-rank record (Weights::read_factors) stays
-// factored when `allow_factored`, the factors cost fewer multiply-adds than the dense matrix and the tensor is not
-// the token embedding (whose rows are looked up); otherwise the factors are multiplied out, each element summed over
-// k in ascending order. A tensor stored in a type with a row conversion (a model's F32 / F16 / BF16 / quantized
+// factored when `allow_factored` and the factors cost fewer multiply-adds than the dense matrix (the token
+// embedding's rows are then rebuilt one at a time from them); otherwise the factors are multiplied out, each element
+// summed over k in ascending order. A low-rank + residual record stays factored with its residual's blocks as
+// stored (rows = R + U (S V^T)) when `allow_factored` and `stored`, else it is Weights::read_f32 (decoded as the
+// codec decodes it). A tensor stored in a type with a row conversion (a model's F32 / F16 / BF16 / quantized
 // tensor, a knot's F32 / F16 / Q8_0 / Q4_0 record: Weights::read_stored) keeps its stored rows; every other tensor
-// (a low-rank record with a residual, Q8_G) is Weights::read_f32. Sizes are checked against the tensor's shape.
+// (Q8_G) is Weights::read_f32. Sizes are checked against the tensor's shape.
 Result<LoadedTensor> load_tensor(const Weights& weights, size_t index, const LoadTensorOptions& options);
 Result<LoadedTensor> load_tensor(const Weights& weights, size_t index, bool allow_factored);
 
@@ -83,15 +92,19 @@ public:
 struct Matrix {
     int64_t rows = 0;
     int64_t cols = 0;
-    int64_t rank = 0;  // > 0: run as y = U (S V^T x)
+    int64_t rank = 0;            // > 0: run as y = U (S V^T x), plus R x when with_residual
+    bool with_residual = false;  // factored plus rows R (stored or dense): y = R x + U (S V^T x)
     std::shared_ptr<const LoadedTensor> values;
 
     bool factored() const { return rank > 0; }
     bool stored() const { return values->is_stored(); }
-    int64_t n_weights() const { return factored() ? rank * (rows + cols) : rows * cols; }  // weights read per x
-    const float* dense() const { return values->dense.data(); }                            // (rows, cols)
-    const float* u() const { return values->u.data(); }                                    // (rows, rank)
-    const float* svt() const { return values->svt.data(); }                                // (rank, cols)
+    // weights read per x
+    int64_t n_weights() const {
+        return factored() ? rank * (rows + cols) + (with_residual ? rows * cols : 0) : rows * cols;
+    }
+    const float* dense() const { return values->dense.data(); }  // (rows, cols)
+    const float* u() const { return values->u.data(); }          // (rows, rank)
+    const float* svt() const { return values->svt.data(); }      // (rank, cols)
 };
 
 struct LayerWeights {
@@ -114,7 +127,7 @@ struct LayerWeights {
 };
 
 struct TransformerWeights {
-    Matrix token_embedding;  // (vocab_size, dim), dense or stored (rows are looked up, one converted at a time)
+    Matrix token_embedding;  // (vocab_size, dim), dense, stored or factored (rows are looked up, one built at a time)
     std::vector<LayerWeights> layers;  // (n_layers)
     Matrix rms_final;                  // (dim)
     Matrix classifier;                 // (vocab_size, dim); empty (rows 0) when shared with token_embedding
@@ -133,6 +146,7 @@ struct RunState {
     std::vector<float> hb2;          // (n_batch, hidden_dim) up activations
     std::vector<float> att;          // (n_batch, n_heads, n_context) attention weights
     std::vector<float> factor_tmp;   // (n_batch, largest rank) S V^T x of a factored matrix
+    std::vector<float> factor_out;   // (n_batch, most rows of a factored matrix with a residual) its U (S V^T x)
     std::vector<float> logits;       // (n_batch, vocab_size)
     std::vector<float> key_cache;    // (n_layers, n_context, kv_dim)
     std::vector<float> value_cache;  // (n_layers, n_context, kv_dim)
@@ -143,7 +157,7 @@ struct TransformerOptions {
     int64_t max_context = 0;     // positions the KV cache holds, at most the model's context_length; 0: that,
                                  // capped at 4096 (a 128k-position model would ask for gigabytes of cache)
     int64_t max_batch = 32;      // tokens per block in forward_batch
-    bool allow_factored = true;  // false: multiply low-rank factors out into dense matrices at load
+    bool allow_factored = true;  // false: multiply low-rank factors (and residuals) out into dense matrices at load
     bool stored = true;          // false: convert every weight to dense float32 at load (for comparisons)
 };
 

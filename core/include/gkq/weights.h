@@ -37,12 +37,20 @@ struct StoredTensor {
     std::shared_ptr<const EncodedTensor> record;
 };
 
-// The factors of a tensor stored as a low-rank product, W = U diag(S) V^T.
+// The factors of a tensor stored as a low-rank product, W = U diag(S) V^T, or as one plus a residual in a block
+// type, W = U diag(S) V^T + R (a knot's LowRankResidual record).
 struct StoredFactors {
     int64_t rank = 0;      // k
     std::vector<float> u;  // (rows, k)
     std::vector<float> s;  // (k)
     std::vector<float> v;  // (cols, k)
+    // R (rows, cols) row-major in residual_type's blocks, as stored (never converted); Other: no residual. `keep`
+    // owns the bytes (the inflated record).
+    DType residual_type = DType::Other;
+    std::span<const uint8_t> residual;
+    std::shared_ptr<const void> keep;
+
+    bool has_residual() const { return residual_type != DType::Other; }
 };
 
 class Weights {
@@ -70,8 +78,9 @@ public:
     virtual Result<StoredTensor> read_stored(size_t i) const = 0;
     // Tensor i as float32 in its shape, row-major.
     virtual Result<std::vector<float>> read_f32(size_t i) const = 0;
-    // The factors of tensor i when it is stored as a pure low-rank product (a knot's LowRank record of a 2-D
-    // tensor), decoded without multiplying them out; nullopt for every other tensor (the default: model files).
+    // The factors of tensor i when it is stored as a low-rank product (a knot's LowRank record of a 2-D tensor), or
+    // as one plus a block-quantized residual (a LowRankResidual record: the residual's blocks as stored), decoded
+    // without multiplying them out; nullopt for every other tensor (the default: model files).
     virtual Result<std::optional<StoredFactors>> read_factors(size_t i) const;
 
     // Index of the tensor of `role` in block `layer` (-1 for non-block tensors), or of the one named `name`; -1 when

@@ -162,7 +162,7 @@ Result<std::vector<float>> decode_tensor(const EncodedTensor& t) {
     }
 }
 
-Result<LowRankFactors> decode_lowrank_factors(const EncodedTensor& t) {
+Result<LowRankFactors> decode_lowrank_factors(const EncodedTensor& t, bool dequantize_residual) {
     if (t.method != Method::LowRank && t.method != Method::LowRankResidual)
         return error(StatusCode::InvalidArgument, label_of(t) + ": not a low-rank tensor");
     try {
@@ -174,6 +174,10 @@ Result<LowRankFactors> decode_lowrank_factors(const EncodedTensor& t) {
         f.rank = plan.section.k;
         decoded_factors(plan.section, f.u, f.s, f.v);
         if (t.method == Method::LowRankResidual) {
+            f.residual_type = plan.residual_type;
+            f.residual_offset = plan.residual_offset;
+        }
+        if (t.method == Method::LowRankResidual && dequantize_residual) {
             const auto n = static_cast<uint64_t>(plan.ms.n);
             f.residual.resize(static_cast<size_t>(n));
             if (Status s =

@@ -43,7 +43,6 @@ std::string first_nonfinite_weight(const TransformerWeights& w) {
                 stored_row_to_f32(m.values->stored_type, m.values->stored.data(), m.cols, r, row.data());
                 scan(row, role, layer, static_cast<size_t>(r * m.cols));
             }
-            return;
         }
         scan(m.values->dense, role, layer);
         scan(m.values->u, role, layer);

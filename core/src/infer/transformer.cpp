@@ -95,7 +95,16 @@ int Transformer::n_threads() const {
     return m_pool ? m_pool->n_threads() : 1;
 }
 
+// y = W x for the rows of m (stored or dense), y = U (S V^T x) for its factors, and y = R x + U (S V^T x) for factors
+// with a residual R: each product in matmul's fixed order, the two added element by element.
 void Transformer::apply(const Matrix& m, const float* x, float* out, int64_t n) {
+    if (m.factored()) {
+        float* tmp = m_state.factor_tmp.data();
+        float* low = m.with_residual ? m_state.factor_out.data() : out;
+        matmul(tmp, x, m.svt(), n, m.rank, m.cols, m_pool.get());
+        matmul(low, tmp, m.u(), n, m.rows, m.rank, m_pool.get());
+        if (!m.with_residual) return;
+    }
     if (m.stored()) {
         const LoadedTensor& v = *m.values;
         // float32 rows on a float boundary run as they lie; every other stored row is converted tile by tile
@@ -103,24 +112,41 @@ void Transformer::apply(const Matrix& m, const float* x, float* out, int64_t n) 
             matmul(out, x, reinterpret_cast<const float*>(v.stored.data()), n, m.rows, m.cols, m_pool.get());
         else
             matmul_stored(out, x, v.stored_type, v.stored.data(), n, m.rows, m.cols, m_pool.get());
-        return;
-    }
-    if (!m.factored()) {
+    } else {
         matmul(out, x, m.dense(), n, m.rows, m.cols, m_pool.get());
-        return;
     }
-    float* tmp = m_state.factor_tmp.data();
-    matmul(tmp, x, m.svt(), n, m.rank, m.cols, m_pool.get());
-    matmul(out, tmp, m.u(), n, m.rows, m.rank, m_pool.get());
+    if (m.with_residual) {
+        const float* low = m_state.factor_out.data();
+        for (int64_t i = 0; i < n * m.rows; i++) out[i] += low[i];
+    }
 }
 
-// Row `token` of the token embedding into out (dim): a stored row converted on its own.
+// Row `token` of the token embedding into out (dim): a stored row converted on its own; factors give the row
+// sum over i ascending of U[token][i] * (S V^T)[i], added to the residual's row when there is one.
 void Transformer::embedding_row(int32_t token, float* out) const {
     const Matrix& e = m_weights.token_embedding;
+    const auto n = static_cast<size_t>(e.cols);
+    if (e.factored()) {
+        const float* u = e.u() + static_cast<int64_t>(token) * e.rank;
+        const float* svt = e.svt();
+        std::vector<float> low(n, 0.0f);
+        for (int64_t i = 0; i < e.rank; i++)
+            for (int64_t c = 0; c < e.cols; c++) low[static_cast<size_t>(c)] += u[i] * svt[i * e.cols + c];
+        if (!e.with_residual) {
+            std::memcpy(out, low.data(), n * sizeof(float));
+            return;
+        }
+        if (e.stored())
+            stored_row_to_f32(e.values->stored_type, e.values->stored.data(), e.cols, token, out);
+        else
+            std::memcpy(out, e.dense() + static_cast<int64_t>(token) * e.cols, n * sizeof(float));
+        for (size_t c = 0; c < n; c++) out[c] += low[c];
+        return;
+    }
     if (e.stored())
         stored_row_to_f32(e.values->stored_type, e.values->stored.data(), e.cols, token, out);
     else
-        std::memcpy(out, e.dense() + static_cast<int64_t>(token) * e.cols, static_cast<size_t>(e.cols) * sizeof(float));
+        std::memcpy(out, e.dense() + static_cast<int64_t>(token) * e.cols, n * sizeof(float));
 }
 
 // Rotates the pairs of every head of `vec` (n_heads_here heads of head_size) by the angles of `pos`.
@@ -350,12 +376,33 @@ Result<const float*> Transformer::forward_batch(const int32_t* tokens, int64_t n
 
 namespace {
 
-// The rows `keep` of m (rows, cols) — of U when factored, S V^T copied; stored rows stay in their type.
+// The rows `keep` of a row-major float matrix of `width` columns.
+std::vector<float> float_rows(const std::vector<float>& src, int64_t width, const std::vector<int64_t>& keep) {
+    std::vector<float> dst(keep.size() * static_cast<size_t>(width));
+    for (size_t i = 0; i < keep.size(); ++i)
+        std::memcpy(dst.data() + i * static_cast<size_t>(width), src.data() + keep[i] * width,
+                    static_cast<size_t>(width) * sizeof(float));
+    return dst;
+}
+
+// The columns `keep` of a row-major float matrix (height, width).
+std::vector<float> float_cols(const std::vector<float>& src, int64_t height, int64_t width,
+                              const std::vector<int64_t>& keep) {
+    std::vector<float> dst(static_cast<size_t>(height) * keep.size());
+    for (int64_t r = 0; r < height; ++r)
+        for (size_t i = 0; i < keep.size(); ++i)
+            dst[static_cast<size_t>(r) * keep.size() + i] = src[static_cast<size_t>(r * width + keep[i])];
+    return dst;
+}
+
+// The rows `keep` of m (rows, cols): of its stored rows (staying in their type) or dense rows, and of U when
+// factored, S V^T copied.
 Matrix select_rows(const Matrix& m, const std::vector<int64_t>& keep) {
     Matrix o;
     o.rows = static_cast<int64_t>(keep.size());
     o.cols = m.cols;
     o.rank = m.rank;
+    o.with_residual = m.with_residual;
     auto values = std::make_shared<LoadedTensor>();
     if (m.stored()) {
         const uint64_t row_bytes = stored_row_bytes(m.values->stored_type, m.cols);
@@ -366,29 +413,27 @@ Matrix select_rows(const Matrix& m, const std::vector<int64_t>& keep) {
         values->stored_type = m.values->stored_type;
         values->stored = *bytes;
         values->keep = std::move(bytes);
-        o.values = std::move(values);
-        return o;
+    } else if (!m.values->dense.empty()) {
+        values->dense = float_rows(m.values->dense, m.cols, keep);
     }
-    values->rank = m.rank;
-    const int64_t width = m.factored() ? m.rank : m.cols;
-    const std::vector<float>& src = m.factored() ? m.values->u : m.values->dense;
-    std::vector<float>& dst = m.factored() ? values->u : values->dense;
-    dst.resize(keep.size() * static_cast<size_t>(width));
-    for (size_t i = 0; i < keep.size(); ++i)
-        std::memcpy(dst.data() + i * static_cast<size_t>(width), src.data() + keep[i] * width,
-                    static_cast<size_t>(width) * sizeof(float));
-    if (m.factored()) values->svt = m.values->svt;
+    if (m.factored()) {
+        values->rank = m.rank;
+        values->u = float_rows(m.values->u, m.rank, keep);
+        values->svt = m.values->svt;
+    }
     o.values = std::move(values);
     return o;
 }
 
-// The columns `keep` of m (rows, cols) — of S V^T when factored, U copied. Stored rows are converted to float32
-// (a block holds columns together), each row on its own; the values, and so the sums, are the same.
+// The columns `keep` of m (rows, cols): of its rows, and of S V^T when factored, U copied. Stored rows are
+// converted to float32 (a block holds columns together), each row on its own; the values, and so the sums, are the
+// same.
 Matrix select_cols(const Matrix& m, const std::vector<int64_t>& keep) {
     Matrix o;
     o.rows = m.rows;
     o.cols = static_cast<int64_t>(keep.size());
     o.rank = m.rank;
+    o.with_residual = m.with_residual;
     auto values = std::make_shared<LoadedTensor>();
     if (m.stored()) {
         std::vector<float> row(static_cast<size_t>(m.cols));
@@ -398,18 +443,14 @@ Matrix select_cols(const Matrix& m, const std::vector<int64_t>& keep) {
             for (size_t i = 0; i < keep.size(); ++i)
                 values->dense[static_cast<size_t>(r) * keep.size() + i] = row[static_cast<size_t>(keep[i])];
         }
-        o.values = std::move(values);
-        return o;
+    } else if (!m.values->dense.empty()) {
+        values->dense = float_cols(m.values->dense, m.rows, m.cols, keep);
     }
-    values->rank = m.rank;
-    const int64_t height = m.factored() ? m.rank : m.rows;
-    const std::vector<float>& src = m.factored() ? m.values->svt : m.values->dense;
-    std::vector<float>& dst = m.factored() ? values->svt : values->dense;
-    dst.resize(static_cast<size_t>(height) * keep.size());
-    for (int64_t r = 0; r < height; ++r)
-        for (size_t i = 0; i < keep.size(); ++i)
-            dst[static_cast<size_t>(r) * keep.size() + i] = src[static_cast<size_t>(r * m.cols + keep[i])];
-    if (m.factored()) values->u = m.values->u;
+    if (m.factored()) {
+        values->rank = m.rank;
+        values->svt = float_cols(m.values->svt, m.rank, m.cols, keep);
+        values->u = m.values->u;
+    }
     o.values = std::move(values);
     return o;
 }
@@ -459,17 +500,26 @@ int64_t Transformer::n_active_ffn_neurons() const {
 
 namespace {
 
-// Bytes of m one product reads: its stored rows, else its floats.
+// Bytes of m one product reads: its stored rows and factors as held, else its floats.
 uint64_t read_bytes(const Matrix& m) {
-    if (m.values && m.stored()) return m.values->stored.size();
+    if (m.values) return m.values->bytes();
     return static_cast<uint64_t>(m.n_weights()) * sizeof(float);
+}
+
+// Bytes one embedding row reads: a row of what m holds, and S V^T whole when factored.
+uint64_t row_bytes(const Matrix& m) {
+    if (m.rows <= 0) return 0;
+    const auto rows = static_cast<uint64_t>(m.rows);
+    if (!m.values) return read_bytes(m) / rows;
+    const LoadedTensor& v = *m.values;
+    return (v.stored.size() + (v.dense.size() + v.u.size()) * sizeof(float)) / rows + v.svt.size() * sizeof(float);
 }
 
 }  // namespace
 
 uint64_t Transformer::weight_bytes_per_token() const {
     const Matrix& e = m_weights.token_embedding;
-    uint64_t bytes = e.rows > 0 ? read_bytes(e) / static_cast<uint64_t>(e.rows) : 0;  // one embedding row
+    uint64_t bytes = row_bytes(e);  // one embedding row
     for (const LayerWeights& w : m_weights.layers) {
         bytes += read_bytes(w.rms_att) + read_bytes(w.rms_ffn);
         for (const Matrix* m : {&w.bq, &w.bk, &w.bv, &w.q_norm, &w.k_norm, &w.post_att, &w.post_ffn})
@@ -486,8 +536,8 @@ uint64_t Transformer::matrix_macs_per_token() const {
     for (const LayerWeights& w : m_weights.layers)
         for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3})
             macs += static_cast<uint64_t>(m->n_weights());
-    macs += m_weights.shared_classifier ? static_cast<uint64_t>(m_config.vocab_size * m_config.dim)
-                                        : static_cast<uint64_t>(m_weights.classifier.n_weights());
+    macs += static_cast<uint64_t>(
+        (m_weights.shared_classifier ? m_weights.token_embedding : m_weights.classifier).n_weights());
     return macs;
 }
 

@@ -173,10 +173,32 @@ Result<LoadedTensor> load_tensor(const Weights& weights, size_t index, const Loa
                                               " have sizes U " + std::to_string(w.u.size()) + ", S " +
                                               std::to_string(w.s.size()) + ", V " + std::to_string(w.v.size()) +
                                               " that do not fit " + shape_to_string(info.shape));
-    const bool cheaper = static_cast<int64_t>(k) * (rows + cols) < rows * cols;
-    if (!allow_factored || !cheaper || info.role == TensorRole::TokenEmbd) {
-        out.dense = expand_factors(w, rows, cols);
-        return out;
+    if (w.has_residual()) {
+        // R x + U (S V^T x): the residual's blocks as stored; multiplied out only when asked (the codec's decode)
+        if (!allow_factored || !options.stored) {
+            auto values = weights.read_f32(index);
+            if (!values) return values.status();
+            if (values->size() != static_cast<uint64_t>(rows * cols))
+                return error(StatusCode::Corrupt, "transformer: " + label + " has " + std::to_string(values->size()) +
+                                                      " values, expected " + shape_to_string(info.shape));
+            out.dense = std::move(*values);
+            return out;
+        }
+        if (!stored_type_runs(w.residual_type) || cols % dtype_block_elements(w.residual_type) != 0 ||
+            w.residual.size() != static_cast<uint64_t>(rows) * stored_row_bytes(w.residual_type, cols))
+            return error(StatusCode::Corrupt, "transformer: " + label + " residual is " +
+                                                  std::to_string(w.residual.size()) + " bytes of " +
+                                                  std::string(dtype_name(w.residual_type)) + ", which do not fit " +
+                                                  shape_to_string(info.shape));
+        out.stored_type = w.residual_type;
+        out.stored = w.residual;
+        out.keep = std::move(w.keep);
+    } else {
+        const bool cheaper = static_cast<int64_t>(k) * (rows + cols) < rows * cols;
+        if (!allow_factored || !cheaper) {
+            out.dense = expand_factors(w, rows, cols);
+            return out;
+        }
     }
     out.rank = w.rank;
     out.u = std::move(w.u);
@@ -221,10 +243,15 @@ Status Transformer::init_state(const TransformerOptions& options) {
     if (options.max_context > 0) ctx = std::min(c.context_length, options.max_context);
     const int64_t batch = std::clamp<int64_t>(options.max_batch, 1, 1024);
     int64_t max_rank = 0;
+    int64_t max_residual_rows = 0;
+    auto note = [&](const Matrix& m) {
+        max_rank = std::max(max_rank, m.rank);
+        if (m.with_residual) max_residual_rows = std::max(max_residual_rows, m.rows);
+    };
     for (const LayerWeights& w : m_weights.layers)
-        for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3})
-            max_rank = std::max(max_rank, m->rank);
-    max_rank = std::max(max_rank, m_weights.classifier.rank);
+        for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w2, &w.w3}) note(*m);
+    note(m_weights.classifier);
+    note(m_weights.token_embedding);  // the classifier when it is shared
 
     uint64_t cache = 0;
     uint64_t att = 0;
@@ -245,6 +272,7 @@ Status Transformer::init_state(const TransformerOptions& options) {
     s.hb2.assign(sz(batch, c.hidden_dim), 0.0f);
     s.att.assign(att, 0.0f);
     s.factor_tmp.assign(sz(batch, std::max<int64_t>(max_rank, 1)), 0.0f);
+    s.factor_out.assign(sz(batch, max_residual_rows), 0.0f);
     s.logits.assign(sz(batch, c.vocab_size), 0.0f);
     s.key_cache.assign(cache, 0.0f);
     s.value_cache.assign(cache, 0.0f);
@@ -321,13 +349,15 @@ Status Transformer::take(const Slot& slot, std::shared_ptr<const LoadedTensor> v
     const LoadedTensor& v = *values;
     const uint64_t n = static_cast<uint64_t>(slot.rows * slot.cols);
     const uint64_t k = static_cast<uint64_t>(v.rank);
-    const bool fits =
-        v.rank > 0 ? v.dense.empty() && v.u.size() == k * static_cast<uint64_t>(slot.rows) &&
-                         v.svt.size() == k * static_cast<uint64_t>(slot.cols)
-        : v.is_stored()
-            ? stored_type_runs(v.stored_type) && slot.cols % dtype_block_elements(v.stored_type) == 0 &&
-                  v.stored.size() == static_cast<uint64_t>(slot.rows) * stored_row_bytes(v.stored_type, slot.cols)
-            : v.dense.size() == n;
+    // rows: stored in a type the products run, or dense; none at all only under factors
+    const bool rows_fit = v.is_stored() ? v.dense.empty() && stored_type_runs(v.stored_type) &&
+                                              slot.cols % dtype_block_elements(v.stored_type) == 0 &&
+                                              v.stored.size() == static_cast<uint64_t>(slot.rows) *
+                                                                     stored_row_bytes(v.stored_type, slot.cols)
+                                        : v.dense.size() == n || (v.rank > 0 && v.dense.empty());
+    const bool factors_fit = v.rank <= 0 || (v.u.size() == k * static_cast<uint64_t>(slot.rows) &&
+                                             v.svt.size() == k * static_cast<uint64_t>(slot.cols));
+    const bool fits = rows_fit && factors_fit;
     if (!fits)
         return error(StatusCode::Corrupt, "transformer: " + weight_label(slot.role, slot.layer) +
                                               " was lent with sizes that do not fit " + std::to_string(slot.rows) +
@@ -336,6 +366,7 @@ Status Transformer::take(const Slot& slot, std::shared_ptr<const LoadedTensor> v
     m.rows = slot.rows;
     m.cols = slot.cols;
     m.rank = v.rank;
+    m.with_residual = v.has_residual();
     m.values = std::move(values);
     return Status::ok();
 }

@@ -17,18 +17,25 @@ Result<std::optional<StoredFactors>> read_knot_factors(const Weights& knot, size
     if (i >= knot.n_tensors())
         return error(StatusCode::InvalidArgument, knot.label() + ": no tensor " + std::to_string(i));
     const TensorInfo& info = knot.tensor_info(i);
-    // Only a pure low-rank record is a product of factors: a residual would have to be added back densely.
     if (info.dtype != DType::Other || info.shape.size() != 2) return std::optional<StoredFactors>();
     auto stored = knot.read_stored(i);
     if (!stored) return stored.status();
-    if (!stored->record || stored->record->method != Method::LowRank) return std::optional<StoredFactors>();
-    auto f = decode_lowrank_factors(*stored->record);
+    const std::shared_ptr<const EncodedTensor>& record = stored->record;
+    if (!record || (record->method != Method::LowRank && record->method != Method::LowRankResidual))
+        return std::optional<StoredFactors>();
+    // The residual stays in its blocks, inside the inflated payload the factors were decoded from.
+    auto f = decode_lowrank_factors(*record, false);
     if (!f) return f.status().with_context(knot.label() + ": record " + std::to_string(i) + " '" + info.name + "'");
     StoredFactors out;
     out.rank = f->rank;
     out.u = std::move(f->u);
     out.s = std::move(f->s);
     out.v = std::move(f->v);
+    if (f->residual_type != DType::Other) {
+        out.residual_type = f->residual_type;
+        out.residual = std::span<const uint8_t>(record->payload).subspan(static_cast<size_t>(f->residual_offset));
+        out.keep = record;
+    }
     return std::optional<StoredFactors>(std::move(out));
 }
 
