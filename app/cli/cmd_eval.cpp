@@ -55,7 +55,14 @@ void print_report(const EvalRun& run, bool json) {
     std::printf("Maximum KLD: %12.6f\n", c.max_kld);
     std::printf("99.9%%   KLD: %12.6f\n", c.kld_p999);
     std::printf("99.0%%   KLD: %12.6f\n", c.kld_p99);
-    std::printf("Median  KLD: %12.6f\n\n", c.median_kld);
+    std::printf("Median  KLD: %12.6f\n", c.median_kld);
+    if (c.kld_exact())
+        std::printf("KLD over   : the whole vocabulary (%lld tokens)\n\n", static_cast<long long>(c.n_vocab));
+    else
+        std::printf(
+            "KLD over   : the base's top %lld of %lld tokens a position and one bucket for the rest "
+            "(--exact-base: the whole vocabulary)\n\n",
+            static_cast<long long>(c.kld_top_k), static_cast<long long>(c.n_vocab));
     std::printf("====== Token probability statistics ======\n");
     std::printf("RMS Δp     : %9.3f ± %.3f %%\n", 100.0 * c.rms_delta_p, 100.0 * c.rms_delta_p_se);
     std::printf("Same top p : %9.3f ± %.3f %%\n", 100.0 * c.same_top, 100.0 * c.same_top_se);

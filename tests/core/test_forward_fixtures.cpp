@@ -6,7 +6,8 @@
 // Relative error, precisely: for each position p, max_i |gkq[p][i] - ref[p][i]| / max_i |ref[p][i]|; the test
 // asserts the maximum of that over all positions is at most 1e-4.
 //
-// `test_forward_fixtures --write-models DIR` writes the GGUFs (DIR/NAME.gguf) for the fixture generator and exits.
+// `test_forward_fixtures --write-models DIR` writes the GGUFs (DIR/NAME.gguf) and HF copies (DIR/NAME-hf/) for the
+// fixture generator and the live llama.cpp test, and exits.
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -14,6 +15,7 @@
 #include "gkq/codec.h"
 #include "gkq/evaluate.h"
 #include "gkq/export.h"
+#include "gkq/imatrix.h"
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
 #include "gkq/quantize.h"
@@ -23,6 +25,7 @@
 
 #include <QtTest/QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -197,6 +200,24 @@ Vocabulary byte_vocabulary() {
         add(piece, 6);
     }
     return v;
+}
+
+// The byte vocabulary as a llama2.c tokenizer.bin (int32 max piece length; per token f32 score, int32 length,
+// bytes), so an HF copy carries a vocabulary `gkq export` can put in a GGUF.
+bool write_tokenizer_bin(const std::string& path, std::string& why) {
+    const Vocabulary v = byte_vocabulary();
+    std::ofstream out(path, std::ios::binary);
+    int32_t longest = 0;
+    for (const std::string& t : v.tokens) longest = std::max(longest, static_cast<int32_t>(t.size()));
+    out.write(reinterpret_cast<const char*>(&longest), 4);
+    for (size_t i = 0; i < v.tokens.size(); ++i) {
+        const auto n = static_cast<int32_t>(v.tokens[i].size());
+        out.write(reinterpret_cast<const char*>(&v.scores[i]), 4);
+        out.write(reinterpret_cast<const char*>(&n), 4);
+        out.write(v.tokens[i].data(), n);
+    }
+    if (!out.flush()) why = path + ": write failed";
+    return static_cast<bool>(out);
 }
 
 bool write_model(const ForwardModel& fm, const std::string& gguf, const std::string& hf_dir, std::string& why) {
@@ -578,6 +599,89 @@ private slots:
         }
     }
 
+    // Every architecture row, from GGUF and from HF: analyze gives a spectrum for every matrix; every preset
+    // quantizes (the whitened ones with Gram matrices collected on the model itself); each knot runs (finite logits
+    // at every position) and evaluates against the model (a finite, non-negative mean KLD).
+    void every_stage_from_both_formats_data() {
+        QTest::addColumn<int>("index");
+        const auto models = forward_models();
+        for (size_t i = 0; i < models.size(); ++i) QTest::newRow(models[i].name) << static_cast<int>(i);
+    }
+
+    void every_stage_from_both_formats() {
+        QFETCH(int, index);
+        const ForwardModel fm = forward_models()[static_cast<size_t>(index)];
+        test::TempDir dir;
+        std::string why;
+        const std::string hf = dir.file("hf");
+        std::filesystem::create_directories(hf);
+        QVERIFY2(write_model(fm, dir.file("model.gguf"), hf, why), why.c_str());
+        QVERIFY2(write_tokenizer_bin(hf + "/tokenizer.bin", why), why.c_str());
+        // a calibration and evaluation text: 64 byte tokens from a fixed seed
+        EvalText text;
+        uint64_t state = 0x9e3779b97f4a7c15ull + fm.seed;
+        for (int i = 0; i < 64; ++i) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            text.tokens.push_back(static_cast<int32_t>(3 + (state >> 33) % 256));
+        }
+        text.n_bytes = text.tokens.size();
+        EvalOptions eo;
+        eo.n_ctx = 16;
+        for (const std::string& source : {dir.file("model.gguf"), hf}) {
+            const std::string from = source == hf ? "HF" : "GGUF";
+            auto model = open_weights(source);
+            QVERIFY2(model.is_ok(), model.message().c_str());
+            const Weights& w = **model;
+            size_t n_matrices = 0;
+            for (size_t i = 0; i < w.n_tensors(); ++i) n_matrices += w.tensor_info(i).shape.size() == 2 ? 1 : 0;
+            AnalyzeOptions ao;
+            auto spectra = analyze_model(w, ao);
+            QVERIFY2(spectra.is_ok(), spectra.message().c_str());
+            QCOMPARE(spectra->size(), n_matrices);
+
+            TransformerOptions o;
+            o.n_threads = 1;
+            auto base = Transformer::load(w, o);
+            QVERIFY2(base.is_ok(), base.message().c_str());
+            std::vector<int32_t> calib = {1};
+            calib.insert(calib.end(), text.tokens.begin(), text.tokens.end());
+            ImatrixOptions io;
+            io.n_ctx = 16;
+            GramSet gram;
+            auto imatrix = compute_imatrix(*base, calib, 1, io, {}, &gram);
+            QVERIFY2(imatrix.is_ok(), imatrix.message().c_str());
+            QVERIFY2(write_gram(gram, dir.file("model.gram")).is_ok(), "write_gram");
+            auto model_gram = load_model_gram(dir.file("model.gram"), w);
+            QVERIFY2(model_gram.is_ok(), model_gram.message().c_str());
+
+            for (const std::string& preset : preset_names()) {
+                const std::string what = from + " " + preset;
+                QuantizeOptions qo;
+                qo.preset = preset;
+                qo.n_threads = 1;
+                if (preset_needs_gram(*find_preset(preset))) {
+                    qo.gram = model_gram->by_tensor;
+                    qo.gram_command = model_gram->command;
+                }
+                const std::string knot = dir.file(preset + ".knot");
+                auto q = quantize_model(w, qo, knot);
+                QVERIFY2(q.is_ok(), qPrintable(QString::fromStdString(what + ": " + q.message())));
+                auto kw = open_weights(knot);
+                QVERIFY2(kw.is_ok(), qPrintable(QString::fromStdString(what + ": " + kw.message())));
+                auto cand = Transformer::load(**kw, o);
+                QVERIFY2(cand.is_ok(), qPrintable(QString::fromStdString(what + ": " + cand.message())));
+                std::vector<float> logits(kTokens.size() * static_cast<size_t>(fm.config.vocab_size));
+                QVERIFY(cand->forward_batch(kTokens.data(), static_cast<int64_t>(kTokens.size()), 0, logits.data())
+                            .is_ok());
+                for (float v : logits) QVERIFY2(std::isfinite(v), qPrintable(QString::fromStdString(what)));
+                auto report = evaluate_compare(*base, *cand, text, eo);
+                QVERIFY2(report.is_ok(), qPrintable(QString::fromStdString(what + ": " + report.message())));
+                QVERIFY2(std::isfinite(report->compare.mean_kld) && report->compare.mean_kld >= 0.0,
+                         qPrintable(QString::fromStdString(what)));
+            }
+        }
+    }
+
     // config.json: Mistral's window and head_dim are written and read back; a rope scaling gkq does not compute
     // (yarn) is read as such and refused by the transformer with a message naming it; the pre-4.45 "type" key.
     void hf_config_keys() {
@@ -649,11 +753,17 @@ private slots:
 };
 
 int main(int argc, char** argv) {
+    // --write-models DIR: DIR/NAME.gguf and an HF copy DIR/NAME-hf/ (safetensors, config.json, tokenizer.bin) of
+    // every fixture model, for dump_logits.c and the live llama.cpp test (tests/peer/llama_cpp_peer.sh).
     if (argc == 3 && std::string(argv[1]) == "--write-models") {
         for (const ForwardModel& fm : forward_models()) {
             const std::string path = std::string(argv[2]) + "/" + fm.name + ".gguf";
+            const std::string hf = std::string(argv[2]) + "/" + fm.name + "-hf";
+            std::error_code ec;
+            std::filesystem::create_directories(hf, ec);
             std::string why;
-            if (!write_model(fm, path, "", why)) {
+            if (ec) why = hf + ": " + ec.message();
+            if (ec || !write_model(fm, path, hf, why) || !write_tokenizer_bin(hf + "/tokenizer.bin", why)) {
                 std::fprintf(stderr, "%s: %s\n", path.c_str(), why.c_str());
                 return 1;
             }

@@ -3,7 +3,10 @@
 # the shared llama2xs checkpoint; F32, Q8_0, Q4_0, Q4_K_M from the model, the kept records of a Q8_0 knot, and a
 # lowrank-q4 knot decoded to dense F16) are loaded by llama.cpp (node-llama-cpp 3.22.1 with its prebuilt CPU
 # binaries, pinned by llama-cpp/package-lock.json), and its 16-token greedy continuation of a prompt must equal
-# `gkq generate --temp 0` on the same file, as text. GKQ_SHARED_MODELS_DIR overrides where the shared models are.
+# `gkq generate --temp 0` on the same file, as text. Then every forward-pass fixture model (test_forward_fixtures
+# --write-models: each architecture row; GKQ_FORWARD_FIXTURES names that binary) and gkq's GGUF export of its HF copy
+# run in llama.cpp with an f32 KV cache: their greedy continuations must equal the committed fixture's and
+# `gkq generate --ids`'s. GKQ_SHARED_MODELS_DIR overrides where the shared models are.
 # The packages are installed into DEPS_DIR with `npm install --ignore-scripts --omit=optional` from the committed
 # lock (npm ci refuses the lock: it lists only the linux-x64 binaries, and npm ci wants every platform's optional
 # package; the lock is compared afterwards so nothing unpinned slipped in).
@@ -109,6 +112,62 @@ if [ -f "$shared" ]; then
     for t in f32 q8_0 q4_0 q4_k_m; do export_and_check "llama2xs-$t" "$shared" "Once upon a time" --type "$t"; done
 else
     echo "skipped: $shared is absent (the shared checkpoints are not next to this checkout)"
+fi
+
+# ---- the forward-pass fixture models, live: llama.cpp itself on the GGUFs gkq writes, and on gkq's export of each
+# model's HF copy. GKQ_FORWARD_FIXTURES names the test_forward_fixtures binary (CTest sets it); every model it writes
+# must give, in llama.cpp with an f32 KV cache, the greedy continuation its committed fixture holds
+# (tests/data/forward/NAME.logits, the continuation gkq's test_forward_fixtures also matches), and so must
+# `gkq generate --ids` on the same file.
+fixture_ints() {  # FILE OFFSET COUNT: COUNT little-endian int32 at OFFSET
+    od -An -v -j "$2" -N $((4 * $3)) -t d4 "$1" | xargs
+}
+forward_check() {  # NAME GGUF FIXTURE
+    local name=$1 gguf=$2 fixture=$3
+    local n_tok n_vocab n_gen tokens want got gkq_ids
+    n_tok=$(fixture_ints "$fixture" 8 1)
+    n_vocab=$(fixture_ints "$fixture" 12 1)
+    n_gen=$(fixture_ints "$fixture" 16 1)
+    tokens=$(fixture_ints "$fixture" 20 "$n_tok")
+    want=$(fixture_ints "$fixture" $((20 + 4 * n_tok + 4 * n_tok * n_vocab)) "$n_gen")
+    if ! "$node" "$deps/greedy.mjs" --f32-kv "$gguf" "$n_gen" $tokens >"$work/$name.llama" 2>"$work/$name.err"; then
+        echo "FAIL $name: llama.cpp did not run $gguf: $(tail -3 "$work/$name.err")"
+        fails=$((fails + 1))
+        return
+    fi
+    got=$(sed -n 1p "$work/$name.llama")
+    gkq_ids=$("$gkq" generate "$gguf" --ids "$(tr ' ' , <<<"$tokens")" --print-ids --temp 0 \
+        -n $((n_tok + n_gen)) --threads 1 2>/dev/null | xargs | cut -d' ' -f$((n_tok + 1))-)
+    if [ "$got" = "$want" ] && [ "$gkq_ids" = "$want" ]; then
+        echo "ok   $name: llama.cpp, gkq and the fixture continue with the same $n_gen ids"
+    else
+        echo "FAIL $name: fixture   $want"
+        echo "     llama.cpp: $got"
+        echo "     gkq:       $gkq_ids"
+        fails=$((fails + 1))
+    fi
+}
+if [ -n "${GKQ_FORWARD_FIXTURES:-}" ] && [ -x "$GKQ_FORWARD_FIXTURES" ]; then
+    mkdir -p "$work/forward"
+    "$GKQ_FORWARD_FIXTURES" --write-models "$work/forward" >/dev/null
+    for gguf in "$work"/forward/*.gguf; do
+        name=$(basename "$gguf" .gguf)
+        fixture=$src/tests/data/forward/$name.logits
+        if [ ! -f "$fixture" ]; then
+            echo "FAIL forward-$name: no fixture $fixture"
+            fails=$((fails + 1))
+            continue
+        fi
+        forward_check "forward-$name" "$gguf" "$fixture"
+        if "$gkq" export "$work/forward/$name-hf" -o "$work/forward/$name-hf.gguf" >"$work/$name.export" 2>&1; then
+            forward_check "forward-$name-hf-export" "$work/forward/$name-hf.gguf" "$fixture"
+        else
+            echo "FAIL forward-$name-hf-export: gkq export: $(tail -3 "$work/$name.export")"
+            fails=$((fails + 1))
+        fi
+    done
+else
+    echo "skipped: the forward-pass fixture models (GKQ_FORWARD_FIXTURES is not the test_forward_fixtures binary)"
 fi
 
 [ "$fails" -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }

@@ -358,7 +358,11 @@ quint64 QuantizePanel::evaluate(const QString& textPath) {
                     .arg(c.ppl_ratio, 0, 'f', 6)
                     .arg(c.ppl_ratio_se, 0, 'f', 6)
                     .arg(c.base.bits_per_byte, 0, 'f', 4)
-                    .arg(c.candidate.bits_per_byte, 0, 'f', 4));
+                    .arg(c.candidate.bits_per_byte, 0, 'f', 4) +
+                (c.kld_exact() ? tr("; KLD over the whole vocabulary (%1 tokens)").arg(c.n_vocab)
+                               : tr("; KLD over the base's top %1 of %2 tokens a position and one bucket for the rest")
+                                     .arg(c.kld_top_k)
+                                     .arg(c.n_vocab)));
             m_eval = std::move(r);
             m_status->setText(tr("Evaluated"));
         });

@@ -78,6 +78,12 @@ struct CompareStats {
     double ln_ppl_ratio_se = 0.0;
     double ppl_ratio = 0.0;  // exp(ln_ppl_ratio) = PPL(Q) / PPL(base)
     double ppl_ratio_se = 0.0;
+    // Over what the KLD was summed: the vocabulary size and the base tokens kept a position (BaseLogits::top_k, the
+    // rest as one bucket). kld_top_k == n_vocab (the exact path, or a compact base that kept every token): KLD over
+    // the whole distribution.
+    int64_t n_vocab = 0;
+    int64_t kld_top_k = 0;
+    bool kld_exact() const { return kld_top_k >= n_vocab; }
 };
 
 // Running sums over scored tokens. add() takes each model's logits for one position and the token that follows.

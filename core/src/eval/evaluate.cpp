@@ -408,6 +408,8 @@ Result<EvalReport> evaluate_compare(Transformer& base, Transformer& candidate, c
         if (!s) return s;
         EvalReport r = start_report(text, *o, windows.size(), true);
         r.compare = acc.compare(text.n_bytes);
+        r.compare.n_vocab = n_vocab;
+        r.compare.kld_top_k = n_vocab;
         r.seconds = seconds_since(t0);
         return r;
     } catch (const std::bad_alloc&) {
@@ -469,6 +471,8 @@ Result<EvalReport> evaluate_compare_saved(const BaseLogits& base, Transformer& c
         if (!s) return s;
         EvalReport r = start_report(text, *o, windows.size(), true);
         r.compare = acc.compare(text.n_bytes);
+        r.compare.n_vocab = n_vocab;
+        r.compare.kld_top_k = base.top_k;
         r.seconds = seconds_since(t0);
         return r;
     } catch (const std::bad_alloc&) {

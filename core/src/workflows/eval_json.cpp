@@ -132,6 +132,8 @@ std::string eval_run_json(const EvalRun& run) {
         j["candidate_perplexity"] = perplexity_json(c.candidate);
         j["kld"] = {{"mean", c.mean_kld}, {"se", c.mean_kld_se}, {"median", c.median_kld},
                     {"p99", c.kld_p99},   {"p99_9", c.kld_p999}, {"max", c.max_kld}};
+        // What the sums ran over: the whole vocabulary, or the compact base's top tokens plus one bucket.
+        j["kld"]["over"] = {{"vocab", c.n_vocab}, {"base_top_k", c.kld_top_k}, {"exact", c.kld_exact()}};
         j["same_top"] = {{"fraction", c.same_top}, {"se", c.same_top_se}};
         j["rms_delta_p"] = {{"value", c.rms_delta_p}, {"se", c.rms_delta_p_se}};
         j["ppl_ratio"] = {
@@ -173,6 +175,12 @@ Result<EvalRun> parse_eval_run_json(std::string_view text, const std::string& la
             rd.number(*k, "$.kld", "p99", c.kld_p99);
             rd.number(*k, "$.kld", "p99_9", c.kld_p999);
             rd.number(*k, "$.kld", "max", c.max_kld);
+            if (k->contains("over")) {  // absent in reports written before it was added
+                if (const json* o = rd.object(*k, "$.kld", "over")) {
+                    rd.number(*o, "$.kld.over", "vocab", c.n_vocab);
+                    rd.number(*o, "$.kld.over", "base_top_k", c.kld_top_k);
+                }
+            }
         }
         if (const json* s = rd.object(j, top, "same_top")) {
             rd.number(*s, "$.same_top", "fraction", c.same_top);
