@@ -34,28 +34,6 @@ namespace {
 // magnitude for other CPUs and seeds.
 constexpr double kMaxRelativeDiff = 1e-5;
 
-std::vector<int32_t> tokens_of(int64_t vocab, size_t n) {
-    std::vector<int32_t> t;
-    for (size_t i = 0; i < n; ++i) t.push_back(static_cast<int32_t>((i * 7 + 3) % static_cast<size_t>(vocab)));
-    return t;
-}
-
-std::vector<float> run(Transformer& t, const std::vector<int32_t>& tokens, bool batch) {
-    const auto vocab = static_cast<size_t>(t.config().vocab_size);
-    std::vector<float> all(tokens.size() * vocab);
-    if (batch) {
-        auto r = t.forward_batch(tokens.data(), static_cast<int64_t>(tokens.size()), 0, all.data());
-        if (!r) qFatal("%s", r.message().c_str());
-        return all;
-    }
-    for (size_t i = 0; i < tokens.size(); ++i) {
-        auto r = t.forward(tokens[i], static_cast<int64_t>(i));
-        if (!r) qFatal("%s", r.message().c_str());
-        std::memcpy(all.data() + i * vocab, *r, vocab * sizeof(float));
-    }
-    return all;
-}
-
 // Greedy continuation of `prompt` for n tokens.
 std::vector<int32_t> greedy(Transformer& t, const std::vector<int32_t>& prompt, int n) {
     std::vector<int32_t> out;
@@ -121,8 +99,9 @@ void check_factored_against_dense(const std::string& what, const std::string& pa
     Transformer dense = load_or_die(w, false);
     QVERIFY(factored.n_factored_matrices() > 0);
     QCOMPARE(dense.n_factored_matrices(), 0);
-    const std::vector<int32_t> tokens = tokens_of(w->config().vocab_size, 16);
-    const double rel = max_relative_diff(run(factored, tokens, true), run(dense, tokens, true));
+    const std::vector<int32_t> tokens = test::cycle_tokens(w->config().vocab_size, 16);
+    const double rel =
+        max_relative_diff(test::all_logits(factored, tokens, true), test::all_logits(dense, tokens, true));
     qInfo("%s: max |factored - dense| / max |dense| over %zu positions = %.3g", what.c_str(), tokens.size(), rel);
     QVERIFY2(rel < kMaxRelativeDiff, qPrintable(QString("%1: %2").arg(what.c_str()).arg(rel)));
     const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 4);
@@ -186,22 +165,23 @@ private slots:
         const std::string model = test::write_tiny_gguf(dir.file("tiny.gguf"), false, 6);
         const std::string knot = quantize_or_die(model, "lowrank-q4", dir.file("tiny.knot"));
         const std::shared_ptr<const Weights> w = open_or_die(knot);
-        const std::vector<int32_t> tokens = tokens_of(w->config().vocab_size, 12);
+        const std::vector<int32_t> tokens = test::cycle_tokens(w->config().vocab_size, 12);
         const KernelIsa was = active_kernel_isa();
         const int64_t was_macs = min_parallel_macs();
         set_min_parallel_macs(0);
         set_kernel_isa(KernelIsa::Generic);
         Transformer ref = load_or_die(w, true, 1);
-        const std::vector<float> want = run(ref, tokens, false);
+        const std::vector<float> want = test::all_logits(ref, tokens, false);
         for (KernelIsa isa : {KernelIsa::Generic, KernelIsa::Avx2}) {
             const KernelIsa in_use = set_kernel_isa(isa);
             for (int threads : {1, 3}) {
                 Transformer t = load_or_die(w, true, threads);
                 for (bool batch : {false, true})
-                    QVERIFY2(same_bits(run(t, tokens, batch), want), qPrintable(QString("%1, %2 threads, %3")
-                                                                                    .arg(kernel_isa_name(in_use))
-                                                                                    .arg(threads)
-                                                                                    .arg(batch ? "batch" : "single")));
+                    QVERIFY2(same_bits(test::all_logits(t, tokens, batch), want),
+                             qPrintable(QString("%1, %2 threads, %3")
+                                            .arg(kernel_isa_name(in_use))
+                                            .arg(threads)
+                                            .arg(batch ? "batch" : "single")));
             }
         }
         Transformer routed = load_or_die(w, true, 3);
@@ -209,7 +189,7 @@ private slots:
         std::vector<std::vector<uint8_t>> hot(static_cast<size_t>(c.n_layers),
                                               std::vector<uint8_t>(static_cast<size_t>(c.hidden_dim), 1));
         QVERIFY(routed.set_ffn_routing(hot));
-        QVERIFY(same_bits(run(routed, tokens, true), want));
+        QVERIFY(same_bits(test::all_logits(routed, tokens, true), want));
         set_kernel_isa(was);
         set_min_parallel_macs(was_macs);
     }

@@ -25,29 +25,6 @@ using namespace gkq;
 
 namespace {
 
-std::vector<int32_t> tokens_of(int32_t vocab, size_t n) {
-    std::vector<int32_t> t;
-    for (size_t i = 0; i < n; ++i) t.push_back(static_cast<int32_t>((i * 7 + 3) % static_cast<size_t>(vocab)));
-    return t;
-}
-
-// Every position's logits of `tokens`, as one batch or one token at a time.
-std::vector<float> run(Transformer& t, const std::vector<int32_t>& tokens, bool batch) {
-    const auto vocab = static_cast<size_t>(t.config().vocab_size);
-    std::vector<float> all(tokens.size() * vocab);
-    if (batch) {
-        auto r = t.forward_batch(tokens.data(), static_cast<int64_t>(tokens.size()), 0, all.data());
-        if (!r) qFatal("%s", r.message().c_str());
-        return all;
-    }
-    for (size_t i = 0; i < tokens.size(); ++i) {
-        auto r = t.forward(tokens[i], static_cast<int64_t>(i));
-        if (!r) qFatal("%s", r.message().c_str());
-        std::memcpy(all.data() + i * vocab, *r, vocab * sizeof(float));
-    }
-    return all;
-}
-
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -70,13 +47,13 @@ std::shared_ptr<const Weights> open_or_die(const std::string& path) {
 
 // The stored runs of `w` against its float32 run: every ISA, thread count and batching gives the dense bits.
 void check_stored_equals_dense(const std::shared_ptr<const Weights>& w, DType expect_type) {
-    const std::vector<int32_t> tokens = tokens_of(static_cast<int32_t>(w->config().vocab_size), 12);
+    const std::vector<int32_t> tokens = test::cycle_tokens(static_cast<int32_t>(w->config().vocab_size), 12);
     const KernelIsa was = active_kernel_isa();
     const int64_t was_macs = min_parallel_macs();
     set_min_parallel_macs(0);  // every product split across the pool
     Transformer dense = load_or_die(w, 1, false);
     QCOMPARE(dense.weights().layers[0].wq.stored(), false);
-    const std::vector<float> want = run(dense, tokens, false);
+    const std::vector<float> want = test::all_logits(dense, tokens, false);
     for (KernelIsa isa : {KernelIsa::Generic, KernelIsa::Avx2}) {
         const KernelIsa got_isa = set_kernel_isa(isa);
         for (int threads : {1, 3}) {
@@ -86,7 +63,7 @@ void check_stored_equals_dense(const std::shared_ptr<const Weights>& w, DType ex
             QCOMPARE(wq.values->stored_type, expect_type);
             QVERIFY(t.weights().token_embedding.stored());
             for (bool batch : {false, true}) {
-                const std::vector<float> got = run(t, tokens, batch);
+                const std::vector<float> got = test::all_logits(t, tokens, batch);
                 QVERIFY2(same_bits(got, want), qPrintable(QString("%1, %2 threads, %3")
                                                               .arg(kernel_isa_name(got_isa))
                                                               .arg(threads)
@@ -203,7 +180,7 @@ private slots:
             return load_or_die(only, 1, true);
         }();
         QVERIFY(!watch.expired());
-        const std::vector<float> logits = run(t, tokens_of(40, 3), true);
+        const std::vector<float> logits = test::all_logits(t, test::cycle_tokens(40, 3), true);
         QCOMPARE(logits.size(), size_t{3 * 40});
         // What it holds is what the file stores: the matrices' stored bytes, the norms as float32.
         uint64_t stored = 0;

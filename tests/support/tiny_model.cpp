@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace gkq::test {
 
@@ -138,6 +139,32 @@ SaturationProfile small_saturation_profile() {
     l.histogram.assign(kSaturationHistogramBins, 0);
     p.layers.push_back(l);
     return p;
+}
+
+std::vector<int32_t> cycle_tokens(int64_t vocab, size_t n) {
+    std::vector<int32_t> t;
+    for (size_t i = 0; i < n; ++i) t.push_back(static_cast<int32_t>((i * 7 + 3) % static_cast<size_t>(vocab)));
+    return t;
+}
+
+std::vector<float> all_logits(Transformer& t, const std::vector<int32_t>& tokens, bool batch) {
+    const auto vocab = static_cast<size_t>(t.config().vocab_size);
+    std::vector<float> all(tokens.size() * vocab);
+    auto fail = [](const Status& s) {
+        std::fprintf(stderr, "all_logits: %s\n", s.message().c_str());
+        std::abort();
+    };
+    if (batch) {
+        auto r = t.forward_batch(tokens.data(), static_cast<int64_t>(tokens.size()), 0, all.data());
+        if (!r) fail(r.status());
+        return all;
+    }
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        auto r = t.forward(tokens[i], static_cast<int64_t>(i));
+        if (!r) fail(r.status());
+        std::memcpy(all.data() + i * vocab, *r, vocab * sizeof(float));
+    }
+    return all;
 }
 
 }  // namespace gkq::test

@@ -7,6 +7,7 @@
 #include "gkq/model_writer.h"
 #include "gkq/naming.h"
 #include "gkq/saturation.h"
+#include "gkq/transformer.h"
 #include "gkq/weights.h"
 
 #include <cstdint>
@@ -71,5 +72,11 @@ std::string write_tiny_gguf(const std::string& path, bool shared_classifier = tr
 // A one-layer saturation profile of 3 neurons (counts 0, 2, 4 of 4 tokens; the last two hot), for tests of
 // masks files.
 SaturationProfile small_saturation_profile();
+
+// Ids 3, 10, 17, ... modulo `vocab`: a fixed token sequence for forward-pass tests.
+std::vector<int32_t> cycle_tokens(int64_t vocab, size_t n);
+// Every position's logits of `tokens` from position 0, (tokens, vocab) row-major, as one batch or one token at a
+// time; aborts with the transformer's message when a step fails.
+std::vector<float> all_logits(Transformer& t, const std::vector<int32_t>& tokens, bool batch);
 
 }  // namespace gkq::test
