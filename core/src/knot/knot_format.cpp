@@ -367,14 +367,19 @@ Status decode_header_block(const uint8_t* data, uint64_t n, KnotHeader& h, const
         if (!read_meta_value(r, value, 0)) return r.status();
     }
     if (!r.ok()) return r.status();
-    if (r.remaining() != 0) {
+    // An optional trailing block: its tag, or bytes that belong to nothing (`after` names what they follow).
+    auto block_tag = [&r](uint32_t want, const char* after) {
         const uint64_t start = r.offset();
         const uint64_t extra = r.remaining();
         uint32_t tag = 0;
-        if (extra < sizeof tag || !r.read(tag, "config extension tag") || tag != kConfigExtensionTag) {
-            r.fail_at(start, "end of header block", std::to_string(extra) + " unexpected bytes after the metadata");
-            return r.status();
+        if (extra < sizeof tag || !r.read(tag, "config extension tag") || tag != want) {
+            r.fail_at(start, "end of header block", std::to_string(extra) + " unexpected bytes after the " + after);
+            return false;
         }
+        return true;
+    };
+    if (r.remaining() != 0) {
+        if (!block_tag(kConfigExtensionTag, "metadata")) return r.status();
         r.read(c.head_dim, "head_dim");
         uint8_t scaling = 0;
         if (r.read(scaling, "rope scaling") && scaling > static_cast<uint8_t>(RopeScaling::Unsupported)) {
@@ -389,13 +394,7 @@ Status decode_header_block(const uint8_t* data, uint64_t n, KnotHeader& h, const
         r.read(c.sliding_window, "sliding window");
         if (!r.ok()) return r.status();
         if (r.remaining() != 0) {
-            const uint64_t start2 = r.offset();
-            const uint64_t extra2 = r.remaining();
-            uint32_t tag2 = 0;
-            if (extra2 < sizeof tag2 || !r.read(tag2, "config extension tag") || tag2 != kConfigExtension2Tag) {
-                r.fail_at(start2, "end of header block", std::to_string(extra2) + " unexpected bytes after the config");
-                return r.status();
-            }
+            if (!block_tag(kConfigExtension2Tag, "config")) return r.status();
             r.read(c.sliding_window_pattern, "sliding window pattern");
             r.read(c.rope_local_theta, "local rope theta");
             r.read(c.attn_softcap, "attention soft-cap");
