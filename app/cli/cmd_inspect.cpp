@@ -163,14 +163,10 @@ double record_bpw(const KnotEntry& e) {
 // type's.
 std::string bits_text(const KnotEntry& e) {
     switch (e.method) {
-        case Method::F32: return "32";
-        case Method::F16: return "16";
-        case Method::Q8_0: return "8";
-        case Method::Q4_0: return "4";
         case Method::LowRank: return std::to_string(e.factor_bits);
         case Method::LowRankResidual: return std::to_string(e.factor_bits) + "+q" + std::to_string(e.residual_bits);
+        default: return std::to_string(method_code_bits(e.method));
     }
-    return "?";
 }
 
 struct KnotTotals {

@@ -59,14 +59,10 @@ std::string fmt(const char* f, double v) {
 // value width of the other methods ("8", "4", "16" for f16, "32" for f32).
 std::string bits_text(const TensorReport& r) {
     switch (r.method) {
-        case Method::F32: return "32";
-        case Method::F16: return "16";
-        case Method::Q8_0: return "8";
-        case Method::Q4_0: return "4";
         case Method::LowRank: return std::to_string(r.factor_bits);
         case Method::LowRankResidual: return std::to_string(r.factor_bits) + "+q" + std::to_string(r.residual_bits);
+        default: return std::to_string(method_code_bits(r.method));
     }
-    return "?";
 }
 
 nlohmann::json number_or_null(double v) {

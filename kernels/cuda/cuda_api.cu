@@ -131,6 +131,9 @@ Status decode(const TensorJob& job, float* out) {
         case Method::Q4_0: return dequantize_blocks(DType::Q4_0, job.values, n, out);
         case Method::LowRank:
         case Method::LowRankResidual: break;
+        default:
+            return error(StatusCode::Unsupported, "method " + std::string(method_name(job.method)) +
+                                                      " has no CUDA kernel (the CPU backends decode it)");
     }
     if (Status s = check_grid(job.rows); !s) return s;
     const uint64_t n_codes = static_cast<uint64_t>(job.k) * static_cast<uint64_t>(job.u_len + job.v_len);

@@ -3,6 +3,7 @@
 #include "gkq/kernels.h"
 
 #include "gkq/block_layout.h"
+#include "gkq/type_traits.h"
 
 #include "cpu/aligned.h"
 #include "cpu/cpu_kernels.h"
@@ -151,8 +152,15 @@ Status dequantize_factors(Backend b, const FactorCodes& codes, uint64_t first, i
 Status dequantize_blocks(Backend b, DType type, const uint8_t* src, uint64_t n, float* out,
                          const KernelOptions& options) {
     const char* op = "dequantize_blocks";
-    if (type != DType::F16 && type != DType::Q8_0 && type != DType::Q4_0)
-        return invalid(op, "type " + std::string(dtype_name(type)) + " is not f16, q8_0 or q4_0");
+    // f16, q8_0 and q4_0 have kernels on every backend; the type table's other block types decode on the CPU
+    // backends through the table's scalar to_f32 (no SIMD or CUDA kernel yet).
+    const bool kernel_type = type == DType::F16 || type == DType::Q8_0 || type == DType::Q4_0;
+    const TypeTraits& traits = type_traits(type);
+    if (!kernel_type && (traits.to_f32 == nullptr || traits.block_elements < 2))
+        return invalid(op, "type " + std::string(dtype_name(type)) + " is not f16 or a block type");
+    if (!kernel_type && b == Backend::Cuda)
+        return error(StatusCode::Unsupported, std::string(op) + ": type " + std::string(dtype_name(type)) +
+                                                  " has no CUDA kernel (the CPU backends decode it)");
     if (const auto block = static_cast<uint64_t>(dtype_block_elements(type)); n % block != 0)
         return invalid(
             op, std::to_string(n) + " elements are not a whole number of " + std::to_string(block) + "-element blocks");
@@ -160,6 +168,10 @@ Status dequantize_blocks(Backend b, DType type, const uint8_t* src, uint64_t n, 
     if (!src || !out) return invalid(op, "null pointer");
     if (Status s = check_backend(b, op); !s) return s;
     const int threads = resolve_threads(b, options);
+    if (!kernel_type) {
+        traits.to_f32(src, out, static_cast<int64_t>(n));
+        return Status::ok();
+    }
     switch (b) {
         case Backend::CpuRef:
             if (type == DType::F16)
@@ -243,9 +255,6 @@ Status decode_cpu(Backend b, const TensorJob& job, float* out, const KernelOptio
         case Method::F32:
             if (n > 0) std::memcpy(out, job.values, n * 4);
             return Status::ok();
-        case Method::F16: return dequantize_blocks(b, DType::F16, job.values, n, out, options);
-        case Method::Q8_0: return dequantize_blocks(b, DType::Q8_0, job.values, n, out, options);
-        case Method::Q4_0: return dequantize_blocks(b, DType::Q4_0, job.values, n, out, options);
         case Method::LowRank:
         case Method::LowRankResidual: {
             AlignedFloats ut = aligned_floats(job.k * job.rows);  // (k, rows)
@@ -255,8 +264,8 @@ Status decode_cpu(Backend b, const TensorJob& job, float* out, const KernelOptio
             return reconstruct(b, ut.get(), job.sigma.data(), vt.get(), job.rows, job.cols, job.k,
                                ResidualBlocks{job.residual, job.residual_bits}, out, options);
         }
+        default: return dequantize_blocks(b, method_dtype(job.method), job.values, n, out, options);  // f16, blocks
     }
-    return error(StatusCode::Internal, job.label + ": unreachable method");
 }
 
 }  // namespace

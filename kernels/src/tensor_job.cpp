@@ -108,29 +108,24 @@ Status plan_tensor(const EncodedTensor& t, TensorJob& job) {
     const std::string shape_text = "shape " + shape_to_string(t.shape);
     job.values = t.payload.data();
 
-    switch (t.method) {
-        case Method::F32:
-        case Method::F16:
-        case Method::Q8_0:
-        case Method::Q4_0: {
-            if (Status s = expect_zero(job, "rank", static_cast<uint64_t>(t.rank)); !s) return s;
-            if (Status s = expect_zero(job, "factor_bits", t.factor_bits); !s) return s;
-            if (Status s = expect_zero(job, "residual_bits", t.residual_bits); !s) return s;
-            if (Status s = expect_zero(job, "flags", t.flags); !s) return s;
-            if (t.method == Method::F32) return expect_payload(job, t, n * 4, shape_text);
-            if (t.method == Method::F16) return expect_payload(job, t, n * 2, shape_text);
-            const DType type = t.method == Method::Q8_0 ? DType::Q8_0 : DType::Q4_0;
-            if (Status s = check_block_rows(job, type); !s) return s;
-            return expect_payload(job, t, *dtype_storage_bytes(type, n), shape_text);
+    if (static_cast<unsigned>(t.method) >= kMethodCount)
+        return error(StatusCode::Corrupt,
+                     "tensor '" + t.name + "': unknown method code " + std::to_string(static_cast<unsigned>(t.method)));
+    if (t.method == Method::LowRank || t.method == Method::LowRankResidual) {
+        try {
+            return plan_lowrank(t, job, shape_text);
+        } catch (const std::bad_alloc&) {
+            return error(StatusCode::Unsupported, job.label + ": does not fit in memory while decoding");
         }
-        case Method::LowRank:
-        case Method::LowRankResidual: try { return plan_lowrank(t, job, shape_text);
-            } catch (const std::bad_alloc&) {
-                return error(StatusCode::Unsupported, job.label + ": does not fit in memory while decoding");
-            }
     }
-    return error(StatusCode::Corrupt,
-                 "tensor '" + t.name + "': unknown method code " + std::to_string(static_cast<unsigned>(t.method)));
+    // f32, f16 and the block methods: the payload is the values of the method's type, nothing else
+    if (Status s = expect_zero(job, "rank", static_cast<uint64_t>(t.rank)); !s) return s;
+    if (Status s = expect_zero(job, "factor_bits", t.factor_bits); !s) return s;
+    if (Status s = expect_zero(job, "residual_bits", t.residual_bits); !s) return s;
+    if (Status s = expect_zero(job, "flags", t.flags); !s) return s;
+    const DType type = method_dtype(t.method);
+    if (Status s = check_block_rows(job, type); !s) return s;
+    return expect_payload(job, t, *dtype_storage_bytes(type, n), shape_text);
 }
 
 }  // namespace gkq::kernels

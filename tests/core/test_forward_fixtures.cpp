@@ -181,31 +181,10 @@ double max_relative(const std::vector<float>& got, const std::vector<float>& ref
 }
 
 // A sentencepiece vocabulary llama.cpp loads: <unk>, <s>, </s>, then the 256 byte tokens <0x00>..<0xFF>.
-Vocabulary byte_vocabulary() {
-    Vocabulary v;
-    v.model = "llama";
-    v.bos_id = 1;
-    v.eos_id = 2;
-    auto add = [&](const std::string& piece, int32_t type) {
-        v.tokens.push_back(piece);
-        v.scores.push_back(0.0f);
-        v.token_types.push_back(type);
-    };
-    add("<unk>", 2);
-    add("<s>", 3);
-    add("</s>", 3);
-    for (int b = 0; b < 256; ++b) {
-        char piece[8];
-        std::snprintf(piece, sizeof piece, "<0x%02X>", b);
-        add(piece, 6);
-    }
-    return v;
-}
-
 // The byte vocabulary as a llama2.c tokenizer.bin (int32 max piece length; per token f32 score, int32 length,
 // bytes), so an HF copy carries a vocabulary `gkq export` can put in a GGUF.
 bool write_tokenizer_bin(const std::string& path, std::string& why) {
-    const Vocabulary v = byte_vocabulary();
+    const Vocabulary v = test::byte_vocabulary();
     std::ofstream out(path, std::ios::binary);
     int32_t longest = 0;
     for (const std::string& t : v.tokens) longest = std::max(longest, static_cast<int32_t>(t.size()));
@@ -222,7 +201,7 @@ bool write_tokenizer_bin(const std::string& path, std::string& why) {
 
 bool write_model(const ForwardModel& fm, const std::string& gguf, const std::string& hf_dir, std::string& why) {
     test::TinyModel m = tiny(fm);
-    if (Status s = write_gguf(gguf, m.config, m.tensors, byte_vocabulary()); !s) {
+    if (Status s = write_gguf(gguf, m.config, m.tensors, test::byte_vocabulary()); !s) {
         why = s.message();
         return false;
     }

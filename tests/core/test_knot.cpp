@@ -540,7 +540,7 @@ private slots:
             << 1 << 20 + 16 << 8 << true << quint64(1) << "uncompressed payload with stored size 256 != raw size 257";
         QTest::newRow("source index") << 1 << 20 << 8 << false << quint64(0) << "source index 0 does not follow 0";
         QTest::newRow("role") << 1 << 20 + 36 << 1 << false << quint64(200) << "unknown role 200";
-        QTest::newRow("method") << 1 << 20 + 37 << 1 << false << quint64(9) << "unknown method 9";
+        QTest::newRow("method") << 1 << 20 + 37 << 1 << false << quint64(kMethodCount) << "unknown method 15";
         QTest::newRow("compression") << 1 << 20 + 40 << 1 << false << quint64(7) << "unknown compression 7";
         QTest::newRow("dimension count") << 1 << 20 + 41 << 1 << false << quint64(9) << "9 (at most 8)";
         QTest::newRow("layer") << 1 << 20 + 28 << 4 << false << quint64(0xfffffff9u) << "layer -7";

@@ -167,4 +167,25 @@ std::vector<float> all_logits(Transformer& t, const std::vector<int32_t>& tokens
     return all;
 }
 
+Vocabulary byte_vocabulary() {
+    Vocabulary v;
+    v.model = "llama";
+    v.bos_id = 1;
+    v.eos_id = 2;
+    auto add = [&](const std::string& piece, int32_t type) {
+        v.tokens.push_back(piece);
+        v.scores.push_back(0.0f);
+        v.token_types.push_back(type);
+    };
+    add("<unk>", 2);
+    add("<s>", 3);
+    add("</s>", 3);
+    for (int b = 0; b < 256; ++b) {
+        char piece[8];
+        std::snprintf(piece, sizeof piece, "<0x%02X>", b);
+        add(piece, 6);
+    }
+    return v;
+}
+
 }  // namespace gkq::test

@@ -64,6 +64,10 @@ TinyModel make_tiny_model(const ModelConfig& config, uint64_t seed = 1);
 Vocabulary tiny_vocabulary();
 Vocabulary tiny_vocabulary(const std::vector<std::string>& merges);
 
+// llama.cpp's SPM vocabulary of 259 tokens: <unk> <s> </s> and the 256 byte tokens <0x00> .. <0xFF> (BOS 1, EOS 2),
+// for models whose GGUF llama.cpp loads (the forward-pass and k-quant fixtures).
+Vocabulary byte_vocabulary();
+
 // make_tiny_model(tiny_config(shared_classifier), seed) written as GGUF to `path` (with `vocab` when it has tokens);
 // aborts the test program with the writer's message if it refuses. Returns `path`.
 std::string write_tiny_gguf(const std::string& path, bool shared_classifier = true, uint64_t seed = 1,

@@ -77,13 +77,18 @@ struct Preset {
     std::string name;
     std::string description;           // what the preset does (methods and parameters), not what it achieves
     std::vector<CodecParams> by_role;  // indexed by TensorRole; used for tensors with two or more dimensions
+    // A llama.cpp type mixture ("q4_k_m": codec/llama_mix.h) that chooses the block method of each matrix whose
+    // by_role method is a block method, by role, layer and row length, as llama-quantize does; empty for the presets
+    // that store by role alone.
+    std::string llama_mixture;
 
     // Parameters for a tensor of `role` with `n_dims` dimensions: tensors with fewer than two are stored f32.
     CodecParams params_for(TensorRole role, int n_dims) const;
 };
 
-// "paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy", "svd-plain", "svd-llm", "q4_0-lqer" (in that order); svd-llm
-// and q4_0-lqer whiten by the activations (CodecParams::whiten) and need each projection's Gram matrix.
+// "paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy", "svd-plain", "svd-llm", "q4_0-lqer", then llama.cpp's k-quant
+// mixtures "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k" (in that order); svd-llm and q4_0-lqer whiten by the
+// activations (CodecParams::whiten) and need each projection's Gram matrix.
 std::vector<std::string> preset_names();
 // NotFound listing the valid names when `name` is not one of them.
 Result<Preset> find_preset(std::string_view name);
@@ -126,6 +131,14 @@ struct LayerOverride {
 // Tensors with fewer than two dimensions are always f32: no override applies to them.
 CodecParams resolve_params(const Preset& preset, TensorRole role, int32_t layer, int n_dims,
                            const ParamOverride& global, const std::vector<LayerOverride>& per_layer);
+
+// resolve_params for every tensor of a model, in file order (`tensors`, whose order a type mixture's counters
+// follow, as llama-quantize's do): the preset's llama.cpp type mixture, when it has one, first replaces the block
+// method of each matrix by the mixture's choice (before any fallback: the codec falls back as llama-quantize does and
+// reports it); the overrides then apply as in resolve_params.
+std::vector<CodecParams> resolve_model_params(const Preset& preset, const ModelConfig& config,
+                                              const std::vector<TensorInfo>& tensors, const ParamOverride& global,
+                                              const std::vector<LayerOverride>& per_layer);
 
 // ---- encoding and decoding -------------------------------------------------------------------------------------
 

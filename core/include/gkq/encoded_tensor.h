@@ -6,6 +6,8 @@
 #include "gkq/tensor.h"
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,9 +21,30 @@ enum class Method : uint8_t {
     Q4_0 = 3,             // llama.cpp Q4_0 blocks, bit-compatible
     LowRank = 4,          // truncated SVD: quantized U_k, sigma_k, V_k (optionally folded / delta-coded)
     LowRankResidual = 5,  // LowRank plus the residual W - U_k S_k V_k^T as Q8_0 or Q4_0 blocks
+    // llama.cpp's other block types: the payload is exactly that type's blocks, row after row (gkq/type_traits.h)
+    Q4_1 = 6,
+    Q5_0 = 7,
+    Q5_1 = 8,
+    IQ4_NL = 9,
+    Q2_K = 10,
+    Q3_K = 11,
+    Q4_K = 12,
+    Q5_K = 13,
+    Q6_K = 14,
 };
+inline constexpr unsigned kMethodCount = 15;  // method codes are 0 .. kMethodCount - 1
 
-std::string_view method_name(Method m);  // "f32", "f16", "q8_0", "q4_0", "lowrank", "lowrank+residual"
+// "f32", "f16", "q8_0", "q4_0", "lowrank", "lowrank+residual", then the block types' names ("q4_k", "iq4_nl")
+std::string_view method_name(Method m);
+// Every method, in code order.
+std::span<const Method> all_methods();
+// The width in bits of one stored value or block code: 32 (f32), 16 (f16), 8 (q8_0), 4 (q4_0, q4_k), 6 (q6_k);
+// 0 for the low-rank methods (their factor_bits say it).
+int method_code_bits(Method m);
+// True for the methods whose payload is the blocks of one type of the type table (q8_0, q4_0, q4_1 ... q6_k).
+bool is_block_method(Method m);
+// The block method that stores `t`'s blocks; nullopt for types no method stores.
+std::optional<Method> block_method_for(DType t);
 
 // Flags recorded per tensor (bit set).
 enum EncodedFlags : uint32_t {
@@ -31,8 +54,8 @@ enum EncodedFlags : uint32_t {
     kFlagSigmaQuantized = 1u << 3,   // sigma stored quantized instead of f32
 };
 
-// The stored type of a method's payload: F32, F16, Q8_0 and Q4_0 payloads are exactly those types' blocks; the
-// low-rank methods' payloads are their own layout (Other).
+// The stored type of a method's payload: F32, F16 and the block methods' payloads are exactly those types' values
+// or blocks; the low-rank methods' payloads are their own layout (Other).
 DType method_dtype(Method m);
 
 // TensorInfo's shape is the original shape; its dtype is method_dtype(method) (the codec and the knot reader set it).

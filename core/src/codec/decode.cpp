@@ -62,53 +62,45 @@ Status plan_decode(const EncodedTensor& t, DecodePlan& plan) {
     const auto n = static_cast<uint64_t>(ms->n);
     const std::string shape_text = "shape " + shape_to_string(t.shape);
 
-    switch (t.method) {
-        case Method::F32:
-        case Method::F16:
-        case Method::Q8_0:
-        case Method::Q4_0: {
-            if (Status s = expect_zero(t, "rank", static_cast<uint64_t>(t.rank)); !s) return s;
-            if (Status s = expect_zero(t, "factor_bits", t.factor_bits); !s) return s;
-            if (Status s = expect_zero(t, "residual_bits", t.residual_bits); !s) return s;
-            if (Status s = expect_zero(t, "flags", t.flags); !s) return s;
-            if (t.method == Method::F32) return expect_payload(t, n * 4, shape_text);
-            if (t.method == Method::F16) return expect_payload(t, n * 2, shape_text);
-            const DType type = t.method == Method::Q8_0 ? DType::Q8_0 : DType::Q4_0;
-            if (Status s = expect_whole_blocks(t, type, ms->cols); !s) return s;
-            return expect_payload(t, *dtype_storage_bytes(type, n), shape_text);
-        }
-        case Method::LowRank:
-        case Method::LowRankResidual: {
-            if (t.shape.size() < 2) return corrupt(t, "a low-rank tensor needs two or more dimensions, " + shape_text);
-            const bool with_residual = t.method == Method::LowRankResidual;
-            if (!with_residual) {
-                if (Status s = expect_zero(t, "residual_bits", t.residual_bits); !s) return s;
-            } else {
-                if (t.residual_bits != 4 && t.residual_bits != 8)
-                    return corrupt(t, "residual_bits is " + std::to_string(t.residual_bits) + ", expected 4 or 8");
-                if (Status s = expect_whole_blocks(t, residual_type(t.residual_bits), ms->cols); !s) return s;
-            }
-            uint64_t consumed = 0;
-            if (Status s = read_lowrank_section(t, ms->rows, ms->cols, plan.section, consumed); !s) return s;
-            const uint64_t rest = t.payload.size() - consumed;
-            if (!with_residual) {
-                if (rest != 0)
-                    return corrupt(t, "payload is " + std::to_string(t.payload.size()) +
-                                          " bytes but the low-rank section ends at " + std::to_string(consumed));
-                return Status::ok();
-            }
-            plan.residual_type = residual_type(t.residual_bits);
-            plan.residual_offset = consumed;
-            const uint64_t expected = *dtype_storage_bytes(plan.residual_type, n);
-            if (rest != expected)
-                return corrupt(t, "residual blocks after offset " + std::to_string(consumed) + " take " +
-                                      std::to_string(rest) + " bytes, expected " + std::to_string(expected) + " for " +
-                                      shape_text);
-            return Status::ok();
-        }
+    if (static_cast<unsigned>(t.method) >= kMethodCount)
+        return error(StatusCode::Corrupt,
+                     "tensor '" + t.name + "': unknown method code " + std::to_string(static_cast<unsigned>(t.method)));
+    if (t.method != Method::LowRank && t.method != Method::LowRankResidual) {
+        // f32, f16 and the block methods: the payload is the values of the method's type, nothing else
+        if (Status s = expect_zero(t, "rank", static_cast<uint64_t>(t.rank)); !s) return s;
+        if (Status s = expect_zero(t, "factor_bits", t.factor_bits); !s) return s;
+        if (Status s = expect_zero(t, "residual_bits", t.residual_bits); !s) return s;
+        if (Status s = expect_zero(t, "flags", t.flags); !s) return s;
+        const DType type = method_dtype(t.method);
+        if (Status s = expect_whole_blocks(t, type, ms->cols); !s) return s;
+        return expect_payload(t, *dtype_storage_bytes(type, n), shape_text);
     }
-    return error(StatusCode::Corrupt,
-                 "tensor '" + t.name + "': unknown method code " + std::to_string(static_cast<unsigned>(t.method)));
+    // the low-rank methods
+    if (t.shape.size() < 2) return corrupt(t, "a low-rank tensor needs two or more dimensions, " + shape_text);
+    const bool with_residual = t.method == Method::LowRankResidual;
+    if (!with_residual) {
+        if (Status s = expect_zero(t, "residual_bits", t.residual_bits); !s) return s;
+    } else {
+        if (t.residual_bits != 4 && t.residual_bits != 8)
+            return corrupt(t, "residual_bits is " + std::to_string(t.residual_bits) + ", expected 4 or 8");
+        if (Status s = expect_whole_blocks(t, residual_type(t.residual_bits), ms->cols); !s) return s;
+    }
+    uint64_t consumed = 0;
+    if (Status s = read_lowrank_section(t, ms->rows, ms->cols, plan.section, consumed); !s) return s;
+    const uint64_t rest = t.payload.size() - consumed;
+    if (!with_residual) {
+        if (rest != 0)
+            return corrupt(t, "payload is " + std::to_string(t.payload.size()) +
+                                  " bytes but the low-rank section ends at " + std::to_string(consumed));
+        return Status::ok();
+    }
+    plan.residual_type = residual_type(t.residual_bits);
+    plan.residual_offset = consumed;
+    const uint64_t expected = *dtype_storage_bytes(plan.residual_type, n);
+    if (rest != expected)
+        return corrupt(t, "residual blocks after offset " + std::to_string(consumed) + " take " + std::to_string(rest) +
+                              " bytes, expected " + std::to_string(expected) + " for " + shape_text);
+    return Status::ok();
 }
 
 Status execute(const EncodedTensor& t, const DecodePlan& plan, float* dst) {
@@ -118,9 +110,6 @@ Status execute(const EncodedTensor& t, const DecodePlan& plan, float* dst) {
         case Method::F32:
             if (n > 0) std::memcpy(dst, p, n * 4);
             return Status::ok();
-        case Method::F16: return convert_to_f32(DType::F16, p, n, dst);
-        case Method::Q8_0: return convert_to_f32(DType::Q8_0, p, n, dst);
-        case Method::Q4_0: return convert_to_f32(DType::Q4_0, p, n, dst);
         case Method::LowRank:
         case Method::LowRankResidual:
             reconstruct_lowrank(plan.section, dst);
@@ -130,8 +119,8 @@ Status execute(const EncodedTensor& t, const DecodePlan& plan, float* dst) {
                 for (uint64_t i = 0; i < n; ++i) dst[i] += r[i];
             }
             return Status::ok();
+        default: return convert_to_f32(method_dtype(t.method), p, n, dst);  // f16 and the block methods
     }
-    return error(StatusCode::Internal, "unreachable");
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // methods run truncated SVD -> hierarchical folding -> factor quantization -> optional residual blocks.
 #include "gkq/codec.h"
 
+#include "codec/llama_mix.h"
+
 #include "codec/factor_quant.h"
 #include "codec/folding.h"
 #include "codec/lowrank.h"
@@ -49,19 +51,28 @@ DType residual_dtype(ResidualKind r) {
     return r == ResidualKind::Q4_0 ? DType::Q4_0 : DType::Q8_0;
 }
 
-// The blocks of `t` (Q4_0 or Q8_0) for x, a matrix of shape `ms`: the type table's importance-weighted quantizer when
-// `importance` (ms.cols per-column weights) is given and the type has one, llama-quantize's choice with an imatrix;
-// the reference quantizer otherwise (Q8_0 has no weighted one, in ggml either).
+// The blocks of `t` for x, a matrix of shape `ms`, as llama-quantize writes them: the type table's importance-weighted
+// quantizer with `importance` (ms.cols per-column weights) or without (ggml's quantize_<type> then runs the reference
+// quantizer, or for IQ4_NL its scale search); Q8_0, which has no weighted quantizer in ggml either, and Q4_0 without
+// importance take the reference quantizer directly.
 void quantize_blocks(DType t, const float* x, const MatrixShape& ms, const float* importance, uint8_t* dst) {
     const TypeTraits& tr = type_traits(t);
-    if (importance != nullptr && tr.quantize_weighted != nullptr) {
-        tr.quantize_weighted(x, dst, ms.rows, ms.cols, importance);
+    if (t == DType::Q8_0 || (t == DType::Q4_0 && importance == nullptr)) {
+        tr.from_f32(x, dst, ms.n);
         return;
     }
-    if (t == DType::Q4_0)
-        quantize_q4_0(x, static_cast<uint64_t>(ms.n), dst);
-    else
-        quantize_q8_0(x, static_cast<uint64_t>(ms.n), dst);
+    tr.quantize_weighted(x, dst, ms.rows, ms.cols, importance);
+}
+
+// The largest |x| a block method's f16 scales (or min offsets) can carry for certain: Q8_0 and Q4_0 by their scale
+// (amax / 127, amax / 8); the other block types are held to the f16 range itself, a bound below theirs.
+double block_value_limit(Method m) {
+    switch (m) {
+        case Method::F16: return kF16Max;
+        case Method::Q8_0: return kF16Max * 127.0;
+        case Method::Q4_0: return kF16Max * 8.0;
+        default: return kF16Max;
+    }
 }
 
 // What the low-rank path learned beyond the EncodedTensor itself, for the report.
@@ -297,20 +308,24 @@ Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& para
         p.method = Method::F32;
     }
     std::optional<DType> blocks;  // the block type the payload stores: the method's own, or the residual's
-    if (p.method == Method::Q8_0) blocks = DType::Q8_0;
-    if (p.method == Method::Q4_0) blocks = DType::Q4_0;
+    if (is_block_method(p.method)) blocks = method_dtype(p.method);
     if (p.method == Method::LowRankResidual) blocks = residual_dtype(p.residual);
     if (blocks && ms.cols % dtype_block_elements(*blocks) != 0) {
+        // As llama-quantize: a 256-element k-quant falls back to its 32-element type, then (or a 32-element type at
+        // once) to f16.
+        const DType smaller = is_block_method(p.method) ? llama_fallback_type(*blocks, ms.cols) : DType::F16;
+        const std::optional<Method> m = block_method_for(smaller);
+        const bool fits = m.has_value();
         fallback = "row length " + std::to_string(ms.cols) + " is not a multiple of " +
-                   std::to_string(dtype_block_elements(*blocks)) + ": stored f16 instead of " + requested;
-        p.method = Method::F16;
+                   std::to_string(dtype_block_elements(*blocks)) + ": stored " +
+                   std::string(fits ? method_name(*m) : "f16") + " instead of " + requested;
+        p.method = fits ? *m : Method::F16;
     }
     // f16 (and the f16 block scales of q8_0 / q4_0) cannot hold magnitudes above 65504: such a value would be stored
     // as infinity. A fallback to f16 becomes f32; a requested method is refused, naming the value.
     const uint64_t n_values = static_cast<uint64_t>(ms.n);
-    if (p.method == Method::F16 || p.method == Method::Q8_0 || p.method == Method::Q4_0) {
-        // A block's f16 scale is amax / 127 (q8_0) or amax / 8 (q4_0).
-        const double limit = p.method == Method::F16 ? kF16Max : kF16Max * (p.method == Method::Q8_0 ? 127.0 : 8.0);
+    if (p.method == Method::F16 || is_block_method(p.method)) {
+        const double limit = block_value_limit(p.method);
         uint64_t at = n_values;
         for (uint64_t i = 0; i < n_values && at == n_values; ++i)
             if (std::isfinite(in.data[i]) && std::fabs(static_cast<double>(in.data[i])) > limit) at = i;
@@ -319,13 +334,14 @@ Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& para
             std::snprintf(v, sizeof v, "%g", static_cast<double>(in.data[at]));
             const std::string why = "value " + std::string(v) + " at element " + std::to_string(at) +
                                     " is beyond what " + std::string(method_name(p.method)) + " stores (|x| <= " +
-                                    (p.method == Method::F16    ? "65504"
-                                     : p.method == Method::Q8_0 ? "65504 x 127"
-                                                                : "65504 x 8") +
+                                    (p.method == Method::Q8_0   ? "65504 x 127"
+                                     : p.method == Method::Q4_0 ? "65504 x 8"
+                                                                : "65504") +
                                     ")";
             if (fallback.empty()) return error(StatusCode::InvalidArgument, label + ": " + why + "; choose f32 for it");
-            fallback = "row length " + std::to_string(ms.cols) + " is not a multiple of 32 and " + why +
-                       ": stored f32 instead of " + requested;
+            fallback = "row length " + std::to_string(ms.cols) + " is not a multiple of " +
+                       std::to_string(dtype_block_elements(*blocks)) + " and " + why + ": stored f32 instead of " +
+                       requested;
             p.method = Method::F32;
         }
     }
@@ -344,18 +360,16 @@ Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& para
             if (n > 0) std::memcpy(e.payload.data(), halves.data(), n * 2);
             break;
         }
-        case Method::Q8_0:
-            e.payload.resize(*dtype_storage_bytes(DType::Q8_0, n));
-            quantize_q8_0(in.data, n, e.payload.data());
-            break;
-        case Method::Q4_0:
-            e.payload.resize(*dtype_storage_bytes(DType::Q4_0, n));
-            quantize_blocks(DType::Q4_0, in.data, ms, in.importance, e.payload.data());
-            break;
         case Method::LowRank:
         case Method::LowRankResidual:
             if (Status s = encode_low_rank(in, ms, p, e, notes); !s) return s;
             break;
+        default: {  // the block methods
+            const DType t = method_dtype(p.method);
+            e.payload.resize(*dtype_storage_bytes(t, n));
+            quantize_blocks(t, in.data, ms, in.importance, e.payload.data());
+            break;
+        }
     }
     e.method = is_low_rank(p.method) ? e.method : p.method;
     e.dtype = method_dtype(e.method);

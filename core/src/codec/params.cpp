@@ -7,15 +7,8 @@ namespace gkq {
 
 Status validate_params(const CodecParams& p) {
     auto bad = [](const std::string& what) { return error(StatusCode::InvalidArgument, "codec parameter " + what); };
-    switch (p.method) {
-        case Method::F32:
-        case Method::F16:
-        case Method::Q8_0:
-        case Method::Q4_0:
-        case Method::LowRank:
-        case Method::LowRankResidual: break;
-        default: return bad("method: unknown code " + std::to_string(static_cast<unsigned>(p.method)));
-    }
+    if (static_cast<unsigned>(p.method) >= kMethodCount)
+        return bad("method: unknown code " + std::to_string(static_cast<unsigned>(p.method)));
     if (p.factor_bits != 2 && p.factor_bits != 4 && p.factor_bits != 8)
         return bad("factor_bits: " + std::to_string(p.factor_bits) + " is not 2, 4 or 8");
     if (p.rank < 0) return bad("rank: " + std::to_string(p.rank) + " is negative");
@@ -57,10 +50,12 @@ Result<ResidualKind> parse_residual(std::string_view name) {
 }
 
 Result<Method> parse_method(std::string_view name) {
-    for (Method m : {Method::F32, Method::F16, Method::Q8_0, Method::Q4_0, Method::LowRank, Method::LowRankResidual})
+    std::string list;
+    for (Method m : all_methods()) {
         if (method_name(m) == name) return m;
-    return error(StatusCode::InvalidArgument,
-                 "unknown method '" + std::string(name) + "' (f32, f16, q8_0, q4_0, lowrank, lowrank+residual)");
+        list += (list.empty() ? "" : ", ") + std::string(method_name(m));
+    }
+    return error(StatusCode::InvalidArgument, "unknown method '" + std::string(name) + "' (" + list + ")");
 }
 
 bool ParamOverride::empty() const {

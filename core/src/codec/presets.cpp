@@ -1,5 +1,7 @@
 // The built-in presets (what each stores for each tensor role) and the resolution of overrides on top of them.
 #include "gkq/codec.h"
+
+#include "codec/llama_mix.h"
 #include "gkq/type_traits.h"
 
 #include <algorithm>
@@ -191,6 +193,53 @@ Preset make_q4_0_lqer() {
     return p;
 }
 
+// "Q4_K blocks (256 values, 4.5 bits per weight)", with the sizes of the type table.
+std::string kblocks_text(DType t) {
+    const TypeTraits& traits = type_traits(t);
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s (%lld-value blocks, %g bits per weight)", std::string(traits.ggml_name).c_str(),
+                  static_cast<long long>(traits.block_elements),
+                  8.0 * static_cast<double>(traits.block_bytes) / static_cast<double>(traits.block_elements));
+    return buf;
+}
+
+// llama-quantize's k-quant mixtures (codec/llama_mix.cpp holds the rules; the descriptions say them in words).
+Preset make_llama_mixture(std::string_view name) {
+    const LlamaFileType* ft = find_llama_file_type(name);
+    Preset p;
+    p.name = std::string(name);
+    p.llama_mixture = std::string(name);
+    const DType base = ft->base;
+    const std::string more_bits =
+        "the layers llama.cpp's use_more_bits picks (the first and last eighth of the layers and every third one "
+        "between)";
+    std::string rules;
+    if (name == "q2_k")
+        rules = "attn_v " + kblocks_text(DType::Q3_K) + ", or " + kblocks_text(DType::Q4_K) +
+                " where n_heads / n_kv_heads >= 4; attn_output and ffn_down " + kblocks_text(DType::Q3_K) + "; ";
+    else if (name == "q3_k_m")
+        rules = "attn_v of the first two layers " + kblocks_text(DType::Q5_K) + ", the others " +
+                kblocks_text(DType::Q4_K) + "; ffn_down of the first sixteenth of the layers " +
+                kblocks_text(DType::Q5_K) + ", the others " + kblocks_text(DType::Q4_K) + "; attn_output " +
+                kblocks_text(DType::Q4_K) + "; ";
+    else if (name == "q4_k_m" || name == "q5_k_m")
+        rules = "attn_v and ffn_down in " + more_bits + " " + kblocks_text(DType::Q6_K) + "; ";
+    p.description = "llama-quantize's " + std::string(type_traits(base).ggml_name) +
+                    (name == "q6_k" || name == "q2_k" ? "" : "_M") +
+                    " type mixture, tensor by tensor as llama.cpp's llama_tensor_get_type chooses for a dense model "
+                    "(no experts): every matrix " +
+                    kblocks_text(base) + ", except " + rules + "output (and token_embd when it is tied to it) " +
+                    kblocks_text(DType::Q6_K) +
+                    ". The blocks are bit for bit llama-quantize's, importance-weighted with quantize --imatrix. A "
+                    "matrix whose row length is not a multiple of 256 falls back as llama-quantize does (Q2_K, Q3_K "
+                    "to Q4_0; Q4_K to Q5_0; Q5_K to Q5_1; Q6_K to Q8_0; then f16), and the output to Q8_0. Norms: "
+                    "f32.";
+    const Method m = *block_method_for(base);
+    p.by_role = table([m](TensorRole) { return plain(m); }, plain(*block_method_for(DType::Q6_K)));
+    p.by_role[static_cast<size_t>(TensorRole::TokenEmbd)] = plain(m);
+    return p;
+}
+
 bool matches(const LayerOverride& o, int32_t layer, TensorRole role, bool with_role) {
     if (o.layer != -1 && o.layer != layer) return false;
     return with_role ? (o.role && *o.role == role) : !o.role;
@@ -209,7 +258,8 @@ bool preset_needs_gram(const Preset& p) {
 }
 
 std::vector<std::string> preset_names() {
-    return {"paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy", "svd-plain", "svd-llm", "q4_0-lqer"};
+    return {"paper",     "q8_0", "q4_0",   "lowrank-q4", "svd-energy", "svd-plain", "svd-llm",
+            "q4_0-lqer", "q2_k", "q3_k_m", "q4_k_m",     "q5_k_m",     "q6_k"};
 }
 
 Result<Preset> find_preset(std::string_view name) {
@@ -221,21 +271,57 @@ Result<Preset> find_preset(std::string_view name) {
     if (name == "svd-plain") return make_svd_reduction(false);
     if (name == "svd-llm") return make_svd_reduction(true);
     if (name == "q4_0-lqer") return make_q4_0_lqer();
+    if (name == "q2_k" || name == "q3_k_m" || name == "q4_k_m" || name == "q5_k_m" || name == "q6_k")
+        return make_llama_mixture(name);
     std::string list;
     for (const std::string& n : preset_names()) list += (list.empty() ? "" : ", ") + n;
     return error(StatusCode::NotFound, "unknown preset '" + std::string(name) + "' (presets: " + list + ")");
 }
 
-CodecParams resolve_params(const Preset& preset, TensorRole role, int32_t layer, int n_dims,
-                           const ParamOverride& global, const std::vector<LayerOverride>& per_layer) {
-    CodecParams p = preset.params_for(role, n_dims);
-    if (n_dims < 2) return p;
+namespace {
+
+void apply_overrides(CodecParams& p, TensorRole role, int32_t layer, const ParamOverride& global,
+                     const std::vector<LayerOverride>& per_layer) {
     global.apply_to(p);
     for (const LayerOverride& o : per_layer)
         if (matches(o, layer, role, false)) o.params.apply_to(p);
     for (const LayerOverride& o : per_layer)
         if (matches(o, layer, role, true)) o.params.apply_to(p);
+}
+
+}  // namespace
+
+CodecParams resolve_params(const Preset& preset, TensorRole role, int32_t layer, int n_dims,
+                           const ParamOverride& global, const std::vector<LayerOverride>& per_layer) {
+    CodecParams p = preset.params_for(role, n_dims);
+    if (n_dims < 2) return p;
+    apply_overrides(p, role, layer, global, per_layer);
     return p;
+}
+
+std::vector<CodecParams> resolve_model_params(const Preset& preset, const ModelConfig& config,
+                                              const std::vector<TensorInfo>& tensors, const ParamOverride& global,
+                                              const std::vector<LayerOverride>& per_layer) {
+    std::optional<LlamaTypePlanner> planner;
+    if (const LlamaFileType* ft = find_llama_file_type(preset.llama_mixture); ft != nullptr) {
+        std::vector<TensorRole> roles;
+        roles.reserve(tensors.size());
+        for (const TensorInfo& t : tensors) roles.push_back(t.role);
+        planner.emplace(*ft, config, roles);
+    }
+    std::vector<CodecParams> out;
+    out.reserve(tensors.size());
+    for (const TensorInfo& t : tensors) {
+        CodecParams p = preset.params_for(t.role, t.n_dims());
+        if (planner) {
+            const LlamaTypePlanner::Choice c = planner->next(t.role, t.shape);
+            if (t.n_dims() >= 2 && is_block_method(p.method))
+                if (const std::optional<Method> m = block_method_for(c.wanted)) p.method = *m;
+        }
+        if (t.n_dims() >= 2) apply_overrides(p, t.role, t.layer, global, per_layer);
+        out.push_back(p);
+    }
+    return out;
 }
 
 }  // namespace gkq

@@ -1,29 +1,85 @@
 #include "gkq/encoded_tensor.h"
 
+#include <array>
+
 namespace gkq {
 
+namespace {
+
+struct MethodRow {
+    Method method;
+    std::string_view name;
+    DType dtype;        // the payload's stored type; Other for the low-rank layouts
+    uint8_t code_bits;  // the width of a value or block code (32 for f32, 4 for q4_k); 0 for the low-rank layouts
+};
+
+// One row per method, in code order (a static_assert below checks it): the knot's method codes.
+constexpr std::array<MethodRow, kMethodCount> kMethods{{
+    {Method::F32, "f32", DType::F32, 32},
+    {Method::F16, "f16", DType::F16, 16},
+    {Method::Q8_0, "q8_0", DType::Q8_0, 8},
+    {Method::Q4_0, "q4_0", DType::Q4_0, 4},
+    {Method::LowRank, "lowrank", DType::Other, 0},
+    {Method::LowRankResidual, "lowrank+residual", DType::Other, 0},
+    {Method::Q4_1, "q4_1", DType::Q4_1, 4},
+    {Method::Q5_0, "q5_0", DType::Q5_0, 5},
+    {Method::Q5_1, "q5_1", DType::Q5_1, 5},
+    {Method::IQ4_NL, "iq4_nl", DType::IQ4_NL, 4},
+    {Method::Q2_K, "q2_k", DType::Q2_K, 2},
+    {Method::Q3_K, "q3_k", DType::Q3_K, 3},
+    {Method::Q4_K, "q4_k", DType::Q4_K, 4},
+    {Method::Q5_K, "q5_k", DType::Q5_K, 5},
+    {Method::Q6_K, "q6_k", DType::Q6_K, 6},
+}};
+
+constexpr bool in_code_order() {
+    for (unsigned i = 0; i < kMethodCount; ++i)
+        if (static_cast<unsigned>(kMethods[i].method) != i) return false;
+    return true;
+}
+static_assert(in_code_order(), "kMethods must list the methods in code order");
+
+constexpr std::array<Method, kMethodCount> kAll = [] {
+    std::array<Method, kMethodCount> a{};
+    for (unsigned i = 0; i < kMethodCount; ++i) a[i] = kMethods[i].method;
+    return a;
+}();
+
+const MethodRow* row_of(Method m) {
+    const auto i = static_cast<unsigned>(m);
+    return i < kMethodCount ? &kMethods[i] : nullptr;
+}
+
+}  // namespace
+
 std::string_view method_name(Method m) {
-    switch (m) {
-        case Method::F32: return "f32";
-        case Method::F16: return "f16";
-        case Method::Q8_0: return "q8_0";
-        case Method::Q4_0: return "q4_0";
-        case Method::LowRank: return "lowrank";
-        case Method::LowRankResidual: return "lowrank+residual";
-    }
-    return "?";
+    const MethodRow* r = row_of(m);
+    return r != nullptr ? r->name : "?";
+}
+
+std::span<const Method> all_methods() {
+    return kAll;
 }
 
 DType method_dtype(Method m) {
-    switch (m) {
-        case Method::F32: return DType::F32;
-        case Method::F16: return DType::F16;
-        case Method::Q8_0: return DType::Q8_0;
-        case Method::Q4_0: return DType::Q4_0;
-        case Method::LowRank:
-        case Method::LowRankResidual: return DType::Other;
-    }
-    return DType::Other;
+    const MethodRow* r = row_of(m);
+    return r != nullptr ? r->dtype : DType::Other;
+}
+
+int method_code_bits(Method m) {
+    const MethodRow* r = row_of(m);
+    return r != nullptr ? r->code_bits : 0;
+}
+
+bool is_block_method(Method m) {
+    const MethodRow* r = row_of(m);
+    return r != nullptr && r->dtype != DType::Other && r->dtype != DType::F32 && r->dtype != DType::F16;
+}
+
+std::optional<Method> block_method_for(DType t) {
+    for (const MethodRow& r : kMethods)
+        if (r.dtype == t && is_block_method(r.method)) return r.method;
+    return std::nullopt;
 }
 
 }  // namespace gkq

@@ -54,7 +54,7 @@ std::string check_descriptor(const KnotEntry& e) {
                ")";
     if (static_cast<size_t>(e.role) >= kTensorRoleCount)
         return "unknown role " + std::to_string(static_cast<unsigned>(e.role));
-    if (static_cast<uint8_t>(e.method) > static_cast<uint8_t>(Method::LowRankResidual))
+    if (static_cast<unsigned>(e.method) >= kMethodCount)
         return "unknown method " + std::to_string(static_cast<unsigned>(e.method));
     if (static_cast<uint8_t>(e.compression) > static_cast<uint8_t>(KnotCompression::Zlib))
         return "unknown compression " + std::to_string(static_cast<unsigned>(e.compression));

@@ -101,6 +101,8 @@ Result<QuantizeReport> quantize_model(const Weights& model, const QuantizeOption
                                                           shape_to_string(checked[i].shape) + "): importance of " +
                                                           std::to_string(options.importance[i].size()) +
                                                           " columns does not match its columns");
+    const std::vector<CodecParams> planned =
+        resolve_model_params(*preset, model.config(), checked, options.global, options.per_layer);
     std::vector<size_t> selected;
     std::vector<CodecParams> params;
     int64_t total_elements = 0;
@@ -111,15 +113,14 @@ Result<QuantizeReport> quantize_model(const Weights& model, const QuantizeOption
             return error(StatusCode::Unsupported, path + ": tensor '" + t.name + "' of type " + type_of(i) +
                                                       " cannot be converted to float32 for encoding");
         // Stored quantized in a model file, or any knot record but an exact f32 one.
-        const bool encoded = file != nullptr
-                                 ? t.dtype == DType::Q8_0 || t.dtype == DType::Q4_0 || t.dtype == DType::Q8_G
-                                 : t.dtype != DType::F32;
+        const bool encoded =
+            file != nullptr ? dtype_block_elements(t.dtype) > 1 || t.dtype == DType::Q8_G : t.dtype != DType::F32;
         if (!options.allow_requantize && encoded)
             return error(StatusCode::InvalidArgument,
                          path + ": tensor '" + t.name + "' is already quantized (" + type_of(i) +
                              "): encoding it again adds a second rounding error to the first; pass "
                              "--allow-requantize to do it anyway");
-        CodecParams p = resolve_params(*preset, t.role, t.layer, t.n_dims(), options.global, options.per_layer);
+        CodecParams p = planned[i];
         if (Status s = validate_params(p); !s) return s.with_context(path + ": tensor '" + t.name + "'");
         // An explicit rank is checked against the matrix it applies to (rank rules cap themselves).
         if (p.rank > 0 && (p.method == Method::LowRank || p.method == Method::LowRankResidual) && t.n_dims() >= 2 &&

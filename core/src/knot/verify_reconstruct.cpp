@@ -116,7 +116,7 @@ Result<VerifyReport> verify_knot(const std::string& path, int n_threads, const P
     report.shard_index = knot->header().shard_index;
     report.shard_count = knot->header().shard_count;
     report.n_records = knot->n_records();
-    report.count_by_method.assign(static_cast<size_t>(Method::LowRankResidual) + 1, 0);
+    report.count_by_method.assign(kMethodCount, 0);
     for (const KnotEntry& e : knot->entries()) {
         report.n_params += e.n_elements();
         report.stored_bytes += e.stored_bytes;

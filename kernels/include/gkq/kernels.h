@@ -69,7 +69,8 @@ struct FactorCodes {
 Status dequantize_factors(Backend b, const FactorCodes& codes, uint64_t first, int64_t n_vectors, int64_t len,
                           bool delta, const float* scales, float* out, const KernelOptions& options = {});
 
-// n elements (a whole number of blocks for Q8_0/Q4_0: gkq/block_layout.h) of F16, Q8_0 or Q4_0 into f32.
+// n elements (a whole number of the type's blocks) of F16, Q8_0, Q4_0 (kernels on every backend) or another block type
+// of the type table (Q4_1 ... Q6_K, IQ4_NL: its scalar to_f32 on the CPU backends; Unsupported on CUDA) into f32.
 Status dequantize_blocks(Backend b, DType type, const uint8_t* src, uint64_t n, float* out,
                          const KernelOptions& options = {});
 

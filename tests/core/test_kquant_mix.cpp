@@ -1,0 +1,248 @@
+// llama.cpp's k-quant mixtures as gkq presets (q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k): two tiny llama models built here
+// from fixed seeds (k256: rows of 256 and 512 values, whole k-quant blocks, 8 layers so that llama.cpp's
+// use_more_bits picks some; k64: rows of 64 and 128, tied embeddings, every k-quant falling back), quantized by gkq
+// with each preset, without and with an importance matrix, and exported to GGUF keeping the stored types, must hold
+// exactly the tensors llama.cpp's llama_model_quantize writes for the same GGUF: the same type and the same bytes
+// for every tensor (tests/data/kquant/MODEL.PRESET[.imatrix].tensors, written by tests/fixtures-tools/quantize_ref.c).
+// The knot then runs: its logits stay close to the f32 model's.
+//
+// `test_kquant_mix --write-models DIR` writes DIR/k256.gguf and DIR/k64.gguf for quantize_ref and exits.
+#include "test_support.h"
+#include "tiny_model.h"
+
+#include "gkq/codec.h"
+#include "gkq/export.h"
+#include "gkq/model_file.h"
+#include "gkq/model_writer.h"
+#include "gkq/quantize.h"
+#include "gkq/transformer.h"
+#include "gkq/type_traits.h"
+#include "gkq/weights.h"
+
+#include <QtTest/QtTest>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace gkq;
+
+namespace {
+
+struct MixModel {
+    const char* name;
+    ModelConfig config;
+    uint64_t seed;
+};
+
+std::vector<MixModel> mix_models() {
+    ModelConfig a;
+    a.architecture = "llama";
+    a.dim = 256;
+    a.hidden_dim = 512;
+    a.n_layers = 8;
+    a.n_heads = 4;
+    a.n_kv_heads = 1;  // n_gqa 4: Q2_K's attn_v rule takes its Q4_K branch
+    a.vocab_size = 259;
+    a.context_length = 64;
+    a.norm_eps = 1e-5;
+    a.shared_classifier = false;
+    a.rope_style = RopeStyle::Interleaved;
+    ModelConfig b = a;
+    b.dim = 64;
+    b.hidden_dim = 128;
+    b.n_layers = 2;
+    b.n_kv_heads = 2;
+    b.shared_classifier = true;
+    return {{"k256", a, 31}, {"k64", b, 32}};
+}
+
+const char* const kPresets[] = {"q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"};
+
+// The importance quantize_ref.c gives column j of the 2-D tensor `name` (keep the two equal).
+float importance(const std::string& name, int64_t j) {
+    return 1.0f + static_cast<float>((37 * j + 11 * static_cast<int64_t>(name.size())) % 17) / 8.0f;
+}
+
+uint64_t fnv1a64(std::span<const uint8_t> bytes) {
+    uint64_t h = 1469598103934665603ull;
+    for (uint8_t b : bytes) h = (h ^ b) * 1099511628211ull;
+    return h;
+}
+
+std::string write_model(const MixModel& m, const std::string& path) {
+    test::TinyModel t = test::make_tiny_model(m.config, m.seed);
+    if (Status s = write_gguf(path, m.config, t.tensors, test::byte_vocabulary()); !s)
+        qFatal("%s", s.message().c_str());
+    return path;
+}
+
+// "NAME TYPE BYTES HASH" per tensor, keyed by name.
+std::map<std::string, std::string> read_listing(const std::string& path) {
+    std::map<std::string, std::string> out;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+        const size_t sp = line.find(' ');
+        if (sp == std::string::npos) continue;
+        std::string rest = line.substr(sp + 1);  // ggml's type names mix cases ("q4_K"); gkq's are lower case
+        std::transform(rest.begin(), rest.end(), rest.begin(), [](unsigned char c) { return std::tolower(c); });
+        out[line.substr(0, sp)] = rest;
+    }
+    return out;
+}
+
+std::map<std::string, std::string> listing_of(const std::string& gguf) {
+    auto f = ModelFile::open(gguf);
+    if (!f) qFatal("%s", f.message().c_str());
+    std::map<std::string, std::string> out;
+    for (size_t i = 0; i < f->n_tensors(); ++i) {
+        auto s = f->read_stored(i);
+        if (!s) qFatal("%s", s.message().c_str());
+        char hash[24];
+        std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a64(s->data)));
+        out[f->tensor_info(i).name] =
+            std::string(type_traits(s->info.dtype).name) + " " + std::to_string(s->data.size()) + " " + hash;
+    }
+    return out;
+}
+
+}  // namespace
+
+class TestKquantMix : public QObject {
+    Q_OBJECT
+
+private slots:
+    void presetsAreListedWithWhatTheyStore() {
+        const std::vector<std::string> names = preset_names();
+        for (const char* p : kPresets) {
+            QVERIFY2(std::find(names.begin(), names.end(), p) != names.end(), p);
+            auto preset = find_preset(p);
+            QVERIFY2(static_cast<bool>(preset), p);
+            QCOMPARE(preset->llama_mixture, std::string(p));
+            QVERIFY2(preset->description.find("llama-quantize") != std::string::npos, p);
+            QVERIFY2(preset->description.find("bits per weight") != std::string::npos, p);
+        }
+    }
+
+    void sameTensorsAsLlamaQuantize_data() {
+        QTest::addColumn<int>("model");
+        QTest::addColumn<QString>("preset");
+        QTest::addColumn<bool>("with_imatrix");
+        const auto models = mix_models();
+        for (int m = 0; m < static_cast<int>(models.size()); ++m)
+            for (const char* p : kPresets)
+                for (bool im : {false, true})
+                    QTest::newRow(
+                        (std::string(models[static_cast<size_t>(m)].name) + "." + p + (im ? ".imatrix" : "")).c_str())
+                        << m << QString(p) << im;
+    }
+
+    void sameTensorsAsLlamaQuantize() {
+        QFETCH(int, model);
+        QFETCH(QString, preset);
+        QFETCH(bool, with_imatrix);
+        const MixModel mm = mix_models()[static_cast<size_t>(model)];
+        const std::string suffix = std::string(".") + preset.toStdString() + (with_imatrix ? ".imatrix" : "");
+        const std::string fixture = std::string(GKQ_TEST_DATA_DIR) + "/kquant/" + mm.name + suffix + ".tensors";
+        const std::map<std::string, std::string> want = read_listing(fixture);
+        QVERIFY2(!want.empty(), (fixture + ": missing or empty").c_str());
+
+        test::TempDir dir;
+        const std::string gguf = write_model(mm, dir.file("model.gguf"));
+        auto file = ModelFile::open(gguf);
+        QVERIFY2(static_cast<bool>(file), file.message().c_str());
+        QuantizeOptions o;
+        o.preset = preset.toStdString();
+        o.n_threads = 1;
+        if (with_imatrix) {
+            o.importance.resize(file->n_tensors());
+            for (size_t i = 0; i < file->n_tensors(); ++i) {
+                const TensorInfo& t = file->tensor_info(i);
+                if (t.n_dims() < 2) continue;
+                for (int64_t j = 0; j < t.cols(); ++j) o.importance[i].push_back(importance(t.name, j));
+            }
+        }
+        const std::string knot = dir.file("model.knot");
+        auto report = quantize_model(*file, o, knot);
+        QVERIFY2(static_cast<bool>(report), report.message().c_str());
+        const std::string out = dir.file("out.gguf");
+        auto exported = export_gguf(knot, out, ExportOptions{});
+        QVERIFY2(static_cast<bool>(exported), exported.message().c_str());
+
+        const std::map<std::string, std::string> got = listing_of(out);
+        QCOMPARE(got.size(), want.size());
+        int n_quantized = 0;
+        for (const auto& [name, line] : want) {
+            const auto it = got.find(name);
+            QVERIFY2(it != got.end(), (name + ": not in gkq's export").c_str());
+            QVERIFY2(it->second == line,
+                     (name + ": gkq " + it->second + ", llama-quantize " + line + " (TYPE BYTES FNV1A64)").c_str());
+            if (line.rfind("F32 ", 0) != 0) ++n_quantized;
+        }
+        QVERIFY(n_quantized >= 2 * static_cast<int>(mm.config.n_layers) * 7 / 2);
+
+        // The knot runs in its stored types: its logits stay near the f32 model's (q2_k loses the most).
+        auto base = open_weights(gguf);
+        auto quant = open_weights(knot);
+        QVERIFY(static_cast<bool>(base) && static_cast<bool>(quant));
+        auto tb = Transformer::load(**base);
+        auto tq = Transformer::load(**quant);
+        QVERIFY2(static_cast<bool>(tb) && static_cast<bool>(tq),
+                 (static_cast<bool>(tb) ? tq.message() : tb.message()).c_str());
+        const std::vector<int32_t> tokens = test::cycle_tokens(mm.config.vocab_size, 8);
+        const std::vector<float> lb = test::all_logits(*tb, tokens, true);
+        const std::vector<float> lq = test::all_logits(*tq, tokens, true);
+        double num = 0, den = 0;
+        for (size_t i = 0; i < lb.size(); ++i) {
+            num += (lq[i] - lb[i]) * (lq[i] - lb[i]);
+            den += lb[i] * lb[i];
+        }
+        const double rel = std::sqrt(num / den);
+        qInfo("%s%s: relative logit error %.4f against f32", mm.name, suffix.c_str(), rel);
+        QVERIFY2(rel > 0.0 && rel < 0.5, std::to_string(rel).c_str());
+    }
+
+    // A row length that no k-quant block divides falls back as llama-quantize does, and the report says so.
+    void fallbackIsReported() {
+        const MixModel mm = mix_models()[1];
+        test::TempDir dir;
+        auto file = ModelFile::open(write_model(mm, dir.file("model.gguf")));
+        QVERIFY(static_cast<bool>(file));
+        QuantizeOptions o;
+        o.preset = "q4_k_m";
+        o.n_threads = 1;
+        auto report = quantize_model(*file, o, dir.file("model.knot"));
+        QVERIFY2(static_cast<bool>(report), report.message().c_str());
+        int fell_back = 0;
+        for (const QuantizedTensor& q : report->tensors) {
+            const std::string& why = q.codec.fallback;
+            if (why.empty()) continue;
+            ++fell_back;
+            QVERIFY2(why.find("not a multiple of 256") != std::string::npos, why.c_str());
+            QVERIFY2(why.find("q5_0 instead of q4_k") != std::string::npos ||
+                         why.find("q8_0 instead of q6_k") != std::string::npos,
+                     why.c_str());
+        }
+        QVERIFY(fell_back >= 7);
+    }
+};
+
+int main(int argc, char** argv) {
+    if (argc == 3 && std::string(argv[1]) == "--write-models") {
+        for (const MixModel& m : mix_models())
+            std::printf("%s\n", write_model(m, std::string(argv[2]) + "/" + m.name + ".gguf").c_str());
+        return 0;
+    }
+    TestKquantMix t;
+    return QTest::qExec(&t, argc, argv);
+}
+
+#include "test_kquant_mix.moc"
