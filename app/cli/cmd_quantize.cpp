@@ -19,6 +19,8 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -110,8 +112,43 @@ double own_bpw(uint64_t bytes, int64_t params) {
     return params > 0 ? 8.0 * static_cast<double>(bytes) / static_cast<double>(params) : 0.0;
 }
 
-void print_json(const ModelFile& model, const QuantizeReport& r) {
+// The --target-bpw choice: per matrix the candidates measured and the one taken.
+nlohmann::json plan_json(const BpwPlan& plan) {
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const BpwPlanTensor& t : plan.tensors) {
+        nlohmann::json cands = nlohmann::json::array();
+        for (const BpwCandidate& c : t.candidates)
+            cands.push_back({{"method", std::string(method_name(c.method))},
+                             {"bits_per_weight", c.bits_per_weight},
+                             {"error", c.error}});
+        tensors.push_back({{"name", t.name},
+                           {"role", std::string(role_name(t.role))},
+                           {"layer", t.layer},
+                           {"chosen", std::string(method_name(t.candidates[t.chosen].method))},
+                           {"candidates", std::move(cands)}});
+    }
+    return {{"target_bpw", plan.target_bpw},
+            {"planned_payload_bpw", plan.planned_bpw},
+            {"lowest_payload_bpw", plan.lowest_bpw},
+            {"error", plan.weighted ? "sum_j imatrix_j * sum_i (W - W')_ij^2" : "sum_ij (W - W')_ij^2"},
+            {"tensors", std::move(tensors)}};
+}
+
+void print_plan(const BpwPlan& plan) {
+    std::printf("target   %.3f bits per weight: planned %.3f of payload (lowest reachable %.3f); errors %s\n",
+                plan.target_bpw, plan.planned_bpw, plan.lowest_bpw,
+                plan.weighted ? "weighted by the importance matrix (squared output error, diagonal)"
+                              : "unweighted (squared Frobenius; pass --imatrix to weight them by the activations)");
+    std::map<std::string, int> count;
+    for (const BpwPlanTensor& t : plan.tensors) ++count[std::string(method_name(t.candidates[t.chosen].method))];
+    std::printf("chosen  ");
+    for (const auto& [m, n] : count) std::printf(" %s x%d", m.c_str(), n);
+    std::printf("\n");
+}
+
+void print_json(const ModelFile& model, const QuantizeReport& r, const BpwPlan* plan) {
     nlohmann::json j;
+    if (plan != nullptr) j["target_bpw"] = plan_json(*plan);
     j["model"] = model.path();
     j["knot"] = r.path;
     j["preset"] = r.preset;
@@ -251,6 +288,7 @@ std::string presets_help() {
 int cmd_quantize(int argc, char** argv) {
     std::string model_path, out_path, preset, shard, tokenizer, tuning, imatrix_path, gram_path;
     int64_t threads = 0;
+    double target_bpw = 0.0;
     bool json = false, no_tokenizer = false, allow_requantize = false, force = false;
     std::string names;
     for (const std::string& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
@@ -299,6 +337,13 @@ int cmd_quantize(int argc, char** argv) {
              "in the metric of each matrix's inputs; required by them, ignored by the others; the file's name and "
              "sha256 are recorded in the knot",
              &gram_path);
+    p.option_double("--target-bpw", "B",
+                    "mixed precision by measurement: every attention and FFN projection measured with Q2_K, Q3_K, "
+                    "Q4_K, Q5_K, Q6_K and Q8_0 (its squared error, weighted by --imatrix's column importance when "
+                    "given), then the type of each chosen greedily by error reduction per bit so that the payload "
+                    "fits B bits per weight; token_embd Q4_K, output Q6_K, norms f32 (llama-quantize's fallbacks). "
+                    "The base preset is q4_k_m (or --preset, a k-quant mixture, q8_0 or q4_0); not with --tuning",
+                    &target_bpw, 0.0, 32.0);
     p.option_int("--threads", "N", "worker threads (0: one per CPU)", &threads, 0, 4096);
     p.flag("--allow-requantize",
            "encode tensors that are already block-quantized (q8_0, q4_0, q8_g) although that adds a second rounding "
@@ -327,6 +372,16 @@ int cmd_quantize(int argc, char** argv) {
     }
     if (out_path.empty()) return usage_error("missing -o OUT.knot");
     if (no_tokenizer && p.given("--tokenizer")) return usage_error("--tokenizer and --no-tokenizer exclude each other");
+    const bool targeted = p.given("--target-bpw");
+    if (targeted) {
+        if (!tuning.empty()) return usage_error("--target-bpw and --tuning exclude each other");
+        if (options.global.method) return usage_error("--target-bpw chooses the methods: it excludes --method");
+        if (preset.empty()) preset = "q4_k_m";
+        auto pr = find_preset(preset);
+        if (pr && pr->llama_mixture.empty() && preset != "q8_0" && preset != "q4_0")
+            return usage_error("--target-bpw needs a block-type base preset (a k-quant mixture, q8_0 or q4_0), not " +
+                               preset);
+    }
     if (preset.empty()) preset = kDefaultPreset;
 
     options.preset = preset;
@@ -416,6 +471,21 @@ int cmd_quantize(int argc, char** argv) {
         }
         if (!found->source.empty()) options.vocab = std::move(found->vocab);
     }
+    std::optional<BpwPlan> plan;
+    if (targeted) {
+        Result<BpwPlan> planned = error(StatusCode::Internal, "not run");
+        {
+            ProgressBar bar("measure");
+            planned = plan_target_bpw(*model, target_bpw, options.importance, options.n_threads, bar.callback());
+        }
+        if (!planned) {
+            std::fprintf(stderr, "gkq quantize: %s\n", planned.message().c_str());
+            return exit_code(planned.status());
+        }
+        plan = std::move(planned).value();
+        options.per_layer = plan->overrides;
+        if (!json) print_plan(*plan);
+    }
     Result<QuantizeReport> report = error(StatusCode::Internal, "not run");
     {
         ProgressBar bar("quantize");
@@ -430,7 +500,7 @@ int cmd_quantize(int argc, char** argv) {
         return exit_code(report.status());
     }
     if (json)
-        print_json(*model, *report);
+        print_json(*model, *report, plan ? &*plan : nullptr);
     else
         print_table(*model, *report);
     return kExitOk;

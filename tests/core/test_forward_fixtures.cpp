@@ -23,6 +23,14 @@
 #include "gkq/transformer.h"
 #include "gkq/weights.h"
 
+#if defined(GKQ_TEST_SERVE)
+#include "gkq/server.h"
+#include "http_test_support.h"
+#include "server_fixture.h"
+
+#include <nlohmann/json.hpp>
+#endif
+
 #include <QtTest/QtTest>
 
 #include <algorithm>
@@ -658,6 +666,28 @@ private slots:
                 QVERIFY2(std::isfinite(report->compare.mean_kld) && report->compare.mean_kld >= 0.0,
                          qPrintable(QString::fromStdString(what)));
             }
+#if defined(GKQ_TEST_SERVE)
+            // served over HTTP: the greedy completion generate gives on the same weights
+            ServerConfig sc = test::loopback_config("epoll");
+            sc.weights_path = source;
+            sc.n_workers = 1;
+            sc.n_threads = 1;
+            auto server = Server::start(sc);
+            QVERIFY2(server.is_ok(), qPrintable(QString::fromStdString(from + " serve: " + server.message())));
+            QVERIFY2((*server)->wait_loaded(60000) && (*server)->load_status().is_ok(),
+                     qPrintable(QString::fromStdString(from + " serve: " + (*server)->load_status().message())));
+            auto answer = test::http_request((*server)->port(), "POST", "/infer",
+                                             R"({"prompt": "Hello", "max_tokens": 8, "temperature": 0})");
+            QVERIFY2(answer && answer->status == 200,
+                     qPrintable(QString::fromStdString(from + " serve: " + (answer ? answer->body : "no answer"))));
+            const std::string want =
+                nlohmann::json::parse(nlohmann::json(test::reference_completion(source, "Hello", 8))
+                                          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+            const std::string got = nlohmann::json::parse(answer->body).at("text").get<std::string>();
+            QVERIFY2(got == want,
+                     qPrintable(QString::fromStdString(from + " serve: '" + got + "', generate '" + want + "'")));
+            QVERIFY(!want.empty());
+#endif
         }
     }
 

@@ -210,6 +210,65 @@ private slots:
         QVERIFY2(rel > 0.0 && rel < 0.5, std::to_string(rel).c_str());
     }
 
+    // --target-bpw: the plan fits the budget, mixes types where the budget lies between two of them, the knot's
+    // payload is what the plan counted, and a larger budget never measures a larger total error.
+    void targetBpwPlansUnderTheBudget() {
+        const MixModel mm = mix_models()[0];
+        test::TempDir dir;
+        auto file = ModelFile::open(write_model(mm, dir.file("model.gguf")));
+        QVERIFY(static_cast<bool>(file));
+        std::vector<std::vector<float>> imp(file->n_tensors());
+        for (size_t i = 0; i < file->n_tensors(); ++i) {
+            const TensorInfo& t = file->tensor_info(i);
+            if (t.n_dims() == 2)
+                for (int64_t j = 0; j < t.cols(); ++j) imp[i].push_back(importance(t.name, j));
+        }
+        auto low = plan_target_bpw(*file, 1.0, imp, 1);
+        QVERIFY(!low);
+        QCOMPARE(low.status().code(), StatusCode::InvalidArgument);
+        QVERIFY2(low.message().find("below what the cheapest types need") != std::string::npos, low.message().c_str());
+
+        double last_error = -1.0;
+        for (double target : {4.0, 5.0, 6.5}) {
+            auto plan = plan_target_bpw(*file, target, imp, 2);
+            QVERIFY2(static_cast<bool>(plan), plan.message().c_str());
+            QVERIFY(plan->weighted);
+            QVERIFY2(plan->planned_bpw <= target && plan->planned_bpw >= plan->lowest_bpw,
+                     std::to_string(plan->planned_bpw).c_str());
+            QVERIFY2(plan->planned_bpw > target - 0.5, std::to_string(plan->planned_bpw).c_str());  // uses the budget
+            std::map<Method, int> used;
+            double total_error = 0.0;
+            for (const BpwPlanTensor& t : plan->tensors) {
+                QVERIFY(!t.candidates.empty());
+                for (size_t c = 1; c < t.candidates.size(); ++c)
+                    QVERIFY(t.candidates[c].bits_per_weight > t.candidates[c - 1].bits_per_weight);
+                if (t.role != TensorRole::TokenEmbd && t.role != TensorRole::Output)
+                    QCOMPARE(t.candidates.size(), size_t(6));
+                ++used[t.candidates[t.chosen].method];
+                total_error += t.candidates[t.chosen].error;
+            }
+            QVERIFY2(used.size() >= 3, std::to_string(used.size()).c_str());  // a mix, not one type
+            if (last_error >= 0.0) QVERIFY(total_error <= last_error);
+            last_error = total_error;
+
+            // The knot stores what was planned: its payload bits over every parameter are the plan's.
+            QuantizeOptions o;
+            o.preset = "q4_k_m";
+            o.n_threads = 1;
+            o.importance = imp;
+            o.per_layer = plan->overrides;
+            auto report = quantize_model(*file, o, dir.file("planned.knot"));
+            QVERIFY2(static_cast<bool>(report), report.message().c_str());
+            double bits = 0.0;
+            for (const QuantizedTensor& q : report->tensors) bits += 8.0 * static_cast<double>(q.codec.payload_bytes);
+            QCOMPARE(bits / static_cast<double>(report->n_params), plan->planned_bpw);
+            for (size_t k = 0; k < plan->tensors.size(); ++k) {
+                const BpwPlanTensor& t = plan->tensors[k];
+                QCOMPARE(report->tensors[t.source_index].codec.method, t.candidates[t.chosen].method);
+            }
+        }
+    }
+
     // A row length that no k-quant block divides falls back as llama-quantize does, and the report says so.
     void fallbackIsReported() {
         const MixModel mm = mix_models()[1];

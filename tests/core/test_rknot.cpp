@@ -217,9 +217,9 @@ private slots:
                              "got number"));
         QCOMPARE(edit_error("folded_waves.layers[0].level_residuals=[0.5, 1.5]"),
                  std::string("x.rknot: folded_waves.layers[0].level_residuals[1]: 1.5 is out of range [0.0, 1.0]"));
-        QCOMPARE(edit_error("folded_waves.layers[0].method=\"q5_k\""),
-                 std::string("x.rknot: folded_waves.layers[0].method: 'q5_k' is not one of f32, f16, q8_0, q4_0, "
-                             "lowrank, lowrank+residual"));
+        QCOMPARE(edit_error("folded_waves.layers[0].method=\"q7_k\""),
+                 std::string("x.rknot: folded_waves.layers[0].method: 'q7_k' is not one of f32, f16, q8_0, q4_0, "
+                             "lowrank, lowrank+residual, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k"));
         QCOMPARE(edit_error("folded_waves.layers[0].role=\"attn_norm\""),
                  std::string("x.rknot: folded_waves.layers[0].role: 'attn_norm' is not a matrix role"));
         VERIFY_CONTAINS(edit_error("folded_waves.layers[0]={\"layer_id\": 0}"),

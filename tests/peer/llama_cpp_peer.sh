@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # CTest driver of the live llama.cpp peer test: GGUF files that `gkq export` writes (from the bundled demo model and
-# the shared llama2xs checkpoint; F32, Q8_0, Q4_0, Q4_K_M from the model, the kept records of a Q8_0 knot, and a
-# lowrank-q4 knot decoded to dense F16) are loaded by llama.cpp (node-llama-cpp 3.22.1 with its prebuilt CPU
-# binaries, pinned by llama-cpp/package-lock.json), and its 16-token greedy continuation of a prompt must equal
+# the shared llama2xs checkpoint; F32, Q8_0, Q4_0, Q4_K_M from the model, the kept records of Q8_0, Q4_K_M, Q2_K and
+# Q5_K_M knots, and a lowrank-q4 knot decoded to dense F16) are loaded by llama.cpp (node-llama-cpp 3.22.1 with its
+# prebuilt CPU binaries, pinned by llama-cpp/package-lock.json), and its 16-token greedy continuation of a prompt must equal
 # `gkq generate --temp 0` on the same file, as text. Then every forward-pass fixture model (test_forward_fixtures
 # --write-models: each architecture row; GKQ_FORWARD_FIXTURES names that binary) and gkq's GGUF export of its HF copy
 # run in llama.cpp with an f32 KV cache: their greedy continuations must equal the committed fixture's and
@@ -106,10 +106,17 @@ for t in f32 q8_0 q4_0 q4_k_m; do export_and_check "demo-$t" "$demo" "$prompt_de
 export_and_check "demo-knot-q8_0" "$work/demo-q8_0.knot" "$prompt_demo" --keep
 "$gkq" quantize "$demo" --preset lowrank-q4 --threads 2 -o "$work/demo-lowrank-q4.knot" >/dev/null
 export_and_check "demo-knot-lowrank-q4-f16" "$work/demo-lowrank-q4.knot" "$prompt_demo" --dense f16
+# llama.cpp's k-quant mixtures as knot presets: the records' blocks go into the GGUF as they are
+for p in q4_k_m q2_k; do
+    "$gkq" quantize "$demo" --preset "$p" --threads 2 -o "$work/demo-$p.knot" >/dev/null
+    export_and_check "demo-knot-$p" "$work/demo-$p.knot" "$prompt_demo" --keep
+done
 
 shared=${GKQ_SHARED_MODELS_DIR:-$src/../shared/models}/llama2xs-279K/model.bin
 if [ -f "$shared" ]; then
     for t in f32 q8_0 q4_0 q4_k_m; do export_and_check "llama2xs-$t" "$shared" "Once upon a time" --type "$t"; done
+    "$gkq" quantize "$shared" --preset q5_k_m --threads 2 -o "$work/llama2xs-q5_k_m.knot" >/dev/null
+    export_and_check "llama2xs-knot-q5_k_m" "$work/llama2xs-q5_k_m.knot" "Once upon a time" --keep
 else
     echo "skipped: $shared is absent (the shared checkpoints are not next to this checkout)"
 fi
@@ -136,8 +143,9 @@ forward_check() {  # NAME GGUF FIXTURE
         return
     fi
     got=$(sed -n 1p "$work/$name.llama")
+    # --print-ids prints the prompt's ids and the generated ones, comma-separated; -n counts the positions run
     gkq_ids=$("$gkq" generate "$gguf" --ids "$(tr ' ' , <<<"$tokens")" --print-ids --temp 0 \
-        -n $((n_tok + n_gen)) --threads 1 2>/dev/null | xargs | cut -d' ' -f$((n_tok + 1))-)
+        -n $((n_tok + n_gen - 1)) --threads 1 2>/dev/null | tr ',' ' ' | xargs | cut -d' ' -f$((n_tok + 1))-)
     if [ "$got" = "$want" ] && [ "$gkq_ids" = "$want" ]; then
         echo "ok   $name: llama.cpp, gkq and the fixture continue with the same $n_gen ids"
     else

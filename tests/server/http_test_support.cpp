@@ -79,7 +79,8 @@ std::string reference_completion(const std::string& knot, const std::string& pro
     if (!weights) qFatal("%s", weights.message().c_str());
     auto model = Transformer::load(**weights);
     if (!model) qFatal("%s", model.message().c_str());
-    auto tok = Tokenizer::from_vocabulary((*weights)->vocabulary(), knot);
+    // the tokenizer the server takes: the model's own vocabulary, else the tokenizer.bin beside it
+    auto tok = tokenizer_for_model(knot, (*weights)->vocabulary(), (*weights)->config().vocab_size);
     if (!tok) qFatal("%s", tok.message().c_str());
     const auto n_prompt = static_cast<int64_t>(tok->encode(prompt, true, false).size());
     SamplerOptions so;

@@ -230,8 +230,8 @@ private slots:
             model->lastError(),
             file + QStringLiteral(": resonance_tuning.optimal_learning_rate: 2 is out of range (0.0, 1.0]"));
         const QString method = QStringLiteral("folded_waves.layers[%1].method").arg(m_target);
-        QVERIFY(!model->setData(model->indexOfPath(method, RknotTreeModel::Value), QStringLiteral("q5_k")));
-        VERIFY_CONTAINS(model->lastError(), method + QStringLiteral(": 'q5_k' is not one of f32, f16, q8_0, q4_0"));
+        QVERIFY(!model->setData(model->indexOfPath(method, RknotTreeModel::Value), QStringLiteral("q7_k")));
+        VERIFY_CONTAINS(model->lastError(), method + QStringLiteral(": 'q7_k' is not one of f32, f16, q8_0, q4_0"));
         // Read-only: refused with the path, nothing changes.
         QVERIFY(!model->setData(model->indexOfPath(QStringLiteral("measured.n_params"), RknotTreeModel::Value),
                                 QStringLiteral("5")));

@@ -38,8 +38,8 @@ inline constexpr unsigned kMethodCount = 15;  // method codes are 0 .. kMethodCo
 std::string_view method_name(Method m);
 // Every method, in code order.
 std::span<const Method> all_methods();
-// The width in bits of one stored value or block code: 32 (f32), 16 (f16), 8 (q8_0), 4 (q4_0, q4_k), 6 (q6_k);
-// 0 for the low-rank methods (their factor_bits say it).
+// The width in bits of one stored value or block code (f32's, or q4_k's 4-bit codes); 0 for the low-rank methods
+// (their factor_bits say it).
 int method_code_bits(Method m);
 // True for the methods whose payload is the blocks of one type of the type table (q8_0, q4_0, q4_1 ... q6_k).
 bool is_block_method(Method m);

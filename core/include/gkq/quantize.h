@@ -103,6 +103,50 @@ std::string quantize_command(const QuantizeOptions& options);
 Result<QuantizeReport> quantize_model(const Weights& model, const QuantizeOptions& options, const std::string& out_path,
                                       const ProgressFn& progress = {});
 
+// ---- mixed precision by measurement (quantize --target-bpw) ------------------------------------------------------
+
+// One type a matrix may take, measured on it: the type's bits per weight (its blocks, after llama-quantize's
+// fallback for rows the blocks do not divide) and the error of the decoded matrix, sum_j w_j sum_i (W - W')_ij^2
+// with w_j the column's importance (an importance matrix: the squared inputs the calibration text gave that
+// column, so the sum is the squared output error under llama.cpp's diagonal approximation), or 1 without one
+// (the squared Frobenius error).
+struct BpwCandidate {
+    Method method = Method::Q4_K;
+    double bits_per_weight = 0.0;
+    double error = 0.0;
+};
+
+struct BpwPlanTensor {
+    size_t source_index = 0;
+    std::string name;
+    TensorRole role = TensorRole::Other;
+    int32_t layer = -1;
+    int64_t n_elements = 0;
+    std::vector<BpwCandidate> candidates;  // by bits per weight, ascending; one when the type is fixed
+    size_t chosen = 0;                     // index into candidates
+};
+
+struct BpwPlan {
+    double target_bpw = 0.0;
+    double planned_bpw = 0.0;  // payload bits of every tensor (blocks, f32 norms) / parameters: the knot adds headers
+    double lowest_bpw = 0.0;   // the same with every searched matrix at its cheapest candidate
+    int64_t n_params = 0;
+    bool weighted = false;                 // errors weighted by an importance matrix
+    std::vector<BpwPlanTensor> tensors;    // the matrices, in source order (norms are f32 and not listed)
+    std::vector<LayerOverride> overrides;  // the choice as QuantizeOptions::per_layer (method per layer and role)
+};
+
+// Chooses a block type for every attention and FFN projection of `model` so that the whole model's payload fits
+// `target_bpw` bits per weight: each projection measured with Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and Q8_0 (fallbacks as
+// llama-quantize's; types that fall back to the same one measured once), all starting at the cheapest, then
+// greedily the upgrade with the largest error reduction per added bit that still fits, until none does. token_embd
+// is Q4_K and output Q6_K (llama-quantize's Q4_K_M choice, with its fallbacks), norms f32, both counted in the
+// budget. `importance` as QuantizeOptions::importance (empty: unweighted). InvalidArgument when even the cheapest
+// types exceed the target, naming the lowest reachable bits per weight.
+Result<BpwPlan> plan_target_bpw(const Weights& model, double target_bpw,
+                                const std::vector<std::vector<float>>& importance, int n_threads,
+                                const ProgressFn& progress = {});
+
 // ---- merge ----------------------------------------------------------------------------------------------------
 
 struct MergeReport {

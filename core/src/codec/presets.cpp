@@ -213,17 +213,19 @@ Preset make_llama_mixture(std::string_view name) {
     const std::string more_bits =
         "the layers llama.cpp's use_more_bits picks (the first and last eighth of the layers and every third one "
         "between)";
+    const std::string v(role_name(TensorRole::AttnV)), o(role_name(TensorRole::AttnO)),
+        down(role_name(TensorRole::FfnDown));
     std::string rules;
     if (name == "q2_k")
-        rules = "attn_v " + kblocks_text(DType::Q3_K) + ", or " + kblocks_text(DType::Q4_K) +
-                " where n_heads / n_kv_heads >= 4; attn_output and ffn_down " + kblocks_text(DType::Q3_K) + "; ";
+        rules = v + " " + kblocks_text(DType::Q3_K) + ", or " + kblocks_text(DType::Q4_K) +
+                " where n_heads / n_kv_heads >= 4; " + o + " and " + down + " " + kblocks_text(DType::Q3_K) + "; ";
     else if (name == "q3_k_m")
-        rules = "attn_v of the first two layers " + kblocks_text(DType::Q5_K) + ", the others " +
-                kblocks_text(DType::Q4_K) + "; ffn_down of the first sixteenth of the layers " +
-                kblocks_text(DType::Q5_K) + ", the others " + kblocks_text(DType::Q4_K) + "; attn_output " +
+        rules = v + " of the first two layers " + kblocks_text(DType::Q5_K) + ", the others " +
+                kblocks_text(DType::Q4_K) + "; " + down + " of the first sixteenth of the layers " +
+                kblocks_text(DType::Q5_K) + ", the others " + kblocks_text(DType::Q4_K) + "; " + o + " " +
                 kblocks_text(DType::Q4_K) + "; ";
     else if (name == "q4_k_m" || name == "q5_k_m")
-        rules = "attn_v and ffn_down in " + more_bits + " " + kblocks_text(DType::Q6_K) + "; ";
+        rules = v + " and " + down + " in " + more_bits + " " + kblocks_text(DType::Q6_K) + "; ";
     p.description = "llama-quantize's " + std::string(type_traits(base).ggml_name) +
                     (name == "q6_k" || name == "q2_k" ? "" : "_M") +
                     " type mixture, tensor by tensor as llama.cpp's llama_tensor_get_type chooses for a dense model "

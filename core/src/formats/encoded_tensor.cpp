@@ -10,7 +10,7 @@ struct MethodRow {
     Method method;
     std::string_view name;
     DType dtype;        // the payload's stored type; Other for the low-rank layouts
-    uint8_t code_bits;  // the width of a value or block code (32 for f32, 4 for q4_k); 0 for the low-rank layouts
+    uint8_t code_bits;  // the width of a value or block code; 0 for the low-rank layouts
 };
 
 // One row per method, in code order (a static_assert below checks it): the knot's method codes.

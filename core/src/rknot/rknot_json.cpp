@@ -191,9 +191,11 @@ void read_layer(Reader& rd, const json& j, const std::string& p, RknotLayer& l) 
         (role_from_name(l.role) == TensorRole::Other || !role_is_matrix(role_from_name(l.role))))
         rd.fail(Reader::join(p, "role"), "'" + l.role + "' is not a matrix role");
     l.method = rd.str(j, p, "method", true);
-    if (j.contains("method") && j["method"].is_string() && !l.method.empty() && !parse_method(l.method))
-        rd.fail(Reader::join(p, "method"),
-                "'" + l.method + "' is not one of f32, f16, q8_0, q4_0, lowrank, lowrank+residual");
+    if (j.contains("method") && j["method"].is_string() && !l.method.empty() && !parse_method(l.method)) {
+        std::string names;
+        for (Method m : all_methods()) names += (names.empty() ? "" : ", ") + std::string(method_name(m));
+        rd.fail(Reader::join(p, "method"), "'" + l.method + "' is not one of " + names);
+    }
     l.rank = static_cast<int32_t>(rd.integer(j, p, "rank", 0, 1 << 30, false).value_or(0));
     if (auto b = rd.integer(j, p, "bit_width", 2, 8, true)) {
         if (*b != 2 && *b != 4 && *b != 8)
