@@ -21,8 +21,10 @@
 # Per model: the F32 GGUF (`gkq export MODEL --dense f32`, the weights exactly as stored) is the base of both tools.
 # llama-quantize makes Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_NL from it, without and with an importance
 # matrix that llama-imatrix computed from the calibration text; gkq makes the same types with `gkq export --type`
-# (which takes no importance matrix), its knot presets (q8_0 q4_0 lowrank-q4 svd-energy paper) and q4_0 / lowrank-q4
-# with `quantize --imatrix` on `gkq imatrix`'s file of the same text. Every GGUF is measured by
+# (which takes no importance matrix), its knot presets (q8_0 q4_0 lowrank-q4 svd-energy paper q4_k_m q2_k),
+# q4_0 / lowrank-q4 / q4_k_m / q2_k with `quantize --imatrix` on either tool's imatrix file of the same text, and
+# `quantize --target-bpw` at the bits per weight of llama-quantize's Q4_K_M and Q2_K files with an imatrix (less 0.1
+# for the knot's headers), with gkq imatrix's file. Every GGUF is measured by
 # `llama-perplexity --kl-divergence` (base log-probabilities from the F32 GGUF, --kl-divergence-base) and by
 # `gkq eval --base MODEL --candidate FILE` on the same held-out text and context; a knot is measured by gkq eval as
 # the knot, and by llama-perplexity as its `gkq export --dense f32` GGUF (the knot's decoded values, exactly).
@@ -157,8 +159,12 @@ all_models=("demo|$root/resources/demo|$root/resources/demo/tokenizer.bin|0"
     "llama2xs-279K|$shared/llama2xs-279K/model.bin|$shared/llama2xs-279K/tok512.bin|0"
     "babyllama-tok105|$shared/babyllama-tok105/model5000.bin|$shared/babyllama-tok105/tok105.bin|1")
 LLAMA_TYPES="Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_NL"
-KNOT_PRESETS="q8_0 q4_0 lowrank-q4 svd-energy paper"
-IMATRIX_PRESETS="q4_0 lowrank-q4"
+KNOT_PRESETS="q8_0 q4_0 lowrank-q4 svd-energy paper q4_k_m q2_k"
+IMATRIX_PRESETS="q4_0 lowrank-q4 q4_k_m q2_k"
+# quantize --target-bpw (with gkq imatrix's file) at the bits per weight of these llama-quantize files (+ imatrix),
+# less this margin for the knot's headers
+TARGET_BPW_AT="Q4_K_M Q2_K"
+TARGET_BPW_MARGIN=0.1
 
 llama_version="$("$llama_bin/llama-perplexity" --version 2>&1 | sed -n 's/^version: //p' | head -n 1 || true)"
 echo "gkq: \`$gkq\`; llama.cpp: ${llama_version:-unknown version};" \
@@ -246,11 +252,19 @@ for m in "${all_models[@]}"; do
     for p in $KNOT_PRESETS; do knots+=("$p|$p||"); done
     for p in $IMATRIX_PRESETS; do knots+=("$p + gkq imatrix|$p|$d/gkq.imatrix.gguf|gi"); done
     for p in $IMATRIX_PRESETS; do knots+=("$p + llama-imatrix file|$p|$d/llama.imatrix.gguf|li"); done
+    for t in $TARGET_BPW_AT; do
+        lt="$(tr 'A-Z' 'a-z' <<< "$t")"
+        b="$(awk -v s="$(stat -c %s "$d/lqi-$lt.gguf")" -v n="$n_params" -v m="$TARGET_BPW_MARGIN" \
+            'BEGIN { printf "%.3f", 8 * s / n - m }')"
+        knots+=("target-bpw $b (at $t + imatrix) + gkq imatrix|q4_k_m|$d/gkq.imatrix.gguf|tb-$lt|--target-bpw $b")
+    done
     for k in "${knots[@]}"; do
-        IFS='|' read -r label p im tag <<< "$k"
+        IFS='|' read -r label p im tag extra <<< "$k"
         kn="$d/knot-$p${tag:+-$tag}.knot"
         im_args=()
         [[ -n "$im" ]] && im_args=(--imatrix "$im")
+        # shellcheck disable=SC2206 # the extra arguments are words
+        [[ -n "$extra" ]] && im_args+=($extra)
         run "${kn%.knot}.quantize.log" "$gkq" quantize "$model" -o "$kn" --preset "$p" --tokenizer "$tok" \
             --threads "$threads" "${im_args[@]}"
         run "${kn%.knot}.export.log" "$gkq" export "$kn" --dense f32 -o "${kn%.knot}.gguf"
