@@ -38,6 +38,7 @@ public:
     void setTextPath(const QString& path);
     quint64 run();  // 0 without a model, a text or a preset
     void cancel();
+    bool isRunning() const { return m_job != 0; }
     bool exportCsv(const QString& path) const;
     bool exportPng(const QString& path) const;
     // The chart as SVG (charts/chart_export.h), written atomically.

@@ -17,6 +17,7 @@
 #include "widgets/server_panel.h"
 #include "widgets/spectrum_panel.h"
 
+#include <QAbstractButton>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDesktopServices>
@@ -33,6 +34,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QStatusBar>
@@ -277,8 +279,67 @@ void MainWindow::openDialog() {
     openModel(path);
 }
 
+QStringList MainWindow::switchLosses() const {
+    QStringList out;
+    if (!m_model) return out;
+    if (m_serve->isRunning())
+        out << tr("The server at %1 stops (it serves %2, a knot of the open model).")
+                   .arg(m_serve->url(), m_serve->knotPath());
+    if (m_tuning->isModified())
+        out << tr("The tuning %1 has unsaved edits.")
+                   .arg(m_tuning->filePath().isEmpty() ? tr("(a new rknot)") : m_tuning->filePath());
+    if (m_compare->isRunning())
+        out << tr("The running Compare stops.");
+    else if (const int n = m_compare->resultModel()->rowCount(); n > 0)
+        out << (n == 1 ? tr("Compare's results (1 preset measured on the open model) are cleared.")
+                       : tr("Compare's results (%1 presets measured on the open model) are cleared.").arg(n));
+    return out;
+}
+
 quint64 MainWindow::openModel(const QString& path) {
+    const QStringList losses = switchLosses();
+    if (losses.isEmpty()) return loadModel(path, Tuning::Keep);
+    if (m_switchPrompt) m_switchPrompt->close();  // a newer request replaces the one not answered yet
+    const bool tuning = m_tuning->isModified();
+    auto* box =
+        new QMessageBox(QMessageBox::Question, tr("Open another model"),
+                        tr("Open %1 instead of %2?").arg(QFileInfo(path).fileName(), QFileInfo(m_modelPath).fileName()),
+                        QMessageBox::NoButton, this);
+    box->setObjectName(QStringLiteral("switchModelPrompt"));
+    box->setInformativeText(
+        losses.join(QLatin1Char('\n')) +
+        (tuning ? tr("\nKept, the tuning stays open in the Tuning view (its file names the tensors it tunes); "
+                     "discarded, it goes back to its file.")
+                : QString()));
+    if (tuning) {
+        box->addButton(tr("Keep tuning and open"), QMessageBox::AcceptRole)->setObjectName(QStringLiteral("keep"));
+        box->addButton(tr("Discard tuning and open"), QMessageBox::DestructiveRole)
+            ->setObjectName(QStringLiteral("discard"));
+    } else {
+        box->addButton(tr("Open"), QMessageBox::AcceptRole)->setObjectName(QStringLiteral("open"));
+    }
+    box->addButton(QMessageBox::Cancel)->setObjectName(QStringLiteral("cancel"));
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    m_switchPrompt = box;
+    connect(box, &QMessageBox::finished, this, [this, box, path](int) {
+        if (m_switchPrompt == box) m_switchPrompt = nullptr;
+        const QAbstractButton* clicked = box->clickedButton();
+        const QString name = clicked ? clicked->objectName() : QString();
+        if (name == QLatin1String("keep") || name == QLatin1String("open"))
+            loadModel(path, Tuning::Keep);
+        else if (name == QLatin1String("discard"))
+            loadModel(path, Tuning::Discard);
+        else
+            statusBar()->showMessage(tr("Kept %1 open").arg(m_modelPath));
+    });
+    statusBar()->showMessage(tr("Opening %1: answer the question first").arg(path));
+    box->open();  // window-modal, no nested event loop: jobs keep reporting
+    return 0;
+}
+
+quint64 MainWindow::loadModel(const QString& path, Tuning tuning) {
     const std::string p = path.toStdString();
+    m_loadTuning = tuning;
     statusBar()->showMessage(tr("Opening %1...").arg(path));
     // A knot opens as itself: the views read its records (nothing is decoded into a file).
     m_loadJob = m_runner->run<OpenedModel>(
@@ -292,6 +353,18 @@ quint64 MainWindow::openModel(const QString& path) {
 }
 
 void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weights> model) {
+    // What belonged to the model that was open: its server stops (it would serve the old knot under the new
+    // title), its unsaved tuning is kept or discarded as the prompt was answered.
+    const QString previous = m_modelPath;
+    if (m_serve->isRunning()) m_serve->stop();
+    m_serve->setKnotPath(QString());
+    if (m_tuning->isModified()) {
+        if (m_loadTuning == Tuning::Discard)
+            m_tuning->discardEdits();
+        else
+            m_tuning->noteCarriedOver(previous);
+    }
+    m_loadTuning = Tuning::Keep;
     m_model = std::move(model);
     m_modelPath = path;
     m_tensorModel->setWeights(*m_model);
@@ -303,7 +376,7 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weight
     m_saturation->setModel(m_model);
     if (m_knot) {  // an opened knot is also what Reconstruct and Serve work on
         m_reconstruct->setKnotPath(path);
-        if (!m_serve->isRunning()) m_serve->setKnotPath(path);
+        m_serve->setKnotPath(path);
     }
     // A knot holds no original: Quantize re-encodes the knot, Evaluate and Compare measure against it; they say so.
     for (QWidget* measures : {static_cast<QWidget*>(m_quantize), static_cast<QWidget*>(m_compare)})

@@ -5,6 +5,10 @@
 // load runs through the JobRunner, then the spectra are analyzed in the background. Window layout, recent files
 // and the last directory persist in QSettings. Errors show in the window (status bar and a message box on a real
 // display) and never take the app down.
+// Opening another model while the open one has a running server, unsaved tuning or Compare results asks first
+// (switchPrompt(): a window-modal, non-blocking box, also under the offscreen platform): it names what stops (the
+// server), what is cleared (Compare's results) and offers to keep or discard the unsaved tuning; nothing changes
+// until the new model has loaded, so a failed open keeps all of it.
 #pragma once
 
 #include "gkq/weights.h"
@@ -18,6 +22,7 @@
 
 class QLabel;
 class QMenu;
+class QMessageBox;
 class QProgressBar;
 class QSortFilterProxyModel;
 class QTabWidget;
@@ -49,8 +54,14 @@ public:
     static QString demoModelPath();
 
     // Starts loading `path` (job id); on failure the window shows the error (lastError()) and keeps the model
-    // that was open. Emits modelLoaded or loadFailed.
+    // that was open. Emits modelLoaded or loadFailed. When the open model has something that opening another
+    // would stop or drop (switchLosses()), it asks first and returns 0: the load starts when switchPrompt() is
+    // answered Open (Keep tuning / Discard tuning with unsaved tuning), and never on Cancel.
     quint64 openModel(const QString& path);
+    // What opening another model stops or drops of the open one's, one line each (empty: nothing).
+    QStringList switchLosses() const;
+    // The question openModel() is waiting on (nullptr when none).
+    QMessageBox* switchPrompt() const { return m_switchPrompt; }
     QString lastError() const { return m_lastError; }
     QString modelPath() const { return m_modelPath; }
     std::shared_ptr<const Weights> model() const { return m_model; }
@@ -87,6 +98,9 @@ protected:
 private:
     void buildMenus();
     void openDialog();
+    // What happens to the open model's things once the new one has loaded.
+    enum class Tuning { Keep, Discard };
+    quint64 loadModel(const QString& path, Tuning tuning);
     void onModelOpened(const QString& path, std::shared_ptr<const Weights> model);
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
@@ -119,6 +133,8 @@ private:
     QString m_lastError;
     QString m_lastHelp;
     quint64 m_loadJob = 0;
+    Tuning m_loadTuning = Tuning::Keep;  // for the running load
+    QMessageBox* m_switchPrompt = nullptr;
 };
 
 }  // namespace gkq::ui

@@ -267,6 +267,14 @@ void RknotEditor::discardEdits() {
     updateState();
 }
 
+void RknotEditor::noteCarriedOver(const QString& previousModel) {
+    if (!isModified()) return;
+    const QString what = m_path.isEmpty() ? tr("the new rknot") : m_path;
+    setMessage(tr("Kept the unsaved edits of %1, made while %2 was open: save it (Ctrl+S); Re-quantize checks its "
+                  "tensors against the open model.")
+                   .arg(what, previousModel));
+}
+
 bool RknotEditor::confirmDiscard(const QString& action, const std::function<void()>& proceed) {
     if (!isModified()) return true;
     const QString what = m_path.isEmpty()

@@ -50,6 +50,8 @@ public:
     bool saveAs(const QString& path);  // write_rknot, atomic; the file becomes the one on disk
     bool revert();                     // re-reads the file, dropping the edits (and the undo history)
     void discardEdits();               // revert(), or forget a new rknot that was never saved
+    // Another model was opened and the unsaved edits stay: the status line says whose they were.
+    void noteCarriedOver(const QString& previousModel);
     // encode_rknot of `knotPath` with `modelPath` as the spectrum source (job id, 0 when refused).
     quint64 newFromKnot(const QString& knotPath, const QString& modelPath, bool discardEdits = false);
     // From the open model: encodes the Quantize view's last knot, quantizing first when there is none (an open knot:

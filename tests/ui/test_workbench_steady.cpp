@@ -1,0 +1,203 @@
+// The workbench made steady (issue #19), driven offscreen in the real widgets: opening another model asks first and
+// then stops the old model's server, keeps or discards its unsaved tuning and clears its Compare results (Cancel
+// keeps all of it); every job ends in a final state (the status bar's job label says done, failed or cancelled);
+// Compare shows each preset's row and point as soon as it is measured, runs the base over the text once and defaults
+// to the last text evaluated on; Analyze says when the spectra are already there; New from model asks before it
+// quantizes; a view without what it works on says what is missing; Saturation defaults to the last text profiled on
+// and a minimum frequency that leaves cold neurons.
+#include "charts/pareto_chart.h"
+#include "gkq/model_file.h"
+#include "gkq/model_writer.h"
+#include "gkq/quantize.h"
+#include "gkq/rknot.h"
+#include "jobs/job_runner.h"
+#include "models/compare_result_model.h"
+#include "models/rknot_tree_model.h"
+#include "models/spectrum_store.h"
+#include "test_support.h"
+#include "tiny_model.h"
+#include "widgets/compare_panel.h"
+#include "widgets/main_window.h"
+#include "widgets/quantize_panel.h"
+#include "widgets/rknot_editor.h"
+#include "widgets/saturation_panel.h"
+#include "widgets/server_panel.h"
+#include "widgets/spectrum_panel.h"
+
+#include <QAbstractButton>
+#include <QChart>
+#include <QDir>
+#include <QFile>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScatterSeries>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QTabWidget>
+#include <QtTest>
+#include <cstdio>
+
+using namespace gkq;
+using ui::MainWindow;
+
+#define VERIFY_CONTAINS(haystack, needle)        \
+    QVERIFY2(QString(haystack).contains(needle), \
+             qPrintable(QString(haystack) + QStringLiteral("  [expected: ") + (needle) + "]"))
+
+namespace {
+QAbstractButton* buttonOf(QMessageBox* box, const QString& name) {
+    return box ? box->findChild<QAbstractButton*>(name) : nullptr;
+}
+}  // namespace
+
+class TestWorkbenchSteady : public QObject {
+    Q_OBJECT
+    test::TempDir m_dir;
+    QString m_demo;   // the bundled demo model (a tokenizer and a text beside it); empty when absent
+    QString m_tiny;   // the tiny test model (no tokenizer)
+    QString m_text;   // 2 KB of the demo's heldout.txt
+    QString m_rknot;  // an rknot of the tiny model, written by the core
+
+    static bool open(MainWindow& w, const QString& path) {
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        QSignalSpy analyzed(w.spectrumPanel(), &ui::SpectrumPanel::analyzed);
+        if (w.openModel(path) == 0) return false;
+        return loaded.wait(60000) && (analyzed.count() > 0 || analyzed.wait(120000));
+    }
+
+    static bool quantize(ui::QuantizePanel& panel, const QString& preset) {
+        panel.setPreset(preset);
+        QSignalSpy quantized(&panel, &ui::QuantizePanel::quantized);
+        if (panel.startQuantize() != 0 && quantized.wait(120000)) return true;
+        std::printf("quantize %s: %s\n", qPrintable(preset), qPrintable(panel.statusText()));
+        return false;
+    }
+
+    static QString modelName(ui::RknotEditor& editor) {
+        return editor.treeModel()
+            ->indexOfPath(QStringLiteral("model_name"), ui::RknotTreeModel::Value)
+            .data()
+            .toString();
+    }
+
+private slots:
+    void initTestCase() {
+        QCoreApplication::setOrganizationName(QStringLiteral("gkq-tests"));
+        QCoreApplication::setApplicationName(QStringLiteral("test_workbench_steady"));
+        QSettings().clear();
+        const std::string tiny = m_dir.file("tiny.safetensors");
+        auto m = test::make_tiny_model(test::tiny_config(true));
+        QVERIFY(write_safetensors(tiny, m.config, m.tensors).is_ok());
+        m_tiny = QString::fromStdString(tiny);
+
+        auto model = ModelFile::open(tiny);
+        QVERIFY2(model.is_ok(), model.message().c_str());
+        QuantizeOptions qo;
+        qo.preset = "paper";
+        const std::string knot = m_dir.file("tiny-paper.knot");
+        QVERIFY(quantize_model(*model, qo, knot).is_ok());
+        RknotEncodeOptions eo;
+        eo.knot_path = knot;
+        eo.model_path = tiny;
+        eo.model_name = "tiny";
+        auto r = encode_rknot(eo);
+        QVERIFY2(r.is_ok(), r.message().c_str());
+        m_rknot = QString::fromStdString(m_dir.file("tiny.rknot"));
+        QVERIFY(write_rknot(m_rknot.toStdString(), *r).is_ok());
+
+        m_demo = MainWindow::demoModelPath();
+        if (m_demo.isEmpty()) return;
+        QFile in(QDir(m_demo).filePath(QStringLiteral("heldout.txt")));
+        QVERIFY(in.open(QIODevice::ReadOnly));
+        m_text = QString::fromStdString(m_dir.file("eval.txt"));
+        QFile out(m_text);
+        QVERIFY(out.open(QIODevice::WriteOnly));
+        out.write(in.read(2048));
+    }
+
+    // Item 1: the server, the unsaved tuning and Compare's results belong to the model that was open.
+    void openingAnotherModelAsksFirst() {
+        if (m_demo.isEmpty()) QSKIP("needs the bundled demo model (a tokenizer and a text)");
+        QSettings().clear();
+        MainWindow w;
+        QVERIFY(open(w, m_demo));
+        ui::QuantizePanel* q = w.quantizePanel();
+        QVERIFY(quantize(*q, QStringLiteral("q8_0")));
+        ui::ServerPanel* serve = w.serverPanel();
+        QCOMPARE(serve->knotPath(), q->lastKnotPath());
+#ifdef GKQ_WITH_SERVER
+        serve->setPort(0);
+        QVERIFY2(serve->start(), qPrintable(serve->statusText()));
+#endif
+        ui::ComparePanel* compare = w.comparePanel();
+        compare->setTextPath(m_text);
+        compare->setPresets({QStringLiteral("q8_0")});
+        QSignalSpy compared(compare, &ui::ComparePanel::compared);
+        QVERIFY(compare->run() != 0);
+        QVERIFY(compared.wait(300000));
+        QCOMPARE(compare->resultModel()->rowCount(), 1);
+        ui::RknotEditor* tuning = w.rknotEditor();
+        QVERIFY(tuning->openFile(m_rknot));
+        QVERIFY(tuning->treeModel()->setData(
+            tuning->treeModel()->indexOfPath(QStringLiteral("model_name"), ui::RknotTreeModel::Value),
+            QStringLiteral("edited")));
+        QVERIFY(tuning->isModified());
+
+        // Another model: nothing starts until the question is answered; Cancel keeps everything.
+        QCOMPARE(w.openModel(m_tiny), quint64{0});
+        QMessageBox* box = w.switchPrompt();
+        QVERIFY(box != nullptr);
+        QVERIFY(!w.runner()->isKeyBusy(QStringLiteral("load")));
+        const QString said = box->informativeText();
+#ifdef GKQ_WITH_SERVER
+        VERIFY_CONTAINS(said, QStringLiteral("The server at %1 stops").arg(serve->url()));
+#endif
+        VERIFY_CONTAINS(said, QStringLiteral("The tuning %1 has unsaved edits").arg(m_rknot));
+        VERIFY_CONTAINS(said, QStringLiteral("Compare's results (1 preset measured on the open model) are cleared"));
+        QVERIFY(buttonOf(box, QStringLiteral("keep")) && buttonOf(box, QStringLiteral("discard")));
+        buttonOf(box, QStringLiteral("cancel"))->click();
+        QVERIFY(w.switchPrompt() == nullptr);
+        QCOMPARE(w.modelPath(), m_demo);
+#ifdef GKQ_WITH_SERVER
+        QVERIFY(serve->isRunning());
+#endif
+        QVERIFY(tuning->isModified());
+        QCOMPARE(compare->resultModel()->rowCount(), 1);
+
+        // Keep the tuning and open: once the model has loaded the server is stopped and forgets the old knot,
+        // Compare is empty, and the tuning stays with a line saying whose it was.
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        QCOMPARE(w.openModel(m_tiny), quint64{0});
+        buttonOf(w.switchPrompt(), QStringLiteral("keep"))->click();
+        QVERIFY(loaded.wait(60000));
+        QCOMPARE(w.modelPath(), m_tiny);
+        QVERIFY(!serve->isRunning());
+        QVERIFY(serve->knotPath().isEmpty());
+        QCOMPARE(compare->resultModel()->rowCount(), 0);
+        QVERIFY(tuning->isModified());
+        QCOMPARE(modelName(*tuning), QStringLiteral("edited"));
+        VERIFY_CONTAINS(tuning->lastMessage(),
+                        QStringLiteral("Kept the unsaved edits of %1, made while %2 was open").arg(m_rknot, m_demo));
+
+        // Back to the demo, discarding the tuning: it goes back to its file. Nothing else is left to lose.
+        QCOMPARE(w.openModel(m_demo), quint64{0});
+        box = w.switchPrompt();
+        QVERIFY(box != nullptr);
+        QVERIFY2(!box->informativeText().contains(QStringLiteral("server")), qPrintable(box->informativeText()));
+        buttonOf(box, QStringLiteral("discard"))->click();
+        QVERIFY(loaded.wait(60000));
+        QCOMPARE(w.modelPath(), m_demo);
+        QVERIFY(!tuning->isModified());
+        QCOMPARE(modelName(*tuning), QStringLiteral("tiny"));
+
+        // Nothing of the open model's to lose: the next open starts at once.
+        QVERIFY(w.switchLosses().isEmpty());
+        QVERIFY(w.openModel(m_tiny) != 0);
+        QVERIFY(w.switchPrompt() == nullptr);
+        QVERIFY(loaded.wait(60000));
+    }
+};
+
+QTEST_MAIN(TestWorkbenchSteady)
+#include "test_workbench_steady.moc"
