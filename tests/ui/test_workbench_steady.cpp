@@ -197,6 +197,44 @@ private slots:
         QVERIFY(w.switchPrompt() == nullptr);
         QVERIFY(loaded.wait(60000));
     }
+
+    // Item 2: the status bar's job label, and each panel's bar and line, end in done, failed or cancelled.
+    void everyJobEndsInAFinalState() {
+        QSettings().clear();
+        MainWindow w;
+        QVERIFY(open(w, m_tiny));
+        QTRY_COMPARE_WITH_TIMEOUT(w.jobStatusText(), QStringLiteral("Analyzing spectra: done"), 60000);
+        ui::QuantizePanel* q = w.quantizePanel();
+        QVERIFY(quantize(*q, QStringLiteral("q8_0")));
+        QTRY_COMPARE_WITH_TIMEOUT(w.jobStatusText(), QStringLiteral("Quantizing (q8_0): done"), 60000);
+
+        const QString to = QString::fromStdString(m_dir.file("exported.knot"));
+        QSignalSpy exported(q, &ui::QuantizePanel::exported);
+        QVERIFY(q->exportKnot(to) != 0);
+        QVERIFY(exported.wait(60000));
+        QTRY_COMPARE_WITH_TIMEOUT(w.jobStatusText(), QStringLiteral("Exporting knot: done"), 60000);
+        QCOMPARE(q->progressBar()->value(), q->progressBar()->maximum());
+        QCOMPARE(q->statusText(), QStringLiteral("Exported %1").arg(to));
+
+        // A failure: the line says what failed, never a step; the bar is empty.
+        const QString missing = QString::fromStdString(m_dir.file("missing.txt"));
+        QSignalSpy errors(q, &ui::QuantizePanel::errorOccurred);
+        QVERIFY(q->evaluate(missing) != 0);
+        QVERIFY(errors.wait(60000));
+        QTRY_COMPARE_WITH_TIMEOUT(w.jobStatusText(), QStringLiteral("Evaluating (KLD): failed"), 60000);
+        VERIFY_CONTAINS(q->statusText(), missing);
+        QVERIFY2(!q->statusText().contains(QStringLiteral("% —")), qPrintable(q->statusText()));
+        QCOMPARE(q->progressBar()->value(), 0);
+
+        // Cancelled at once.
+        QSignalSpy cancelled(q, &ui::QuantizePanel::quantizeCancelled);
+        QVERIFY(q->startQuantize() != 0);
+        q->cancelButton()->click();
+        QVERIFY(cancelled.count() > 0 || cancelled.wait(60000));
+        QTRY_COMPARE_WITH_TIMEOUT(w.jobStatusText(), QStringLiteral("Quantizing (q8_0): cancelled"), 60000);
+        QCOMPARE(q->statusText(), QStringLiteral("Cancelled; no knot was written"));
+        QCOMPARE(q->progressBar()->value(), 0);
+    }
 };
 
 QTEST_MAIN(TestWorkbenchSteady)

@@ -142,7 +142,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     statusBar()->addPermanentWidget(m_jobProgress);
     statusBar()->addPermanentWidget(m_jobCancel);
     connect(m_jobCancel, &QToolButton::clicked, m_runner, &JobRunner::cancelAll);
-    connect(m_runner, &JobRunner::started, this, [this](quint64, const QString& label) {
+    connect(m_runner, &JobRunner::started, this, [this](quint64 id, const QString& label) {
+        m_jobLabels.insert(id, label);
         m_jobLabel->setText(label);
         m_jobProgress->setValue(0);
         m_jobProgress->show();
@@ -152,17 +153,27 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         m_jobProgress->setValue(static_cast<int>(fraction * 1000.0));
         m_jobProgress->setToolTip(what);
     });
+    // Once the last job has ended the label says how the last one ended ("Exporting knot: done"), never a step.
+    const auto ended = [this](quint64 id, const QString& how) {
+        const QString label = m_jobLabels.take(id);
+        if (!how.isEmpty()) m_lastJobEnd = tr("%1: %2").arg(label, how);
+    };
+    connect(m_runner, &JobRunner::finished, this, [ended](quint64 id) { ended(id, tr("done")); });
+    connect(m_runner, &JobRunner::staleDropped, this, [ended](quint64 id) { ended(id, QString()); });  // replaced
     connect(m_runner, &JobRunner::idle, this, [this] {
-        m_jobLabel->clear();
+        m_jobLabel->setText(m_lastJobEnd);
         m_jobProgress->hide();
         m_jobCancel->hide();
     });
-    connect(m_runner, &JobRunner::failed, this, [this](quint64 id, const QString& message) {
+    connect(m_runner, &JobRunner::failed, this, [this, ended](quint64 id, const QString& message) {
+        ended(id, tr("failed"));
         showError(message);
         if (id == m_loadJob) emit loadFailed(message);
     });
-    connect(m_runner, &JobRunner::cancelled, this,
-            [this](quint64) { statusBar()->showMessage(tr("Cancelled"), 5000); });
+    connect(m_runner, &JobRunner::cancelled, this, [this, ended](quint64 id) {
+        ended(id, tr("cancelled"));
+        statusBar()->showMessage(tr("Cancelled"), 5000);
+    });
 
     buildMenus();
     QSettings settings;
@@ -437,6 +448,10 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weight
     addRecentFile(path);
     m_spectrum->analyze();
     emit modelLoaded(path);
+}
+
+QString MainWindow::jobStatusText() const {
+    return m_jobLabel->text();
 }
 
 QString MainWindow::knotNotice() const {

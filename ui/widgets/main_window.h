@@ -15,6 +15,7 @@
 #include "jobs/open_model_job.h"
 #include "jobs/scratch_dir.h"
 
+#include <QHash>
 #include <QMainWindow>
 #include <QStringList>
 
@@ -85,6 +86,9 @@ public:
     QTableView* tensorTable() const { return m_table; }
     // What Help showed last: the rich text of About, Keyboard shortcuts or the view's help (F1), or the manual's path.
     QString lastHelp() const { return m_lastHelp; }
+    // The status bar's job label: the running job, or once none runs how the last one ended ("<label>: done",
+    // "failed" or "cancelled").
+    QString jobStatusText() const;
 
 signals:
     void modelLoaded(const QString& path);
@@ -126,6 +130,8 @@ private:
     QTabWidget* m_tabs = nullptr;
     QMenu* m_recentMenu = nullptr;
     QLabel* m_jobLabel = nullptr;
+    QHash<quint64, QString> m_jobLabels;  // running jobs' labels
+    QString m_lastJobEnd;
     QProgressBar* m_jobProgress = nullptr;
     QToolButton* m_jobCancel = nullptr;
     std::shared_ptr<const Weights> m_model;
