@@ -49,6 +49,14 @@ namespace {
 QAbstractButton* buttonOf(QMessageBox* box, const QString& name) {
     return box ? box->findChild<QAbstractButton*>(name) : nullptr;
 }
+
+// Points the Pareto chart draws (its scatter series; the front line repeats some of them).
+int chartPoints(const ui::ParetoChart& chart) {
+    int n = 0;
+    for (QAbstractSeries* s : chart.chart()->series())
+        if (auto* scatter = qobject_cast<QScatterSeries*>(s)) n += static_cast<int>(scatter->count());
+    return n;
+}
 }  // namespace
 
 class TestWorkbenchSteady : public QObject {
@@ -234,6 +242,66 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(w.jobStatusText(), QStringLiteral("Quantizing (q8_0): cancelled"), 60000);
         QCOMPARE(q->statusText(), QStringLiteral("Cancelled; no knot was written"));
         QCOMPARE(q->progressBar()->value(), 0);
+    }
+
+    // Item 3: each preset as soon as it is measured, the base over the text once, the last text by default.
+    void compareShowsEachPresetAsItIsMeasured() {
+        if (m_demo.isEmpty()) QSKIP("needs the bundled demo model (a tokenizer and a text)");
+        QSettings().clear();
+        MainWindow w;
+        QVERIFY(open(w, m_demo));
+        ui::ComparePanel* compare = w.comparePanel();
+        QCOMPARE(compare->textPath(), QDir(m_demo).filePath(QStringLiteral("heldout.txt")));  // nothing used yet
+        compare->setTextPath(m_text);
+        compare->setPresets({QStringLiteral("q8_0"), QStringLiteral("q4_0")});
+        struct Seen {
+            bool running;
+            int rows;
+            int points;
+        };
+        std::vector<Seen> seen;
+        connect(compare, &ui::ComparePanel::pointAdded, this, [&](int row) {
+            QCOMPARE(row, static_cast<int>(seen.size()));
+            seen.push_back({compare->isRunning(), compare->resultModel()->rowCount(), chartPoints(*compare->chart())});
+        });
+        QSignalSpy compared(compare, &ui::ComparePanel::compared);
+        QVERIFY(compare->run() != 0);
+        QVERIFY(compared.wait(300000));
+        QCOMPARE(seen.size(), size_t{2});
+        QVERIFY(seen[0].running);  // the first preset was shown while the second was still being measured
+        QCOMPARE(seen[0].rows, 1);
+        QCOMPARE(seen[0].points, 1);
+        QCOMPARE(seen[1].rows, 2);
+        QCOMPARE(compare->resultModel()->rowCount(), 2);
+        QCOMPARE(chartPoints(*compare->chart()), 2);
+        QCOMPARE(compare->resultModel()->points()[0].preset, QStringLiteral("q8_0"));
+        QCOMPARE(compare->basePasses(), qint64{1});
+        VERIFY_CONTAINS(compare->statusText(), QStringLiteral("the base model ran over the text once"));
+
+        // The text evaluated on is the default for the next model, here and in a new window.
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        QCOMPARE(w.openModel(m_tiny), quint64{0});  // Compare's results would go: it asks first
+        QVERIFY(buttonOf(w.switchPrompt(), QStringLiteral("open")) != nullptr);
+        buttonOf(w.switchPrompt(), QStringLiteral("open"))->click();
+        QVERIFY(loaded.wait(60000));
+        QCOMPARE(w.modelPath(), m_tiny);
+        QCOMPARE(compare->textPath(), m_text);
+        {
+            MainWindow other;
+            QVERIFY(open(other, m_demo));
+            QCOMPARE(other.comparePanel()->textPath(), m_text);
+        }
+        // Evaluate in the Quantize view sets it too.
+        QVERIFY(open(w, m_demo));
+        ui::QuantizePanel* q = w.quantizePanel();
+        QVERIFY(quantize(*q, QStringLiteral("q8_0")));
+        const QString second = QString::fromStdString(m_dir.file("eval-2.txt"));
+        QVERIFY(QFile::copy(m_text, second));
+        QSignalSpy evaluated(q, &ui::QuantizePanel::evaluated);
+        QVERIFY(q->evaluate(second) != 0);
+        QVERIFY(evaluated.wait(120000));
+        QVERIFY(open(w, m_tiny));
+        QCOMPARE(compare->textPath(), second);
     }
 };
 
