@@ -303,6 +303,69 @@ private slots:
         QVERIFY(open(w, m_tiny));
         QCOMPARE(compare->textPath(), second);
     }
+
+    // Item 4: Analyze, New from model and the views without what they need all say something.
+    void viewsSayWhatIsMissing() {
+        QSettings().clear();
+        MainWindow w;
+        QTabWidget* tabs = w.tabs();
+        for (int i = 0; i < tabs->count(); ++i) QVERIFY(tabs->isTabEnabled(i));
+        tabs->setCurrentIndex(MainWindow::OverviewTab);
+        QCOMPARE(w.viewNotice(), QString());
+        for (int tab : {MainWindow::SpectrumTab, MainWindow::QuantizeTab, MainWindow::CompareTab,
+                        MainWindow::SaturationTab, MainWindow::TuningTab}) {
+            tabs->setCurrentIndex(tab);
+            VERIFY_CONTAINS(w.viewNotice(), QStringLiteral("No model open"));
+        }
+        tabs->setCurrentIndex(MainWindow::ReconstructTab);
+        VERIFY_CONTAINS(w.viewNotice(), QStringLiteral("No knot yet"));
+        tabs->setCurrentIndex(MainWindow::ServeTab);
+#ifdef GKQ_WITH_SERVER
+        VERIFY_CONTAINS(w.viewNotice(), QStringLiteral("No knot yet"));
+#else
+        VERIFY_CONTAINS(w.viewNotice(), QStringLiteral("no HTTP server"));
+#endif
+        tabs->setCurrentIndex(MainWindow::SpectrumTab);
+        QVERIFY(open(w, m_tiny));
+        QCOMPARE(w.viewNotice(), QString());
+        tabs->setCurrentIndex(MainWindow::ReconstructTab);
+        VERIFY_CONTAINS(w.viewNotice(), QStringLiteral("No knot yet"));
+
+        // Analyze once more: the spectra are there, and the view says so instead of doing nothing.
+        ui::SpectrumPanel* spectrum = w.spectrumPanel();
+        const int n = spectrum->store()->size();
+        QVERIFY(n > 0);
+        QCOMPARE(spectrum->statusText(), QStringLiteral("Analyzed: the spectra of %1 matrices").arg(n));
+        QCOMPARE(spectrum->analyze(), quint64{0});
+        QVERIFY(!w.runner()->isKeyBusy(QStringLiteral("analyze")));
+        QCOMPARE(spectrum->statusText(),
+                 QStringLiteral("Already analyzed: the spectra of all %1 matrices are shown; select a tensor in "
+                                "the model browser")
+                     .arg(n));
+
+        // New from model without a knot asks; Cancel quantizes nothing, the answer Quantize makes the rknot.
+        ui::RknotEditor* tuning = w.rknotEditor();
+        ui::QuantizePanel* q = w.quantizePanel();
+        q->setPreset(QStringLiteral("paper"));
+        tuning->newButton()->click();
+        QVERIFY(tuning->quantizePrompt() != nullptr);
+        VERIFY_CONTAINS(tuning->quantizePrompt()->text(), QStringLiteral("preset paper"));
+        QVERIFY(!w.runner()->isKeyBusy(QStringLiteral("quantize")));
+        buttonOf(tuning->quantizePrompt(), QStringLiteral("cancel"))->click();
+        QVERIFY(tuning->quantizePrompt() == nullptr);
+        QVERIFY(!w.runner()->isKeyBusy(QStringLiteral("quantize")));
+        QVERIFY(!tuning->isEncoding());
+        VERIFY_CONTAINS(tuning->lastMessage(), QStringLiteral("No rknot made"));
+        QSignalSpy encoded(tuning, &ui::RknotEditor::encoded);
+        tuning->newButton()->click();
+        buttonOf(tuning->quantizePrompt(), QStringLiteral("quantize"))->click();
+        QVERIFY(w.runner()->isKeyBusy(QStringLiteral("quantize")));
+        QTRY_COMPARE_WITH_TIMEOUT(encoded.count(), 1, 120000);
+        QVERIFY(tuning->treeModel()->hasRknot());
+        // With a knot there is nothing to ask: a new rknot of that knot (the unsaved one is refused offscreen).
+        QVERIFY(!q->lastKnotPath().isEmpty());
+        QCOMPARE(w.viewNotice(), QString());  // Reconstruct now lists the knot's tensors
+    }
 };
 
 QTEST_MAIN(TestWorkbenchSteady)

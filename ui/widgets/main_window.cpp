@@ -116,7 +116,26 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         if (tokenizers.size() == 1) m_serve->setTokenizerPath(QString::fromStdString(tokenizers.front()));
     });
     m_tabs->setMinimumWidth(kCentralMinWidth);
-    setCentralWidget(m_tabs);
+    // Every tab stays selectable; a view that lacks what it works on says what is missing above it.
+    m_viewNotice = new QLabel(this);
+    m_viewNotice->setObjectName(QStringLiteral("viewNotice"));
+    m_viewNotice->setWordWrap(true);
+    m_viewNotice->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_viewNotice->setFrameShape(QFrame::StyledPanel);
+    m_viewNotice->setMargin(8);
+    m_viewNotice->setAutoFillBackground(true);
+    m_viewNotice->setBackgroundRole(QPalette::ToolTipBase);
+    m_viewNotice->setForegroundRole(QPalette::ToolTipText);
+    m_viewNotice->hide();
+    auto* central = new QWidget(this);
+    auto* centralLayout = new QVBoxLayout(central);
+    centralLayout->setContentsMargins(0, 0, 0, 0);
+    centralLayout->addWidget(m_viewNotice);
+    centralLayout->addWidget(m_tabs, 1);
+    setCentralWidget(central);
+    connect(m_tabs, &QTabWidget::currentChanged, this, &MainWindow::refreshViewNotice);
+    connect(m_quantize, &QuantizePanel::quantized, this, &MainWindow::refreshViewNotice);
+    connect(m_serve, &ServerPanel::stopped, this, &MainWindow::refreshViewNotice);
     connect(m_quantize, &QuantizePanel::exported, this,
             [this](const QString& path) { statusBar()->showMessage(tr("Wrote %1").arg(path)); });
 
@@ -184,6 +203,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (dock->width() < m_browser->minimumUsableWidth())
         resizeDocks({dock}, {m_browser->minimumUsableWidth()}, Qt::Horizontal);
     m_tabs->setCurrentIndex(settings.value(QStringLiteral("mainWindow/tab"), OverviewTab).toInt());
+    refreshViewNotice();
     statusBar()->showMessage(tr("Ready"));
 }
 
@@ -444,10 +464,50 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weight
                                 .arg(m_knot->bitsPerWeight(), 0, 'f', 3)
                           : tr("%1 — GKQ Workbench").arg(QFileInfo(path).fileName()));
     statusBar()->showMessage(tr("Opened %1").arg(path));
+    refreshViewNotice();
     m_lastError.clear();
     addRecentFile(path);
     m_spectrum->analyze();
     emit modelLoaded(path);
+}
+
+QString MainWindow::noticeFor(int tab) const {
+    const QString noModel =
+        tr("No model open: this view works on the open model. Open one with File > Open (Ctrl+O)%1, or drop a model "
+           "file on the window.")
+            .arg(demoModelPath().isEmpty() ? QString() : tr(" or File > Open Demo Model"));
+    const QString noKnot =
+        tr("No knot yet: this view works on a knot. Quantize the open model in the Quantize view (Ctrl+R), or open a "
+           "knot with File > Open.");
+    switch (tab) {
+        case SpectrumTab:
+        case QuantizeTab:
+        case CompareTab: return m_model ? QString() : noModel;
+        case SaturationTab:
+            return m_model ? QString() : noModel + tr(" A masks file (gkq profile -o) can still be loaded here.");
+        case TuningTab:
+            return m_model ? QString()
+                           : noModel + tr(" An rknot can still be opened and edited; making one or re-quantizing "
+                                          "with it needs the model.");
+        case ReconstructTab: return m_reconstruct->knotPath().isEmpty() ? noKnot : QString();
+        case ServeTab:
+#ifndef GKQ_WITH_SERVER
+            return tr("This build has no HTTP server (it was configured with GKQ_WITH_SERVER=OFF).");
+#else
+            return m_serve->knotPath().isEmpty() && !m_serve->isRunning() ? noKnot : QString();
+#endif
+        default: return {};
+    }
+}
+
+void MainWindow::refreshViewNotice() {
+    const QString notice = noticeFor(m_tabs->currentIndex());
+    m_viewNotice->setText(notice);
+    m_viewNotice->setVisible(!notice.isEmpty());
+}
+
+QString MainWindow::viewNotice() const {
+    return m_viewNotice->isHidden() ? QString() : m_viewNotice->text();
 }
 
 QString MainWindow::jobStatusText() const {

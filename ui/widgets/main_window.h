@@ -9,6 +9,8 @@
 // (switchPrompt(): a window-modal, non-blocking box, also under the offscreen platform): it names what stops (the
 // server), what is cleared (Compare's results) and offers to keep or discard the unsaved tuning; nothing changes
 // until the new model has loaded, so a failed open keeps all of it.
+// Every tab stays selectable: a view that lacks what it works on (no model open, no knot yet) says so in a notice
+// above the tabs (viewNotice()).
 #pragma once
 
 #include "gkq/weights.h"
@@ -89,6 +91,9 @@ public:
     // The status bar's job label: the running job, or once none runs how the last one ended ("<label>: done",
     // "failed" or "cancelled").
     QString jobStatusText() const;
+    // What the notice above the current view says is missing for it to work (no model open, no knot yet, no
+    // server in this build); empty, and hidden, when the view has what it needs. Every tab stays selectable.
+    QString viewNotice() const;
 
 signals:
     void modelLoaded(const QString& path);
@@ -112,6 +117,8 @@ private:
     void showHelp(const QString& title, const QString& text);
     void showTensorInOverview(const QString& name);
     void saveLayout();
+    QString noticeFor(int tab) const;
+    void refreshViewNotice();
 
     JobRunner* m_runner = nullptr;
     TensorTableModel* m_tensorModel = nullptr;
@@ -128,6 +135,7 @@ private:
     RknotEditor* m_tuning = nullptr;
     std::optional<KnotSummary> m_knot;
     QTabWidget* m_tabs = nullptr;
+    QLabel* m_viewNotice = nullptr;
     QMenu* m_recentMenu = nullptr;
     QLabel* m_jobLabel = nullptr;
     QHash<quint64, QString> m_jobLabels;  // running jobs' labels
