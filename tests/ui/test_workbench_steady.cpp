@@ -366,6 +366,44 @@ private slots:
         QVERIFY(!q->lastKnotPath().isEmpty());
         QCOMPARE(w.viewNotice(), QString());  // Reconstruct now lists the knot's tensors
     }
+
+    // Item 6: the last text profiled on, and a minimum frequency at which not every neuron is hot.
+    void saturationDefaultsToTheLastTextAndColdNeurons() {
+        if (m_demo.isEmpty()) QSKIP("needs the bundled demo model (a tokenizer and a text)");
+        QSettings().clear();
+        auto model = ModelFile::open(m_demo.toStdString());
+        QVERIFY2(model.is_ok(), model.message().c_str());
+        const auto weights = std::make_shared<ModelFile>(std::move(model).value());
+        ui::JobRunner runner;
+        {
+            ui::SaturationPanel panel(&runner);
+            QCOMPARE(panel.minFrequency(), 0.1);
+            panel.setModel(weights);
+            QCOMPARE(panel.textPath(), QDir(m_demo).filePath(QStringLiteral("heldout.txt")));
+            panel.setTextPath(m_text);
+            panel.setMaxTokens(400);
+            QSignalSpy profiled(&panel, &ui::SaturationPanel::profiled);
+            QVERIFY(panel.startProfile() != 0);
+            QVERIFY(profiled.wait(120000));
+            const SaturationProfile& p = *panel.currentProfile();
+            QCOMPARE(p.min_frequency, 0.1);
+            int64_t hot = 0, total = 0, everHot = 0;
+            for (const LayerSaturation& l : p.layers) {
+                hot += l.hot_count();
+                total += l.neuron_count;
+                for (uint64_t c : l.counts) everHot += c > 0 ? 1 : 0;
+            }
+            std::printf("saturation on %lld tokens: %lld of %lld neurons hot at frequency > 0.1, %lld at > 0\n",
+                        static_cast<long long>(p.n_tokens), static_cast<long long>(hot), static_cast<long long>(total),
+                        static_cast<long long>(everHot));
+            QVERIFY(hot > 0);
+            QVERIFY(2 * hot < total);  // a mask, not every neuron: most neurons that saturated stay cold
+            QVERIFY(hot < everHot);
+        }
+        ui::SaturationPanel next(&runner);
+        next.setModel(weights);
+        QCOMPARE(next.textPath(), m_text);
+    }
 };
 
 QTEST_MAIN(TestWorkbenchSteady)
