@@ -184,6 +184,8 @@ Result<Tokenizer> Tokenizer::from_metadata(const Metadata& meta, const Vocabular
         t->m_eot_id = eot;
         t->m_pad_id = pad;
         if (Status s = meta_flag(meta, "tokenizer.ggml.add_bos_token", label, t->m_add_bos); !s) return s;
+        if (Status s = meta_flag(meta, "tokenizer.ggml.add_eos_token", label, t->m_add_eos); !s) return s;
+        if (Status s = meta_flag(meta, "tokenizer.ggml.add_space_prefix", label, t->m_add_space_prefix); !s) return s;
         return t;
     }
     BpeSpec spec;
@@ -307,10 +309,10 @@ Result<Tokenizer> Tokenizer::load_hf_json(const std::string& path) {
 Result<Tokenizer> Tokenizer::load(const std::string& path) {
     std::error_code ec;
     fs::path p(path);
-    if (fs::is_directory(p, ec) && fs::exists(p / "tokenizer.json", ec) && !fs::exists(p / "model.safetensors", ec) &&
-        !fs::exists(p / "model.safetensors.index.json", ec))
-        p /= "tokenizer.json";
+    // A Hugging Face folder (with or without its weights, which carry no vocabulary): its tokenizer files.
+    if (fs::is_directory(p, ec) && hf_folder_has_tokenizer(p.string())) return load_hf_folder(p.string());
     if (p.extension() == ".json") return load_hf_json(p.string());
+    if (p.extension() == ".model" && !fs::is_directory(p, ec)) return load_sentencepiece(p.string());
     if (p.extension() == ".bin" && !fs::is_directory(p, ec)) {
         // A llama2.c tokenizer.bin by itself (a checkpoint .bin has no vocabulary and fails below).
         const std::string name = p.filename().string();
