@@ -4,6 +4,7 @@
 #include "gkq/model_file.h"
 
 #include "infer/tokenizer_bpe.h"
+#include "infer/tokenizer_hf.h"
 
 #include <nlohmann/json.hpp>
 
@@ -226,10 +227,8 @@ Result<Tokenizer> Tokenizer::load_hf_json(const std::string& path) {
         return error(StatusCode::Unsupported, path + ": tokenizer model '" +
                                                   (model.is_object() ? model.value("type", "") : std::string()) +
                                                   "' is not supported (BPE is)");
-    if (model.value("byte_fallback", false))
-        return error(StatusCode::Unsupported, path +
-                                                  ": a byte-fallback (sentencepiece-style) BPE tokenizer.json is "
-                                                  "not supported; use the GGUF");
+    // Sentencepiece-style BPE (Llama-2, Mistral, Gemma): the SPM family, as convert_hf_to_gguf.py's LlamaHfVocab.
+    if (model.value("byte_fallback", false)) return load_hf_byte_fallback_json(j, path);
     if (!model.contains("vocab") || !model["vocab"].is_object() || !model.contains("merges") ||
         !model["merges"].is_array())
         return error(StatusCode::Corrupt, path + ": model.vocab (object) or model.merges (array) is missing");
