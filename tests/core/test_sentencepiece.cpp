@@ -163,7 +163,7 @@ private slots:
 
     // The converter's folder rules: config.json's vocab_size pads with [PADi] (UNUSED), added_tokens.json and
     // tokenizer_config.json's added_tokens_decoder become USER_DEFINED / CONTROL tokens; a user-defined piece is
-    // normal; special ids from config.json (no tokenizer.json to name them), add_bos/add_eos from
+    // normal; special ids from config.json when no tokenizer.json names them, add_bos/add_eos from
     // tokenizer_config.json.
     void folder_rules() {
         test::TempDir dir;
@@ -199,6 +199,17 @@ private slots:
         QCOMPARE(tok->encode("hi", false, false).size(), size_t(1));                    // "▁hi" is one piece
         const std::vector<int32_t> extra = tok->encode("<extra>", false, false, true);  // text, not a token
         QVERIFY(!tok->is_control(n - 1) && std::find(extra.begin(), extra.end(), n - 1) == extra.end());
+        // With a tokenizer.json beside it (its model not read: tokenizer.model wins), its added tokens name
+        // tokenizer_config.json's tokens: EOS "</s>" is id 2, ahead of config.json's id.
+        test::write_file(dir.file("tokenizer.json"),
+                         std::string_view(R"({"added_tokens": [{"id": 2, "content": "</s>", "special": true}],
+                                              "model": {"type": "Unigram"}})"));
+        test::write_file(dir.file("tokenizer_config.json"), std::string_view(R"({"eos_token": {"content": "</s>"}})"));
+        auto beside = Tokenizer::load(dir.path());
+        QVERIFY2(bool(beside), beside.message().c_str());
+        QCOMPARE(beside->eos_id(), 2);
+        QCOMPARE(beside->vocab_size(), n + 4);
+        QVERIFY(beside->add_bos() && !beside->add_eos());
         // Bytes without a piece become byte tokens: "é" is <0xC3><0xA9>.
         QCOMPARE(ids_text(tok->encode("\xC3\xA9", false, false)),
                  QString("%1 %2 %3").arg(n - 6).arg(3 + 0xC3).arg(3 + 0xA9));

@@ -288,7 +288,11 @@ struct HfLoader {
                     put(id, replace_all(*text, kSpaceMark, " "), kUserDefined);
             }
         }
-        return finish(std::move(v), nlohmann::json(), sp->add_dummy_prefix, true, label);
+        // SpecialVocab reads the folder's tokenizer.json for the added tokens that name BOS/EOS, whichever file
+        // the vocabulary came from.
+        auto tokenizer_json = read_json(dir / "tokenizer.json");
+        if (!tokenizer_json) return tokenizer_json.status();
+        return finish(std::move(v), *tokenizer_json, sp->add_dummy_prefix, true, label);
     }
 
     // LlamaHfVocab over a byte-fallback BPE tokenizer.json (scores from merge ranks: see the file comment).
