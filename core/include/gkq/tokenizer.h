@@ -61,8 +61,10 @@ public:
     // A GGUF vocabulary with the rest of its tokenizer.ggml.* keys (merges, pre, eot/padding ids,
     // add_bos_token): every family. Unsupported pre-tokenizers fail with Unsupported naming the key's value.
     static Result<Tokenizer> from_metadata(const Metadata& meta, const Vocabulary& vocab, const std::string& label);
-    // A Hugging Face tokenizer.json (model "BPE" with a ByteLevel pre-tokenizer), with the BOS/EOS tokens and
-    // add_bos_token of the tokenizer_config.json beside it when there is one.
+    // A Hugging Face tokenizer.json: model "BPE" with a ByteLevel pre-tokenizer (Bpe), with the BOS/EOS tokens and
+    // add_bos_token of the tokenizer_config.json beside it when there is one; or model "BPE" with byte_fallback
+    // (Spm, sentencepiece-style: Llama-2, Mistral, Gemma), with the special tokens of its folder as
+    // load_hf_folder() takes them.
     static Result<Tokenizer> load_hf_json(const std::string& path);
     // A sentencepiece tokenizer.model (Llama-2, Mistral, Phi-3, Gemma): the SPM tokenizer with the pieces, scores
     // and token types convert_hf_to_gguf.py would put into a GGUF, with the special tokens of the folder it is in.
