@@ -219,7 +219,7 @@ Result<SentencePieceModel> parse_sentencepiece_model(std::string_view bytes, con
                 sub_message(w, field, type, "trainer_spec", [&](uint32_t f, uint32_t t, Wire& tw) -> Result<bool> {
                     Status e;
                     switch (f) {
-                        case 3: e = read_int32(tw, f, t, "model_type", m.model_type); break;
+                        case 3: e = read_int32(tw, f, t, "trainer_spec.model_type", m.model_type); break;
                         case 24:
                             e = read_bool(tw, f, t, "treat_whitespace_as_suffix", m.treat_whitespace_as_suffix);
                             break;
