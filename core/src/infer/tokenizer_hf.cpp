@@ -11,8 +11,9 @@
 // -1000. Only BPE models are taken: llama.cpp tokenizes every "llama" vocabulary by merging scored pairs, which is
 // sentencepiece's BPE and not its unigram (Viterbi) encoding.
 //
-// tokenizer.json with a byte-fallback BPE model (LlamaHfVocab): <0xXX> pieces BYTE, special added tokens CONTROL,
-// other added tokens USER_DEFINED, the rest NORMAL; model.unk_token UNKNOWN (the converter says CONTROL; the
+// tokenizer.json with a byte-fallback BPE model (LlamaHfVocab): <0xXX> pieces BYTE, special added tokens CONTROL
+// (and those that look special, as _create_vocab_sentencepiece has them), other added tokens USER_DEFINED, the
+// rest NORMAL; model.unk_token UNKNOWN (the converter says CONTROL; the
 // tokenizer.model of the same model says UNKNOWN, and the ids come out the same). One deliberate difference:
 // LlamaHfVocab gives every token the score -1000, so llama.cpp's SPM session merges equal-score pairs left to
 // right, which is not what the file's merges do; here a token's score is minus the rank of the first merge that
@@ -322,7 +323,9 @@ struct HfLoader {
                 if (!a.is_object() || !a.contains("id") || !a.contains("content") || !a["content"].is_string())
                     return error(StatusCode::Corrupt, label + ": an added_tokens entry without id and content");
                 const std::string text = a["content"].get<std::string>();
-                if (Status s = put(a["id"], text, a.value("special", false) ? kControl : kUserDefined); !s) return s;
+                // Looking special (<unusedN>, <mask>, <|...|>) makes a control token, as for added_tokens_decoder.
+                const bool control = a.value("special", false) || looks_special(text);
+                if (Status s = put(a["id"], text, control ? kControl : kUserDefined); !s) return s;
             }
         }
         std::unordered_map<std::string, int32_t> id_of;
