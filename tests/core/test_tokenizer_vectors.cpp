@@ -414,6 +414,14 @@ private slots:
         QCOMPARE(tok->bos_id(), 5);  // config.json's ids
         QCOMPARE(tok->eos_id(), 7);
         QVERIFY(tok->add_bos());  // the post-processor's template starts with <s>
+        // A tokenizer_config.json without bos_token: the template's first token names BOS, ahead of config.json.
+        test::write_file(dir.file("tokenizer_config.json"), std::string_view("{\"add_eos_token\": true}"));
+        tok = Tokenizer::load(dir.path());
+        QVERIFY2(bool(tok), tok.message().c_str());
+        QCOMPARE(tok->bos_id(), 1);
+        QCOMPARE(tok->eos_id(), 7);
+        QVERIFY(tok->add_bos() && tok->add_eos());
+        QFile::remove(QString::fromStdString(dir.file("tokenizer_config.json")));
         test::write_file(dir.file("config.json"), std::string_view("{\"bos_token_id\": 1}"));
         test::write_file(dir.file("generation_config.json"), std::string_view("{\"eos_token_id\": [9, 2]}"));
         tok = Tokenizer::load(dir.path());

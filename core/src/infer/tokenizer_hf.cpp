@@ -162,12 +162,13 @@ struct HfLoader {
                     if (!e.is_object() || !e.contains("SpecialToken") || !e["SpecialToken"].is_object()) return {};
                     return token_text(e["SpecialToken"].value("id", nlohmann::json()));
                 };
+                // Without a bos_token (or without the config) the converter takes the template's first token.
                 if (auto first = special_id(p["single"].front())) {
-                    if (!tc.is_object()) bos_text = first;
+                    if (!tc.is_object() || !bos_text) bos_text = first;
                     s.add_bos = first == bos_text;
                 }
                 if (auto last = special_id(p["single"].back())) {
-                    if (!tc.is_object()) eos_text = last;
+                    if (!tc.is_object() || !eos_text) eos_text = last;
                     s.add_eos = last == eos_text;
                 }
             }
