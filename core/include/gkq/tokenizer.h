@@ -22,8 +22,8 @@
 // tokenizer.model (or a tokenizer.json with fuse_unk) a run of them is one <unk>, as sentencepiece makes it.
 //
 // Special tokens: with `parse_special` the text of a control token (GGUF token type CONTROL, a tokenizer.json
-// added token marked special) becomes that token, as llama.cpp's tokenizer_st_partition does; a BPE
-// vocabulary's user-defined tokens are always matched first (llama.cpp and Hugging Face do the same).
+// added token marked special) becomes that token, as llama.cpp's tokenizer_st_partition does; user-defined
+// tokens (BPE and SPM) are always matched first (llama.cpp and Hugging Face do the same).
 //
 // decode() follows run.c's decode(): the piece of a token, with the leading space dropped after BOS and a
 // byte token <0xXX> turned into its raw byte. GGUF pieces have their U+2581 '▁' turned into spaces and
