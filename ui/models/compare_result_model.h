@@ -29,6 +29,7 @@ public:
     explicit CompareResultModel(QObject* parent = nullptr);
 
     void setPoints(std::vector<ComparePoint> points);
+    void addPoint(ComparePoint point);  // one more row at the end
     const std::vector<ComparePoint>& points() const { return m_points; }
     QString toCsv() const;
 

@@ -22,11 +22,22 @@
 #include <QListWidget>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QSettings>
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
 
 namespace gkq::ui {
+
+namespace {
+const QString kLastTextKey = QStringLiteral("evaluation/lastText");  // shared with QuantizePanel::evaluate
+
+// What the compare job returns: every preset's point (also delivered one by one) and the session's base passes.
+struct CompareRun {
+    std::vector<ComparePoint> points;
+    qint64 basePasses = 0;
+};
+}  // namespace
 
 ComparePanel::ComparePanel(JobRunner* runner, QWidget* parent) : QWidget(parent), m_runner(runner) {
     m_presetList = new QListWidget(this);
@@ -126,13 +137,22 @@ ComparePanel::~ComparePanel() {
 void ComparePanel::setModel(std::shared_ptr<const Weights> model) {
     if (m_job) m_runner->cancel(m_job);
     m_model = std::move(model);
+    ++m_run;  // points still on their way belong to the model that was open
     m_results->setPoints({});
     m_chart->setPoints({});
+    m_basePasses = -1;
+    m_status->clear();
+    m_progress->setValue(0);
     if (m_model) {
+        // The last text evaluated on, else the held-out text beside the model.
+        const QString last = QSettings().value(kLastTextKey).toString();
         const QFileInfo info(QString::fromStdString(m_model->label()));
         const QString heldout =
             QDir(info.isDir() ? info.absoluteFilePath() : info.absolutePath()).filePath(QStringLiteral("heldout.txt"));
-        if (QFileInfo::exists(heldout)) m_text->setText(heldout);
+        if (!last.isEmpty() && QFileInfo::exists(last))
+            m_text->setText(last);
+        else if (QFileInfo::exists(heldout))
+            m_text->setText(heldout);
     }
 }
 
@@ -154,6 +174,12 @@ QStringList ComparePanel::presets() const {
 void ComparePanel::setTextPath(const QString& path) {
     m_text->setText(path);
 }
+QString ComparePanel::textPath() const {
+    return m_text->text();
+}
+QString ComparePanel::statusText() const {
+    return m_status->text();
+}
 
 quint64 ComparePanel::run() {
     const QStringList chosen = presets();
@@ -163,16 +189,34 @@ quint64 ComparePanel::run() {
     for (const QString& p : chosen) names.push_back(p.toStdString());
     const std::string text = m_text->text().toStdString();
     const std::string dir = m_tempDir.path().toStdString();
-    m_job = m_runner->run<std::vector<ComparePoint>>(
+    QSettings().setValue(kLastTextKey, m_text->text());
+    const quint64 run = ++m_run;
+    m_results->setPoints({});
+    m_chart->setPoints({});
+    m_basePasses = -1;
+    // A measured preset reaches the GUI thread at once (queued; the panel outlives the job: its destructor waits).
+    const auto deliver = [this, run](ComparePoint p) {
+        QMetaObject::invokeMethod(
+            this,
+            [this, run, p] {
+                if (run != m_run) return;
+                m_results->addPoint(p);
+                m_chart->setPoints(m_results->points());
+                m_table->resizeColumnsToContents();
+                emit pointAdded(m_results->rowCount() - 1);
+            },
+            Qt::QueuedConnection);
+    };
+    m_job = m_runner->run<CompareRun>(
         QStringLiteral("compare"), tr("Comparing %1 presets").arg(chosen.size()),
-        [model, names, text, dir](const ProgressFn& progress) -> Result<std::vector<ComparePoint>> {
+        [model, names, text, dir, deliver](const ProgressFn& progress) -> Result<CompareRun> {
             // One evaluation session: the base's logits are computed with the first preset's knot and reused.
             EvalRequest request;
             request.base = model->label();
             request.text_path = text;
             auto session = EvalSession::open(request);
             if (!session) return session.status();
-            std::vector<ComparePoint> points;
+            CompareRun out;
             const double step = 1.0 / static_cast<double>(names.size());
             for (size_t i = 0; i < names.size(); ++i) {
                 // Each preset: the first half of its share is the quantization, the second the evaluation.
@@ -201,15 +245,22 @@ quint64 ComparePanel::run() {
                 p.sameTop = r.compare.same_top;
                 p.pplRatio = r.compare.ppl_ratio;
                 p.tokens = r.n_tokens;
-                points.push_back(p);
+                deliver(p);
+                out.points.push_back(p);
             }
-            return points;
+            out.basePasses = session->base_passes();
+            return out;
         },
-        [this](std::vector<ComparePoint>& points) {
-            m_chart->setPoints(points);
-            m_results->setPoints(std::move(points));
+        [this](CompareRun& r) {
+            // The rows arrived one by one; the job's list is the same, in order (queued before this).
+            m_results->setPoints(std::move(r.points));
+            m_chart->setPoints(m_results->points());
             m_table->resizeColumnsToContents();
-            m_status->setText(tr("Done"));
+            m_basePasses = r.basePasses;
+            m_status->setText(tr("Done: %1 presets; the base model ran over the text %2 (its logits reused for "
+                                 "every preset)")
+                                  .arg(m_results->rowCount())
+                                  .arg(r.basePasses == 1 ? tr("once") : tr("%1 times").arg(r.basePasses)));
         });
     m_runButton->setEnabled(false);
     m_cancelButton->setEnabled(true);

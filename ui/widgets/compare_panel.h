@@ -1,7 +1,10 @@
 // ComparePanel: quantize the open model with several presets and evaluate each knot against it on one text, then
 // plot bits per weight against mean KLD (ParetoChart) with the points' table; export the chart as PNG or SVG and the
 // data as CSV. One JobRunner job (key "compare") runs the presets in turn in one core EvalSession (gkq/workflows.h), so
-// the open model runs over the text once, not once per preset; Cancel stops it.
+// the open model runs over the text once, not once per preset (basePasses() is the session's count); Cancel stops it.
+// Each preset's row and chart point appear as soon as it is measured (pointAdded), not at the end. The text defaults
+// to the last one evaluated on (Compare, or Evaluate in the Quantize view: QSettings "evaluation/lastText"), else
+// heldout.txt beside the model.
 #pragma once
 
 #include "gkq/weights.h"
@@ -36,8 +39,13 @@ public:
     void setPresets(const QStringList& presets);  // checks exactly these (those the workbench can run)
     QStringList presets() const;
     void setTextPath(const QString& path);
+    QString textPath() const;
+    QString statusText() const;
+    // Times the base model ran over the text in the last finished run (the core session's count; -1 before one).
+    qint64 basePasses() const { return m_basePasses; }
     quint64 run();  // 0 without a model, a text or a preset
     void cancel();
+    bool isRunning() const { return m_job != 0; }
     bool exportCsv(const QString& path) const;
     bool exportPng(const QString& path) const;
     // The chart as SVG (charts/chart_export.h), written atomically.
@@ -47,6 +55,7 @@ public:
     ParetoChart* chart() const { return m_chart; }
 
 signals:
+    void pointAdded(int row);  // a preset measured while the run goes on
     void compared();
     void compareCancelled();
 
@@ -59,6 +68,8 @@ private:
     std::shared_ptr<const Weights> m_model;
     QTemporaryDir m_tempDir{scratchTemplate()};
     quint64 m_job = 0;
+    quint64 m_run = 0;  // the run whose points are shown; points of an earlier one are dropped
+    qint64 m_basePasses = -1;
 
     QListWidget* m_presetList = nullptr;
     QLineEdit* m_text = nullptr;

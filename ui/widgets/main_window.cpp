@@ -17,6 +17,7 @@
 #include "widgets/server_panel.h"
 #include "widgets/spectrum_panel.h"
 
+#include <QAbstractButton>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDesktopServices>
@@ -33,6 +34,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QStatusBar>
@@ -114,7 +116,26 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         if (tokenizers.size() == 1) m_serve->setTokenizerPath(QString::fromStdString(tokenizers.front()));
     });
     m_tabs->setMinimumWidth(kCentralMinWidth);
-    setCentralWidget(m_tabs);
+    // Every tab stays selectable; a view that lacks what it works on says what is missing above it.
+    m_viewNotice = new QLabel(this);
+    m_viewNotice->setObjectName(QStringLiteral("viewNotice"));
+    m_viewNotice->setWordWrap(true);
+    m_viewNotice->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_viewNotice->setFrameShape(QFrame::StyledPanel);
+    m_viewNotice->setMargin(8);
+    m_viewNotice->setAutoFillBackground(true);
+    m_viewNotice->setBackgroundRole(QPalette::ToolTipBase);
+    m_viewNotice->setForegroundRole(QPalette::ToolTipText);
+    m_viewNotice->hide();
+    auto* central = new QWidget(this);
+    auto* centralLayout = new QVBoxLayout(central);
+    centralLayout->setContentsMargins(0, 0, 0, 0);
+    centralLayout->addWidget(m_viewNotice);
+    centralLayout->addWidget(m_tabs, 1);
+    setCentralWidget(central);
+    connect(m_tabs, &QTabWidget::currentChanged, this, &MainWindow::refreshViewNotice);
+    connect(m_quantize, &QuantizePanel::quantized, this, &MainWindow::refreshViewNotice);
+    connect(m_serve, &ServerPanel::stopped, this, &MainWindow::refreshViewNotice);
     connect(m_quantize, &QuantizePanel::exported, this,
             [this](const QString& path) { statusBar()->showMessage(tr("Wrote %1").arg(path)); });
 
@@ -140,7 +161,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     statusBar()->addPermanentWidget(m_jobProgress);
     statusBar()->addPermanentWidget(m_jobCancel);
     connect(m_jobCancel, &QToolButton::clicked, m_runner, &JobRunner::cancelAll);
-    connect(m_runner, &JobRunner::started, this, [this](quint64, const QString& label) {
+    connect(m_runner, &JobRunner::started, this, [this](quint64 id, const QString& label) {
+        m_jobLabels.insert(id, label);
         m_jobLabel->setText(label);
         m_jobProgress->setValue(0);
         m_jobProgress->show();
@@ -150,17 +172,27 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         m_jobProgress->setValue(static_cast<int>(fraction * 1000.0));
         m_jobProgress->setToolTip(what);
     });
+    // Once the last job has ended the label says how the last one ended ("Exporting knot: done"), never a step.
+    const auto ended = [this](quint64 id, const QString& how) {
+        const QString label = m_jobLabels.take(id);
+        if (!how.isEmpty()) m_lastJobEnd = tr("%1: %2").arg(label, how);
+    };
+    connect(m_runner, &JobRunner::finished, this, [ended](quint64 id) { ended(id, tr("done")); });
+    connect(m_runner, &JobRunner::staleDropped, this, [ended](quint64 id) { ended(id, QString()); });  // replaced
     connect(m_runner, &JobRunner::idle, this, [this] {
-        m_jobLabel->clear();
+        m_jobLabel->setText(m_lastJobEnd);
         m_jobProgress->hide();
         m_jobCancel->hide();
     });
-    connect(m_runner, &JobRunner::failed, this, [this](quint64 id, const QString& message) {
+    connect(m_runner, &JobRunner::failed, this, [this, ended](quint64 id, const QString& message) {
+        ended(id, tr("failed"));
         showError(message);
         if (id == m_loadJob) emit loadFailed(message);
     });
-    connect(m_runner, &JobRunner::cancelled, this,
-            [this](quint64) { statusBar()->showMessage(tr("Cancelled"), 5000); });
+    connect(m_runner, &JobRunner::cancelled, this, [this, ended](quint64 id) {
+        ended(id, tr("cancelled"));
+        statusBar()->showMessage(tr("Cancelled"), 5000);
+    });
 
     buildMenus();
     QSettings settings;
@@ -171,6 +203,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (dock->width() < m_browser->minimumUsableWidth())
         resizeDocks({dock}, {m_browser->minimumUsableWidth()}, Qt::Horizontal);
     m_tabs->setCurrentIndex(settings.value(QStringLiteral("mainWindow/tab"), OverviewTab).toInt());
+    refreshViewNotice();
     statusBar()->showMessage(tr("Ready"));
 }
 
@@ -277,8 +310,67 @@ void MainWindow::openDialog() {
     openModel(path);
 }
 
+QStringList MainWindow::switchLosses() const {
+    QStringList out;
+    if (!m_model) return out;
+    if (m_serve->isRunning())
+        out << tr("The server at %1 stops (it serves %2, a knot of the open model).")
+                   .arg(m_serve->url(), m_serve->knotPath());
+    if (m_tuning->isModified())
+        out << tr("The tuning %1 has unsaved edits.")
+                   .arg(m_tuning->filePath().isEmpty() ? tr("(a new rknot)") : m_tuning->filePath());
+    if (m_compare->isRunning())
+        out << tr("The running Compare stops.");
+    else if (const int n = m_compare->resultModel()->rowCount(); n > 0)
+        out << (n == 1 ? tr("Compare's results (1 preset measured on the open model) are cleared.")
+                       : tr("Compare's results (%1 presets measured on the open model) are cleared.").arg(n));
+    return out;
+}
+
 quint64 MainWindow::openModel(const QString& path) {
+    const QStringList losses = switchLosses();
+    if (losses.isEmpty()) return loadModel(path, Tuning::Keep);
+    if (m_switchPrompt) m_switchPrompt->close();  // a newer request replaces the one not answered yet
+    const bool tuning = m_tuning->isModified();
+    auto* box =
+        new QMessageBox(QMessageBox::Question, tr("Open another model"),
+                        tr("Open %1 instead of %2?").arg(QFileInfo(path).fileName(), QFileInfo(m_modelPath).fileName()),
+                        QMessageBox::NoButton, this);
+    box->setObjectName(QStringLiteral("switchModelPrompt"));
+    box->setInformativeText(
+        losses.join(QLatin1Char('\n')) +
+        (tuning ? tr("\nKept, the tuning stays open in the Tuning view (its file names the tensors it tunes); "
+                     "discarded, it goes back to its file.")
+                : QString()));
+    if (tuning) {
+        box->addButton(tr("Keep tuning and open"), QMessageBox::AcceptRole)->setObjectName(QStringLiteral("keep"));
+        box->addButton(tr("Discard tuning and open"), QMessageBox::DestructiveRole)
+            ->setObjectName(QStringLiteral("discard"));
+    } else {
+        box->addButton(tr("Open"), QMessageBox::AcceptRole)->setObjectName(QStringLiteral("open"));
+    }
+    box->addButton(QMessageBox::Cancel)->setObjectName(QStringLiteral("cancel"));
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    m_switchPrompt = box;
+    connect(box, &QMessageBox::finished, this, [this, box, path](int) {
+        if (m_switchPrompt == box) m_switchPrompt = nullptr;
+        const QAbstractButton* clicked = box->clickedButton();
+        const QString name = clicked ? clicked->objectName() : QString();
+        if (name == QLatin1String("keep") || name == QLatin1String("open"))
+            loadModel(path, Tuning::Keep);
+        else if (name == QLatin1String("discard"))
+            loadModel(path, Tuning::Discard);
+        else
+            statusBar()->showMessage(tr("Kept %1 open").arg(m_modelPath));
+    });
+    statusBar()->showMessage(tr("Opening %1: answer the question first").arg(path));
+    box->open();  // window-modal, no nested event loop: jobs keep reporting
+    return 0;
+}
+
+quint64 MainWindow::loadModel(const QString& path, Tuning tuning) {
     const std::string p = path.toStdString();
+    m_loadTuning = tuning;
     statusBar()->showMessage(tr("Opening %1...").arg(path));
     // A knot opens as itself: the views read its records (nothing is decoded into a file).
     m_loadJob = m_runner->run<OpenedModel>(
@@ -292,6 +384,18 @@ quint64 MainWindow::openModel(const QString& path) {
 }
 
 void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weights> model) {
+    // What belonged to the model that was open: its server stops (it would serve the old knot under the new
+    // title), its unsaved tuning is kept or discarded as the prompt was answered.
+    const QString previous = m_modelPath;
+    if (m_serve->isRunning()) m_serve->stop();
+    m_serve->setKnotPath(QString());
+    if (m_tuning->isModified()) {
+        if (m_loadTuning == Tuning::Discard)
+            m_tuning->discardEdits();
+        else
+            m_tuning->noteCarriedOver(previous);
+    }
+    m_loadTuning = Tuning::Keep;
     m_model = std::move(model);
     m_modelPath = path;
     m_tensorModel->setWeights(*m_model);
@@ -303,7 +407,7 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weight
     m_saturation->setModel(m_model);
     if (m_knot) {  // an opened knot is also what Reconstruct and Serve work on
         m_reconstruct->setKnotPath(path);
-        if (!m_serve->isRunning()) m_serve->setKnotPath(path);
+        m_serve->setKnotPath(path);
     }
     // A knot holds no original: Quantize re-encodes the knot, Evaluate and Compare measure against it; they say so.
     for (QWidget* measures : {static_cast<QWidget*>(m_quantize), static_cast<QWidget*>(m_compare)})
@@ -360,10 +464,54 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weight
                                 .arg(m_knot->bitsPerWeight(), 0, 'f', 3)
                           : tr("%1 — GKQ Workbench").arg(QFileInfo(path).fileName()));
     statusBar()->showMessage(tr("Opened %1").arg(path));
+    refreshViewNotice();
     m_lastError.clear();
     addRecentFile(path);
     m_spectrum->analyze();
     emit modelLoaded(path);
+}
+
+QString MainWindow::noticeFor(int tab) const {
+    const QString noModel =
+        tr("No model open: this view works on the open model. Open one with File > Open (Ctrl+O)%1, or drop a model "
+           "file on the window.")
+            .arg(demoModelPath().isEmpty() ? QString() : tr(" or File > Open Demo Model"));
+    const QString noKnot =
+        tr("No knot yet: this view works on a knot. Quantize the open model in the Quantize view (Ctrl+R), or open a "
+           "knot with File > Open.");
+    switch (tab) {
+        case SpectrumTab:
+        case QuantizeTab:
+        case CompareTab: return m_model ? QString() : noModel;
+        case SaturationTab:
+            return m_model ? QString() : noModel + tr(" A masks file (gkq profile -o) can still be loaded here.");
+        case TuningTab:
+            return m_model ? QString()
+                           : noModel + tr(" An rknot can still be opened and edited; making one or re-quantizing "
+                                          "with it needs the model.");
+        case ReconstructTab: return m_reconstruct->knotPath().isEmpty() ? noKnot : QString();
+        case ServeTab:
+#ifndef GKQ_WITH_SERVER
+            return tr("This build has no HTTP server (it was configured with GKQ_WITH_SERVER=OFF).");
+#else
+            return m_serve->knotPath().isEmpty() && !m_serve->isRunning() ? noKnot : QString();
+#endif
+        default: return {};
+    }
+}
+
+void MainWindow::refreshViewNotice() {
+    const QString notice = noticeFor(m_tabs->currentIndex());
+    m_viewNotice->setText(notice);
+    m_viewNotice->setVisible(!notice.isEmpty());
+}
+
+QString MainWindow::viewNotice() const {
+    return m_viewNotice->isHidden() ? QString() : m_viewNotice->text();
+}
+
+QString MainWindow::jobStatusText() const {
+    return m_jobLabel->text();
 }
 
 QString MainWindow::knotNotice() const {

@@ -5,12 +5,19 @@
 // load runs through the JobRunner, then the spectra are analyzed in the background. Window layout, recent files
 // and the last directory persist in QSettings. Errors show in the window (status bar and a message box on a real
 // display) and never take the app down.
+// Opening another model while the open one has a running server, unsaved tuning or Compare results asks first
+// (switchPrompt(): a window-modal, non-blocking box, also under the offscreen platform): it names what stops (the
+// server), what is cleared (Compare's results) and offers to keep or discard the unsaved tuning; nothing changes
+// until the new model has loaded, so a failed open keeps all of it.
+// Every tab stays selectable: a view that lacks what it works on (no model open, no knot yet) says so in a notice
+// above the tabs (viewNotice()).
 #pragma once
 
 #include "gkq/weights.h"
 #include "jobs/open_model_job.h"
 #include "jobs/scratch_dir.h"
 
+#include <QHash>
 #include <QMainWindow>
 #include <QStringList>
 
@@ -18,6 +25,7 @@
 
 class QLabel;
 class QMenu;
+class QMessageBox;
 class QProgressBar;
 class QSortFilterProxyModel;
 class QTabWidget;
@@ -49,8 +57,14 @@ public:
     static QString demoModelPath();
 
     // Starts loading `path` (job id); on failure the window shows the error (lastError()) and keeps the model
-    // that was open. Emits modelLoaded or loadFailed.
+    // that was open. Emits modelLoaded or loadFailed. When the open model has something that opening another
+    // would stop or drop (switchLosses()), it asks first and returns 0: the load starts when switchPrompt() is
+    // answered Open (Keep tuning / Discard tuning with unsaved tuning), and never on Cancel.
     quint64 openModel(const QString& path);
+    // What opening another model stops or drops of the open one's, one line each (empty: nothing).
+    QStringList switchLosses() const;
+    // The question openModel() is waiting on (nullptr when none).
+    QMessageBox* switchPrompt() const { return m_switchPrompt; }
     QString lastError() const { return m_lastError; }
     QString modelPath() const { return m_modelPath; }
     std::shared_ptr<const Weights> model() const { return m_model; }
@@ -74,6 +88,12 @@ public:
     QTableView* tensorTable() const { return m_table; }
     // What Help showed last: the rich text of About, Keyboard shortcuts or the view's help (F1), or the manual's path.
     QString lastHelp() const { return m_lastHelp; }
+    // The status bar's job label: the running job, or once none runs how the last one ended ("<label>: done",
+    // "failed" or "cancelled").
+    QString jobStatusText() const;
+    // What the notice above the current view says is missing for it to work (no model open, no knot yet, no
+    // server in this build); empty, and hidden, when the view has what it needs. Every tab stays selectable.
+    QString viewNotice() const;
 
 signals:
     void modelLoaded(const QString& path);
@@ -87,6 +107,9 @@ protected:
 private:
     void buildMenus();
     void openDialog();
+    // What happens to the open model's things once the new one has loaded.
+    enum class Tuning { Keep, Discard };
+    quint64 loadModel(const QString& path, Tuning tuning);
     void onModelOpened(const QString& path, std::shared_ptr<const Weights> model);
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
@@ -94,6 +117,8 @@ private:
     void showHelp(const QString& title, const QString& text);
     void showTensorInOverview(const QString& name);
     void saveLayout();
+    QString noticeFor(int tab) const;
+    void refreshViewNotice();
 
     JobRunner* m_runner = nullptr;
     TensorTableModel* m_tensorModel = nullptr;
@@ -110,8 +135,11 @@ private:
     RknotEditor* m_tuning = nullptr;
     std::optional<KnotSummary> m_knot;
     QTabWidget* m_tabs = nullptr;
+    QLabel* m_viewNotice = nullptr;
     QMenu* m_recentMenu = nullptr;
     QLabel* m_jobLabel = nullptr;
+    QHash<quint64, QString> m_jobLabels;  // running jobs' labels
+    QString m_lastJobEnd;
     QProgressBar* m_jobProgress = nullptr;
     QToolButton* m_jobCancel = nullptr;
     std::shared_ptr<const Weights> m_model;
@@ -119,6 +147,8 @@ private:
     QString m_lastError;
     QString m_lastHelp;
     quint64 m_loadJob = 0;
+    Tuning m_loadTuning = Tuning::Keep;  // for the running load
+    QMessageBox* m_switchPrompt = nullptr;
 };
 
 }  // namespace gkq::ui

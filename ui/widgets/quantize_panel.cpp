@@ -321,6 +321,7 @@ quint64 QuantizePanel::evaluate(const QString& textPath) {
     const std::string base = m_model->label();
     const std::string knot = m_knotPath.toStdString();
     const std::string text = textPath.toStdString();
+    QSettings().setValue(QStringLiteral("evaluation/lastText"), textPath);  // Compare's default text too
     m_progress->setValue(0);
     m_status->setText(tr("Evaluating on %1...").arg(textPath));
     m_evalJob = m_runner->run<EvalReport>(
@@ -371,7 +372,11 @@ quint64 QuantizePanel::evaluate(const QString& textPath) {
 }
 
 void QuantizePanel::evaluateDialog() {
-    const QString dir = m_model ? QFileInfo(QString::fromStdString(m_model->label())).absolutePath() : QString();
+    // The last text evaluated on (here or in Compare), else the model's folder.
+    const QString last = QSettings().value(QStringLiteral("evaluation/lastText")).toString();
+    const QString dir = QFileInfo::exists(last) ? last
+                        : m_model               ? QFileInfo(QString::fromStdString(m_model->label())).absolutePath()
+                                                : QString();
     const QString path =
         QFileDialog::getOpenFileName(this, tr("Text to evaluate on"), dir, tr("Text (*.txt);;All files (*)"));
     if (!path.isEmpty()) evaluate(path);

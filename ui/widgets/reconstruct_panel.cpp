@@ -228,6 +228,12 @@ Result<std::vector<BackendResultRow>> reconstructAll(const Request& r, const Pro
             if (!run) {
                 row.error = QString::fromStdString(run.message());
             } else if (!run->unavailable.empty()) {
+                // Found out only when run (no device at run time): still one row for the backend, not one per tensor.
+                skip[bi] = true;
+                row.tensor.clear();
+                row.shape.clear();
+                row.elements = 0;
+                row.tensors = static_cast<int>(r.tensors.size() - ti);  // this one and the rest
                 row.unavailable = QString::fromStdString(run->unavailable);
             } else {
                 row.device = QString::fromStdString(run->device);

@@ -6,6 +6,7 @@
 #include "models/rknot_tree_model.h"
 #include "widgets/quantize_panel.h"
 
+#include <QAbstractButton>
 #include <QAction>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -90,7 +91,7 @@ RknotEditor::RknotEditor(JobRunner* runner, QuantizePanel* quantize, QWidget* pa
     m_newButton = new QPushButton(tr("New from model"), this);
     m_newButton->setToolTip(
         tr("Encode the rknot of the Quantize view's last knot, with the open model's spectra "
-           "(quantizes first when there is no knot yet)"));
+           "(asks before it quantizes when there is no knot yet)"));
     m_openButton = new QPushButton(tr("Open..."), this);
     m_saveButton = new QPushButton(tr("Save"), this);
     m_saveAsButton = new QPushButton(tr("Save as..."), this);
@@ -105,7 +106,7 @@ RknotEditor::RknotEditor(JobRunner* runner, QuantizePanel* quantize, QWidget* pa
         tr("Quantize the open model with each matrix's method, rank and bit width from "
            "this rknot (as gkq quantize --tuning)"));
     m_cancelButton = new QPushButton(tr("Cancel"), this);
-    connect(m_newButton, &QPushButton::clicked, this, [this] { newFromOpenModel(); });
+    connect(m_newButton, &QPushButton::clicked, this, &RknotEditor::askNewFromOpenModel);
     connect(m_openButton, &QPushButton::clicked, this, &RknotEditor::openDialog);
     connect(m_saveButton, &QPushButton::clicked, this, [this] { m_path.isEmpty() ? saveAsDialog() : void(save()); });
     connect(m_saveAsButton, &QPushButton::clicked, this, &RknotEditor::saveAsDialog);
@@ -267,6 +268,14 @@ void RknotEditor::discardEdits() {
     updateState();
 }
 
+void RknotEditor::noteCarriedOver(const QString& previousModel) {
+    if (!isModified()) return;
+    const QString what = m_path.isEmpty() ? tr("the new rknot") : m_path;
+    setMessage(tr("Kept the unsaved edits of %1, made while %2 was open: save it (Ctrl+S); Re-quantize checks its "
+                  "tensors against the open model.")
+                   .arg(what, previousModel));
+}
+
 bool RknotEditor::confirmDiscard(const QString& action, const std::function<void()>& proceed) {
     if (!isModified()) return true;
     const QString what = m_path.isEmpty()
@@ -358,6 +367,37 @@ quint64 RknotEditor::newFromOpenModel(bool discardEdits) {
     setMessage(tr("Quantizing the model first (preset %1); the rknot follows").arg(m_quantize->preset()));
     updateState();
     return id;
+}
+
+void RknotEditor::askNewFromOpenModel() {
+    if (!m_model || !m_openKnot.isEmpty() || !m_quantize->lastKnotPath().isEmpty()) {
+        newFromOpenModel();
+        return;
+    }
+    // No knot to describe yet: a new quantization (minutes on a large model) runs only when the user says so.
+    if (m_quantizePrompt) m_quantizePrompt->close();
+    auto* box = new QMessageBox(
+        QMessageBox::Question, tr("New rknot"),
+        tr("An rknot describes a knot, and the Quantize view has none of %1 yet. Quantize the model now with preset "
+           "%2 (the Quantize view's settings), then make the rknot of that knot?")
+            .arg(QFileInfo(text(m_model->label())).fileName(), m_quantize->preset()),
+        QMessageBox::NoButton, this);
+    box->setObjectName(QStringLiteral("quantizeFirstPrompt"));
+    box->addButton(tr("Quantize, then make the rknot"), QMessageBox::AcceptRole)
+        ->setObjectName(QStringLiteral("quantize"));
+    box->addButton(QMessageBox::Cancel)->setObjectName(QStringLiteral("cancel"));
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    m_quantizePrompt = box;
+    connect(box, &QMessageBox::finished, this, [this, box](int) {
+        if (m_quantizePrompt == box) m_quantizePrompt = nullptr;
+        const QAbstractButton* clicked = box->clickedButton();
+        if (clicked && clicked->objectName() == QLatin1String("quantize"))
+            newFromOpenModel();
+        else
+            setMessage(tr("No rknot made: quantize the model in the Quantize view first, or answer Quantize"));
+    });
+    setMessage(tr("New from model needs a knot of the model: quantize it first?"));
+    box->open();  // window-modal, no nested event loop
 }
 
 void RknotEditor::cancel() {

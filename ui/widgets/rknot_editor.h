@@ -8,6 +8,7 @@
 // the file on disk (on-disk value -> edited value) and the title carries " *" while the edits are unsaved. Opening
 // another file, making a new one or closing with unsaved edits asks first: a window-modal, non-blocking box on a
 // real display; under the offscreen platform (tests) the action is refused and the warning is lastMessage().
+// "New from model" with no knot of the model yet asks (quantizePrompt()) before it runs a quantization.
 // "Re-quantize with this tuning" hands the rknot's per-layer overrides (rknot_layer_overrides, as
 // `gkq quantize --tuning`) to the QuantizePanel for one run.
 #pragma once
@@ -21,6 +22,7 @@
 
 class QAction;
 class QLabel;
+class QMessageBox;
 class QProgressBar;
 class QPushButton;
 class QTreeView;
@@ -50,11 +52,18 @@ public:
     bool saveAs(const QString& path);  // write_rknot, atomic; the file becomes the one on disk
     bool revert();                     // re-reads the file, dropping the edits (and the undo history)
     void discardEdits();               // revert(), or forget a new rknot that was never saved
+    // Another model was opened and the unsaved edits stay: the status line says whose they were.
+    void noteCarriedOver(const QString& previousModel);
     // encode_rknot of `knotPath` with `modelPath` as the spectrum source (job id, 0 when refused).
     quint64 newFromKnot(const QString& knotPath, const QString& modelPath, bool discardEdits = false);
     // From the open model: encodes the Quantize view's last knot, quantizing first when there is none (an open knot:
     // encodes that knot).
     quint64 newFromOpenModel(bool discardEdits = false);
+    // The "New from model" button: newFromOpenModel(), except that with no knot to encode it first asks
+    // (quantizePrompt(), window-modal and non-blocking) whether to run the quantization, and runs none on Cancel.
+    void askNewFromOpenModel();
+    QMessageBox* quantizePrompt() const { return m_quantizePrompt; }
+    QPushButton* newButton() const { return m_newButton; }
     void cancel();
     // Starts a quantization of the open model with this rknot's per-layer overrides (job id, 0 when refused).
     quint64 requantize();
@@ -103,6 +112,7 @@ private:
     quint64 m_encodeJob = 0;
     bool m_encodeAfterQuantize = false;  // a new rknot waits for the quantization it started
     QString m_message;
+    QMessageBox* m_quantizePrompt = nullptr;
 
     RknotTreeModel* m_tree = nullptr;
     QUndoStack* m_undo = nullptr;

@@ -1,10 +1,12 @@
 // SaturationPanel: the FFN neurons' activation ("saturation") masks of the open model. Profile a calibration text
-// (default: heldout.txt beside the model, its first N tokens; tokenized by the model's vocabulary, else a tokenizer.bin
-// beside it, else the one the user picks) with the core's profile workflow (profile_model, gkq/workflows.h) through the
-// JobRunner (job key "saturation", progress and Cancel), or load a masks file written by `gkq profile`. Shows the
-// masks as an image (one row per block, one pixel column per FFN hidden neuron, coloured by the core's frequency bin,
-// hot neurons bright and cold ones dark), the core's frequency histogram, and per block the hot count and share.
-// The minimum frequency re-derives the masks from the stored counts (rederive_masks, no model run); the activation
+// (default: the last text profiled on, else heldout.txt beside the model; its first N tokens; tokenized by the model's
+// vocabulary, else a tokenizer.bin beside it, else the one the user picks) with the core's profile workflow
+// (profile_model, gkq/workflows.h) through the JobRunner (job key "saturation", progress and Cancel), or load a masks
+// file written by `gkq profile`. Shows the masks as an image (one row per block, one pixel column per FFN hidden
+// neuron, coloured by the core's frequency bin, hot neurons bright and cold ones dark), the core's frequency
+// histogram, and per block the hot count and share.
+// The minimum frequency (default 0.1: hot when saturated on more than one token in ten; at 0 or 0.01 nearly every
+// neuron is hot at T = 1) re-derives the masks from the stored counts (rederive_masks, no model run); the activation
 // threshold T cannot be derived from the counts, so changing it starts a new profiling job, and the control says so.
 // A profile made here matches `gkq profile MODEL --text FILE --threshold T --min-frequency F --max-tokens N`.
 #pragma once

@@ -5,6 +5,7 @@
 #include "charts/spectrum_chart.h"
 #include "charts/spectrum_heat_map.h"
 #include "jobs/job_runner.h"
+#include "jobs/job_watch.h"
 #include "models/spectrum_store.h"
 #include "widgets/output_guard.h"
 
@@ -12,6 +13,7 @@
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QSlider>
 #include <QSpinBox>
@@ -51,13 +53,21 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     m_pinButton->setToolTip(tr("Keep this tensor's spectrum on the chart while you select others"));
     m_clearButton = new QPushButton(tr("Clear overlay"), this);
     connect(m_analyzeButton, &QPushButton::clicked, this, &SpectrumPanel::analyze);
-    auto reenable = [this](quint64 ended) {
-        if (ended == m_analyzeJob) m_analyzeButton->setEnabled(true);
-    };
-    connect(m_runner, &JobRunner::finished, this, reenable);
-    connect(m_runner, &JobRunner::failed, this, reenable);
-    connect(m_runner, &JobRunner::cancelled, this, reenable);
-    connect(m_runner, &JobRunner::staleDropped, this, reenable);
+    const ProgressWidgets progress = makeProgressWidgets(this);
+    m_progress = progress.bar;
+    m_status = progress.status;
+    watchJobs(
+        m_runner, this, [this](quint64 id) { return id == m_analyzeJob; }, progress,
+        [this](quint64, JobEnd how, const QString& message) {
+            m_analyzeJob = 0;
+            m_analyzeButton->setEnabled(true);
+            if (how == JobEnd::Finished)
+                m_status->setText(tr("Analyzed: the spectra of %1 matrices").arg(m_store->size()));
+            else if (how == JobEnd::Failed)
+                m_status->setText(tr("Analysis failed: %1").arg(message));
+            else
+                m_status->setText(tr("Analysis cancelled"));
+        });
     connect(m_pinButton, &QPushButton::clicked, this, &SpectrumPanel::pinCurrent);
     connect(m_clearButton, &QPushButton::clicked, this, &SpectrumPanel::clearOverlay);
     auto* top = new QHBoxLayout();
@@ -134,6 +144,8 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
 
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(top);
+    layout->addWidget(m_progress);
+    layout->addWidget(m_status);
     layout->addWidget(split, 1);
     refreshChart();
 }
@@ -144,11 +156,31 @@ void SpectrumPanel::setModel(std::shared_ptr<const Weights> model) {
     m_current.clear();
     m_overlay.clear();
     m_store->clear();
+    m_analyzeJob = 0;
+    m_analyzeButton->setEnabled(true);
+    m_status->clear();
+    m_progress->setValue(0);
 }
 
 quint64 SpectrumPanel::analyze() {
-    if (!m_model) return 0;
+    if (!m_model) {
+        m_status->setText(tr("No model open: open one (File > Open) and its spectra are analyzed"));
+        return 0;
+    }
+    // Nothing new to compute: the spectra of the open model do not change. Say so rather than do nothing.
+    if (m_analyzeJob != 0) {
+        m_status->setText(tr("The analysis is already running (the bar above shows how far it is)"));
+        return 0;
+    }
+    if (!m_store->isEmpty()) {
+        m_status->setText(tr("Already analyzed: the spectra of all %1 matrices are shown; select a tensor in the "
+                             "model browser")
+                              .arg(m_store->size()));
+        return 0;
+    }
     m_analyzeButton->setEnabled(false);
+    m_progress->setValue(0);
+    m_status->setText(tr("Analyzing..."));
     std::shared_ptr<const Weights> model = m_model;
     const quint64 id = m_runner->run<std::vector<TensorSpectrum>>(
         QStringLiteral("analyze"), tr("Analyzing spectra"),
@@ -164,6 +196,10 @@ quint64 SpectrumPanel::analyze() {
 void SpectrumPanel::showTensor(const QString& name) {
     m_current = name;
     refreshChart();
+}
+
+QString SpectrumPanel::statusText() const {
+    return m_status->text();
 }
 
 int SpectrumPanel::rank() const {

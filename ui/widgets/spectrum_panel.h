@@ -1,7 +1,8 @@
 // SpectrumPanel: the selected tensor's singular values (log) and cumulative energy, a rank slider that shows the
 // exact relative error, energy kept and bits per weight at that rank (rank_stats.h), an overlay of pinned tensors,
 // the WeightWatcher metrics with their reliability flags, and a heat map of one role across all layers.
-// Spectra come from one analyze_model job (through the JobRunner) and are cached per tensor in a SpectrumStore.
+// Spectra come from one analyze_model job (through the JobRunner, with a progress bar and a status line that ends in
+// its final state) and are cached per tensor in a SpectrumStore; Analyze again says they are already there.
 #pragma once
 
 #include "gkq/weights.h"
@@ -12,6 +13,7 @@
 
 class QComboBox;
 class QLabel;
+class QProgressBar;
 class QPushButton;
 class QSlider;
 class QSpinBox;
@@ -29,8 +31,10 @@ public:
     SpectrumPanel(JobRunner* runner, QWidget* parent = nullptr);
 
     void setModel(std::shared_ptr<const Weights> model);
-    // Starts the analysis of every matrix (job key "analyze"); returns the job id (0 without a model).
+    // Starts the analysis of every matrix (job key "analyze"); returns the job id. 0, with statusText() saying why,
+    // without a model, while one runs, or when the open model's spectra are already there.
     quint64 analyze();
+    QString statusText() const;
     void showTensor(const QString& name);
     void setRank(int k);
     void pinCurrent();
@@ -67,6 +71,8 @@ private:
     QStringList m_overlay;
 
     QLabel* m_title = nullptr;
+    QProgressBar* m_progress = nullptr;
+    QLabel* m_status = nullptr;
     QPushButton* m_analyzeButton = nullptr;
     QPushButton* m_pinButton = nullptr;
     QPushButton* m_clearButton = nullptr;

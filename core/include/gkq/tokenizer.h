@@ -2,7 +2,9 @@
 // as llama.cpp's llama-vocab.cpp has them:
 //
 // - Spm: sentencepiece-style BPE over a scored vocabulary, as llama2.c's run.c does it — from a llama2.c
-//   tokenizer.bin or from the llama (SPM) vocabulary embedded in a GGUF file (llama-1/2, mistral, phi-3).
+//   tokenizer.bin, from the llama (SPM) vocabulary embedded in a GGUF file (llama-1/2, mistral, phi-3, gemma), or
+//   from a Hugging Face folder: its sentencepiece tokenizer.model, or a tokenizer.json whose BPE model has
+//   byte_fallback (sentencepiece-style BPE, merge ranks becoming the scores: see tokenizer_hf.cpp).
 // - Bpe: byte-level BPE (GPT-2 family) over ranked merges — from a GGUF vocabulary with tokenizer.ggml.model
 //   "gpt2" or a Hugging Face tokenizer.json ("BPE" model with a ByteLevel pre-tokenizer). The text is split by
 //   the pre-tokenizer regexes chosen by tokenizer.ggml.pre (gpt-2, llama-bpe/llama3, qwen2, deepseek-llm;
@@ -16,11 +18,12 @@
 // merging uses a priority queue instead of run.c's rescans, so long texts encode in O(n log n).
 // One deliberate difference: run.c emits id byte+3 for a byte without a piece even when the vocabulary has
 // no byte tokens (a character-level vocabulary), which names an unrelated character or runs past the
-// vocabulary; here such a character becomes the unknown token (id 0, sentencepiece's <unk>).
+// vocabulary; here such a character becomes the unknown token (id 0, sentencepiece's <unk>), and from a
+// tokenizer.model (or a tokenizer.json with fuse_unk) a run of them is one <unk>, as sentencepiece makes it.
 //
 // Special tokens: with `parse_special` the text of a control token (GGUF token type CONTROL, a tokenizer.json
-// added token marked special) becomes that token, as llama.cpp's tokenizer_st_partition does; a BPE
-// vocabulary's user-defined tokens are always matched first (llama.cpp and Hugging Face do the same).
+// added token marked special) becomes that token, as llama.cpp's tokenizer_st_partition does; user-defined
+// tokens (BPE and SPM) are always matched first (llama.cpp and Hugging Face do the same).
 //
 // decode() follows run.c's decode(): the piece of a token, with the leading space dropped after BOS and a
 // byte token <0xXX> turned into its raw byte. GGUF pieces have their U+2581 '▁' turned into spaces and
@@ -58,11 +61,25 @@ public:
     // A GGUF vocabulary with the rest of its tokenizer.ggml.* keys (merges, pre, eot/padding ids,
     // add_bos_token): every family. Unsupported pre-tokenizers fail with Unsupported naming the key's value.
     static Result<Tokenizer> from_metadata(const Metadata& meta, const Vocabulary& vocab, const std::string& label);
-    // A Hugging Face tokenizer.json (model "BPE" with a ByteLevel pre-tokenizer), with the BOS/EOS tokens and
-    // add_bos_token of the tokenizer_config.json beside it when there is one.
+    // A Hugging Face tokenizer.json: model "BPE" with a ByteLevel pre-tokenizer (Bpe), with the BOS/EOS tokens and
+    // add_bos_token of the tokenizer_config.json beside it when there is one; or model "BPE" with byte_fallback
+    // (Spm, sentencepiece-style: Llama-2, Mistral, Gemma), with the special tokens of its folder as
+    // load_hf_folder() takes them.
     static Result<Tokenizer> load_hf_json(const std::string& path);
-    // `path` as `gkq tokenize` takes it: a tokenizer.json (or a folder holding one and no model), a llama2.c
-    // tokenizer .bin, or a model file whose vocabulary is used (GGUF: every family).
+    // A sentencepiece tokenizer.model (Llama-2, Mistral, Phi-3, Gemma): the SPM tokenizer with the pieces, scores
+    // and token types convert_hf_to_gguf.py would put into a GGUF, with the special tokens of the folder it is in.
+    static Result<Tokenizer> load_sentencepiece(const std::string& path);
+    // A Hugging Face model folder: its tokenizer.model when there is one (convert_hf_to_gguf.py tries
+    // sentencepiece first), else its tokenizer.json. Special tokens and add_bos/add_eos as the converter's
+    // SpecialVocab takes them: tokenizer.json's added tokens named by tokenizer_config.json's bos_token etc.,
+    // then config.json's *_token_id, the first found winning; generation_config.json's eos_token_id (an id or a
+    // list: its first) only when neither names one (the converter does not read it). NotFound when the folder
+    // has neither file.
+    static Result<Tokenizer> load_hf_folder(const std::string& dir);
+    // Whether `dir` holds a tokenizer.model or a tokenizer.json.
+    static bool hf_folder_has_tokenizer(const std::string& dir);
+    // `path` as `gkq tokenize` takes it: a tokenizer.json or tokenizer.model, a Hugging Face folder holding one, a
+    // llama2.c tokenizer .bin, or a model file whose vocabulary is used (GGUF: every family).
     static Result<Tokenizer> load(const std::string& path);
 
     TokenizerFamily family() const { return m_family; }
@@ -75,6 +92,9 @@ public:
     int32_t pad_id() const { return m_pad_id; }  // -1 when none
     int32_t unk_id() const { return m_unk_id; }
     bool add_bos() const { return m_add_bos; }  // whether the model's prompts start with BOS
+    bool add_eos() const { return m_add_eos; }  // whether they end with EOS (tokenizer_config add_eos_token)
+    // SPM: whether a text (and a text after a special token) gets sentencepiece's dummy-prefix space.
+    bool add_space_prefix() const { return m_add_space_prefix; }
     bool has_byte_fallback() const { return m_has_byte_tokens; }
     // The piece of `id` as text (spaces as ' ', BPE: the bytes it stands for), before decode's rules; empty for
     // an id out of range.
@@ -104,6 +124,8 @@ private:
     std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
     // Shared by the BPE loaders: fills the BPE tables from encoded tokens and merges.
     friend struct BpeBuilder;
+    // The Hugging Face loaders (tokenizer_hf.cpp): set the special tokens and flags of the folder's files.
+    friend struct HfLoader;
 
     TokenizerFamily m_family = TokenizerFamily::Spm;
     std::string m_pre;
@@ -125,6 +147,9 @@ private:
     int32_t m_pad_id = -1;
     int32_t m_unk_id = 0;
     bool m_add_bos = true;
+    bool m_add_eos = false;
+    bool m_add_space_prefix = true;
+    bool m_fuse_unk = false;  // SPM: consecutive unknown characters become one <unk> (sentencepiece, fuse_unk)
     size_t m_max_piece_bytes = 0;
 };
 

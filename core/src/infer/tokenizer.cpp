@@ -193,8 +193,11 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool bos, bool eos
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool bos, bool eos, bool parse_special) const {
-    // Without special-token parsing an SPM text is one fragment: run.c's encode, as it always was.
-    if (m_family == TokenizerFamily::Spm && !parse_special) return encode_spm(text, bos, eos, true);
+    // Without special-token parsing an SPM text without user-defined tokens is one fragment: run.c's encode.
+    const auto user_defined = [&](int32_t id) { return m_user_defined[static_cast<size_t>(id)] != 0; };
+    if (m_family == TokenizerFamily::Spm && !parse_special &&
+        std::none_of(m_special.begin(), m_special.end(), user_defined))
+        return encode_spm(text, bos, eos, m_add_space_prefix);
     std::vector<int32_t> out;
     if (bos && m_bos_id >= 0) out.push_back(m_bos_id);
     bool prev_special = true;  // llama.cpp: an SPM fragment at the start or after a special token gets the " "
@@ -206,7 +209,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool bos, bool eos
         }
         const std::string_view sub = text.substr(f.offset, f.length);
         if (m_family == TokenizerFamily::Spm) {
-            const std::vector<int32_t> ids = encode_spm(sub, false, false, prev_special);
+            const std::vector<int32_t> ids = encode_spm(sub, false, false, prev_special && m_add_space_prefix);
             out.insert(out.end(), ids.begin(), ids.end());
         } else {
             m_bpe->tokenize(sub, out);
@@ -336,8 +339,13 @@ std::vector<int32_t> Tokenizer::encode_spm(std::string_view text, bool bos, bool
     }
     std::vector<int32_t> out;
     out.reserve(tokens.size() + 1);
-    for (int32_t i = 0; i < n; ++i)
-        if (alive[static_cast<size_t>(i)]) out.push_back(tokens[static_cast<size_t>(i)]);
+    for (int32_t i = 0; i < n; ++i) {
+        if (!alive[static_cast<size_t>(i)]) continue;
+        const int32_t t = tokens[static_cast<size_t>(i)];
+        // sentencepiece (and tokenizer.json's fuse_unk) make a run of unknown characters one <unk>.
+        if (m_fuse_unk && t == m_unk_id && !out.empty() && out.back() == m_unk_id) continue;
+        out.push_back(t);
+    }
     if (eos && m_eos_id >= 0) out.push_back(m_eos_id);
     return out;
 }

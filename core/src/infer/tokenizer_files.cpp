@@ -4,6 +4,7 @@
 #include "gkq/model_file.h"
 
 #include "infer/tokenizer_bpe.h"
+#include "infer/tokenizer_hf.h"
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +56,14 @@ Result<FoundVocabulary> vocabulary_for_model(const std::string& model_path, cons
 Result<Tokenizer> tokenizer_for_model(const std::string& model_path, const Vocabulary& vocab, int64_t vocab_size,
                                       const std::string& given) {
     auto found = vocabulary_for_model(model_path, vocab, vocab_size, given);
+    if (!found && found.status().code() == StatusCode::NotFound && given.empty()) {
+        // No vocabulary and no llama2.c file: a Hugging Face folder's tokenizer.model or tokenizer.json.
+        std::error_code ec;
+        const fs::path dir =
+            fs::is_directory(model_path, ec) ? fs::path(model_path) : fs::path(model_path).parent_path();
+        const std::string d = dir.empty() ? std::string(".") : dir.string();
+        if (Tokenizer::hf_folder_has_tokenizer(d)) return Tokenizer::load_hf_folder(d);
+    }
     if (!found) return found.status();
     if (found->source.empty() && found->vocab.model == "gpt2") {
         // A byte-level BPE vocabulary needs the rest of the model's tokenizer keys (merges, pre-tokenizer).
@@ -184,6 +193,8 @@ Result<Tokenizer> Tokenizer::from_metadata(const Metadata& meta, const Vocabular
         t->m_eot_id = eot;
         t->m_pad_id = pad;
         if (Status s = meta_flag(meta, "tokenizer.ggml.add_bos_token", label, t->m_add_bos); !s) return s;
+        if (Status s = meta_flag(meta, "tokenizer.ggml.add_eos_token", label, t->m_add_eos); !s) return s;
+        if (Status s = meta_flag(meta, "tokenizer.ggml.add_space_prefix", label, t->m_add_space_prefix); !s) return s;
         return t;
     }
     BpeSpec spec;
@@ -224,10 +235,8 @@ Result<Tokenizer> Tokenizer::load_hf_json(const std::string& path) {
         return error(StatusCode::Unsupported, path + ": tokenizer model '" +
                                                   (model.is_object() ? model.value("type", "") : std::string()) +
                                                   "' is not supported (BPE is)");
-    if (model.value("byte_fallback", false))
-        return error(StatusCode::Unsupported, path +
-                                                  ": a byte-fallback (sentencepiece-style) BPE tokenizer.json is "
-                                                  "not supported; use the GGUF");
+    // Sentencepiece-style BPE (Llama-2, Mistral, Gemma): the SPM family, as convert_hf_to_gguf.py's LlamaHfVocab.
+    if (model.value("byte_fallback", false)) return load_hf_byte_fallback_json(j, path);
     if (!model.contains("vocab") || !model["vocab"].is_object() || !model.contains("merges") ||
         !model["merges"].is_array())
         return error(StatusCode::Corrupt, path + ": model.vocab (object) or model.merges (array) is missing");
@@ -307,10 +316,10 @@ Result<Tokenizer> Tokenizer::load_hf_json(const std::string& path) {
 Result<Tokenizer> Tokenizer::load(const std::string& path) {
     std::error_code ec;
     fs::path p(path);
-    if (fs::is_directory(p, ec) && fs::exists(p / "tokenizer.json", ec) && !fs::exists(p / "model.safetensors", ec) &&
-        !fs::exists(p / "model.safetensors.index.json", ec))
-        p /= "tokenizer.json";
+    // A Hugging Face folder (with or without its weights, which carry no vocabulary): its tokenizer files.
+    if (fs::is_directory(p, ec) && hf_folder_has_tokenizer(p.string())) return load_hf_folder(p.string());
     if (p.extension() == ".json") return load_hf_json(p.string());
+    if (p.extension() == ".model" && !fs::is_directory(p, ec)) return load_sentencepiece(p.string());
     if (p.extension() == ".bin" && !fs::is_directory(p, ec)) {
         // A llama2.c tokenizer.bin by itself (a checkpoint .bin has no vocabulary and fails below).
         const std::string name = p.filename().string();
