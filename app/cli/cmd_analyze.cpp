@@ -6,6 +6,9 @@
 #include "cli/progress_bar.h"
 
 #include "gkq/atomic_file.h"
+#include "gkq/codec.h"
+#include "gkq/convert.h"
+#include "gkq/imatrix.h"
 #include "gkq/model_check.h"
 #include "gkq/model_file.h"
 #include "gkq/spectrum.h"
@@ -98,6 +101,45 @@ std::string method_text(const AnalyzeOptions& o) {
     return s;
 }
 
+// --gram: the spectrum of W L per matrix that has a Gram matrix, by tensor name.
+using Whitened = std::map<std::string, WhitenedSpectrum>;
+
+std::string whitened_table(const std::vector<TensorSpectrum>& r, const Whitened& wh, const std::string& gram_path) {
+    std::string out;
+    char line[2048];
+    size_t name_w = 4;
+    for (const auto& t : r) name_w = std::max(name_w, t.name.size());
+    const int nw = int(name_w);
+    out += "\nas the data sees it (" + gram_path +
+           "): the spectrum of W L, L the Cholesky factor of the inputs' Gram matrix X^T X;\n"
+           "its energy is the layer's output energy on the calibration text, so oerr@k is the best rank-k "
+           "approximation's relative output error\n";
+    std::snprintf(line, sizeof line, "%-*s  %8s %8s  %5s %5s %6s  %5s %5s %6s %8s %8s %8s %8s %8s  %s\n", nw, "name",
+                  "st.rank", "W L st.", "r@90", "r@99", "r@99.9", "WL@90", "WL@99", "WL@99.9", "oerr@1", "oerr@3",
+                  "oerr@8", "oerr@32", "oerr@128", "shift");
+    out += line;
+    for (const TensorSpectrum& t : r) {
+        const auto it = wh.find(t.name);
+        if (it == wh.end() || !t.skipped.empty()) continue;
+        const SpectrumMetrics& x = t.metrics;
+        const SpectrumMetrics& y = it->second.metrics;
+        const std::vector<double>& s = it->second.singular_values;
+        std::snprintf(line, sizeof line, "%-*s  %8s %8s  %5s %5s %6s  %5s %5s %6s", nw, t.name.c_str(),
+                      fmt("%.2f", x.stable_rank).c_str(), fmt("%.2f", y.stable_rank).c_str(),
+                      rank_text(x.rank_90, x.n_values).c_str(), rank_text(x.rank_99, x.n_values).c_str(),
+                      rank_text(x.rank_999, x.n_values).c_str(), rank_text(y.rank_90, y.n_values).c_str(),
+                      rank_text(y.rank_99, y.n_values).c_str(), rank_text(y.rank_999, y.n_values).c_str());
+        out += line;
+        for (int64_t k : kErrorRanks) {
+            std::snprintf(line, sizeof line, " %8s",
+                          fmt("%.4f", relative_error_at_rank(s.data(), int64_t(s.size()), k)).c_str());
+            out += line;
+        }
+        out += "  " + fmt("%.3g", it->second.shift) + "\n";
+    }
+    return out;
+}
+
 std::string table(const ModelFile& m, const AnalyzeOptions& o, const std::vector<TensorSpectrum>& r, double seconds) {
     std::string out;
     char line[2048];  // one row; a longer tensor name is cut, never overflowed
@@ -157,6 +199,24 @@ nlohmann::ordered_json number(double v) {
     return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
 }
 
+nlohmann::ordered_json whitened_json(const WhitenedSpectrum& w) {
+    const SpectrumMetrics& y = w.metrics;
+    nlohmann::ordered_json err = nlohmann::ordered_json::object();
+    for (int64_t k : kErrorRanks) {
+        const double e = relative_error_at_rank(w.singular_values.data(), int64_t(w.singular_values.size()), k);
+        if (std::isfinite(e)) err[std::to_string(k)] = e;
+    }
+    return {{"what", "singular values of W L, L the Cholesky factor of the inputs' Gram matrix (gkq analyze --gram)"},
+            {"gram_shift", w.shift},
+            {"stable_rank", y.stable_rank},
+            {"effective_rank", number(y.effective_rank)},
+            {"rank_90", y.rank_90},
+            {"rank_99", y.rank_99},
+            {"rank_999", y.rank_999},
+            {"relative_output_error_at_rank", std::move(err)},
+            {"singular_values", w.singular_values}};
+}
+
 nlohmann::ordered_json tensor_json(const TensorSpectrum& t) {
     nlohmann::ordered_json j = {
         {"name", t.name}, {"role", std::string(role_name(t.role))}, {"layer", t.layer}, {"shape", {t.rows, t.cols}}};
@@ -211,8 +271,8 @@ nlohmann::ordered_json tensor_json(const TensorSpectrum& t) {
     return j;
 }
 
-std::string json_text(const ModelFile& m, const AnalyzeOptions& o, const std::vector<TensorSpectrum>& r,
-                      double seconds) {
+std::string json_text(const ModelFile& m, const AnalyzeOptions& o, const std::vector<TensorSpectrum>& r, double seconds,
+                      const Whitened& wh) {
     nlohmann::ordered_json j;
     j["path"] = m.path();
     j["format"] = m.format_detail();
@@ -223,7 +283,11 @@ std::string json_text(const ModelFile& m, const AnalyzeOptions& o, const std::ve
                     {"power_iterations", o.randomized.n_power_iterations},
                     {"seed", o.randomized.seed}};
     nlohmann::ordered_json tensors = nlohmann::ordered_json::array();
-    for (const TensorSpectrum& t : r) tensors.push_back(tensor_json(t));
+    for (const TensorSpectrum& t : r) {
+        nlohmann::ordered_json tj = tensor_json(t);
+        if (const auto it = wh.find(t.name); it != wh.end()) tj["as_the_data_sees_it"] = whitened_json(it->second);
+        tensors.push_back(std::move(tj));
+    }
     j["tensors"] = std::move(tensors);
     nlohmann::ordered_json roles = nlohmann::ordered_json::array();
     for (const auto& [role, s] : summarize(r))
@@ -278,7 +342,7 @@ std::string csv_text(const std::vector<TensorSpectrum>& r) {
 }  // namespace
 
 int cmd_analyze(int argc, char** argv) {
-    std::string path, output;
+    std::string path, output, gram_path;
     bool json = false, csv = false, full = false;
     int64_t top_k = 0, threads = 0, oversampling = RandomizedSvdOptions{}.oversampling,
             power_iterations = RandomizedSvdOptions{}.n_power_iterations;
@@ -299,6 +363,11 @@ int cmd_analyze(int argc, char** argv) {
     p.flag("--json", "one JSON document, including every singular value, instead of the table", &json);
     p.flag("--csv", "one CSV row per matrix instead of the table", &csv);
     p.option("-o,--output", "FILE", "write to FILE (replaced atomically) instead of stdout", &output);
+    p.option("--gram", "FILE",
+             "activation Gram matrices (gkq imatrix --gram): also the spectrum \"as the data sees it\", of W L with L "
+             "the Cholesky factor of each matrix's inputs' X^T X, whose ranks and errors are the layer output's on the "
+             "calibration text (table and --json; not --csv)",
+             &gram_path);
     p.option_int("--threads", "N", "matrices analyzed at once (default: one per CPU core)", &threads, 1, 1024);
     p.option_int("--oversampling", "P", "randomized SVD: extra sketch columns (default 10)", &oversampling, 0, 100000);
     p.option_int("--power-iterations", "Q", "randomized SVD: power iterations (default 2)", &power_iterations, 0, 100);
@@ -318,8 +387,15 @@ int cmd_analyze(int argc, char** argv) {
     opt.randomized.oversampling = oversampling;
     opt.randomized.n_power_iterations = int(power_iterations);
 
-    if (!output.empty())
-        if (int rc = refuse_output_over_input("analyze", output, model_inputs(path))) return rc;
+    if (csv && !gram_path.empty()) {
+        std::fprintf(stderr, "gkq analyze: --gram adds to the table and --json, not to --csv (see --help)\n");
+        return kExitBadInput;
+    }
+    if (!output.empty()) {
+        std::vector<std::string> inputs = model_inputs(path);
+        if (!gram_path.empty()) inputs.push_back(gram_path);
+        if (int rc = refuse_output_over_input("analyze", output, inputs)) return rc;
+    }
     auto model = ModelFile::open(path);
     if (!model) {
         std::fprintf(stderr, "gkq analyze: %s\n", model.message().c_str());
@@ -343,10 +419,40 @@ int cmd_analyze(int argc, char** argv) {
         std::fprintf(stderr, "gkq analyze: %s\n", result.message().c_str());
         return exit_code(result.status());
     }
+    Whitened whitened;
+    if (!gram_path.empty()) {
+        auto gram = load_model_gram(gram_path, *model);
+        if (!gram) {
+            std::fprintf(stderr, "gkq analyze: %s\n", gram.message().c_str());
+            return exit_code(gram.status());
+        }
+        ProgressBar bar("as the data sees it");
+        for (size_t i = 0; i < model->tensors().size(); ++i) {
+            if (i >= gram->by_tensor.size() || !gram->by_tensor[i]) continue;
+            const Tensor& t = model->tensors()[i];
+            auto values = tensor_to_f32(t);
+            if (!values) {
+                std::fprintf(stderr, "gkq analyze: %s\n", values.message().c_str());
+                return exit_code(values.status());
+            }
+            auto w = whitened_spectrum(values->data(), t.rows(), t.cols(), gram->by_tensor[i]->data(),
+                                       model->path() + ": tensor '" + t.name + "'");
+            if (!w) {
+                std::fprintf(stderr, "gkq analyze: %s\n", w.message().c_str());
+                return exit_code(w.status());
+            }
+            whitened[t.name] = std::move(w).value();
+            if (!bar.callback()(static_cast<double>(i + 1) / static_cast<double>(model->tensors().size()), t.name)) {
+                std::fprintf(stderr, "gkq analyze: %s; nothing was printed\n", interrupted_text().c_str());
+                return exit_code(error(StatusCode::Cancelled, "cancelled"));
+            }
+        }
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const std::string text = json  ? json_text(*model, opt, *result, seconds)
+    const std::string text = json  ? json_text(*model, opt, *result, seconds, whitened)
                              : csv ? csv_text(*result)
-                                   : table(*model, opt, *result, seconds);
+                                   : table(*model, opt, *result, seconds) +
+                                         (whitened.empty() ? "" : whitened_table(*result, whitened, gram_path));
     if (output.empty()) {
         std::fwrite(text.data(), 1, text.size(), stdout);
         return kExitOk;

@@ -10,6 +10,8 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <nlohmann/json.hpp>
+
 #include <QtTest>
 
 #include <cmath>
@@ -137,6 +139,32 @@ private slots:
             Run ev = run_gkq({"eval", "--candidate", q(knot), "--text", q(text), "--ctx", "32"});
             QVERIFY2(ev.code == 0, qPrintable(ev.err));
         }
+        // the spectrum as the data sees it: W L for each matrix with a Gram matrix, beside W's own
+        Run an = run_gkq({"analyze", GKQ_DEMO_MODEL_DIR, "--gram", q(gram), "--json"});
+        QVERIFY2(an.code == 0, qPrintable(an.err));
+        const auto aj = nlohmann::json::parse(an.out.toStdString());
+        int n_seen = 0;
+        for (const auto& t : aj["tensors"]) {
+            const bool has = t.contains("as_the_data_sees_it");
+            const std::string role = t["role"];  // every projection has its input's Gram matrix; embeddings none
+            QCOMPARE(has, role.rfind("attn_", 0) == 0 || role.rfind("ffn_", 0) == 0);
+            if (!has) continue;
+            ++n_seen;
+            const auto& w = t["as_the_data_sees_it"];
+            const auto& sv = w["singular_values"];
+            QCOMPARE(sv.size(), t["singular_values"].size());
+            // a different spectrum from W's, descending; its ranks are those of the output energy
+            QVERIFY(sv[0].get<double>() != t["singular_values"][0].get<double>());
+            for (size_t i = 1; i < sv.size(); ++i) QVERIFY(sv[i].get<double>() <= sv[i - 1].get<double>());
+            QVERIFY(w["rank_90"].get<int64_t>() >= 1 && w["rank_90"] <= w["rank_99"]);
+        }
+        QCOMPARE(n_seen, 28);  // the 28 matrices quantize --gram found entries for
+        Run at = run_gkq({"analyze", GKQ_DEMO_MODEL_DIR, "--gram", q(gram)});
+        QVERIFY2(at.code == 0 && at.out.contains("as the data sees it") && at.out.contains("WL@99"),
+                 qPrintable(at.err));
+        Run ac = run_gkq({"analyze", GKQ_DEMO_MODEL_DIR, "--gram", q(gram), "--csv"});
+        QCOMPARE(ac.code, 2);
+
         // an imatrix is not a Gram file
         r = run_gkq({"quantize", "-o", q(m_dir.file("z.knot")), "--preset", "svd-llm", "--gram", q(im)});
         QCOMPARE(r.code, 2);

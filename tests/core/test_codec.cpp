@@ -255,6 +255,29 @@ private slots:
         }
     }
 
+    // The spectrum as the data sees it: the squares of W L's singular values sum to the output energy ||W X^T||_F^2,
+    // and differ from W's own when the inputs' columns have unequal scales.
+    void whitenedSpectrumIsTheOutputEnergy() {
+        const int64_t rows = 24, cols = 32, tokens = 200;
+        const std::vector<float> w = with_spectrum(rows, cols, {8, 4, 2, 1}, 91);
+        const std::vector<double> x = activations(tokens, cols, 92);
+        const std::vector<double> g = gram_of(x, tokens, cols);
+        auto ws = whitened_spectrum(w.data(), rows, cols, g.data(), "w");
+        QVERIFY2(ws.is_ok(), ws.message().c_str());
+        QCOMPARE(ws->singular_values.size(), size_t(24));
+        QCOMPARE(ws->shift, 0.0);
+        double sum = 0.0;
+        for (double v : ws->singular_values) sum += v * v;
+        const std::vector<float> zero(w.size(), 0.0f);
+        const double energy = output_error(w, zero, x, rows, cols);
+        QVERIFY2(std::fabs(sum - energy) <= 1e-9 * energy, qPrintable(QString::number(sum - energy)));
+        std::vector<double> plain;
+        QVERIFY(singular_values(w.data(), rows, cols, plain).is_ok());
+        QVERIFY(std::fabs(ws->singular_values[0] / plain[0] - 1.0) > 0.01);
+        QCOMPARE(ws->metrics.n_values, int64_t(24));
+        QVERIFY(whitened_spectrum(w.data(), rows, cols, nullptr, "w").status().code() == StatusCode::InvalidArgument);
+    }
+
     void rank3MatrixReconstructedByPaperAtHighBits() {
         const Preset paper = *find_preset("paper");
         const std::vector<float> w = with_spectrum(64, 64, {10, 5, 2}, 11);

@@ -11,6 +11,7 @@
 
 #include "gkq/encoded_tensor.h"
 #include "gkq/model_config.h"
+#include "gkq/spectrum.h"
 #include "gkq/status.h"
 #include "gkq/tensor.h"
 
@@ -223,5 +224,20 @@ Result<LowRankFactors> decode_lowrank_factors(const EncodedTensor& t, bool dequa
 // The accounting fields that follow from `encoded` and the original data (decodes `encoded`): method, sizes, bpw
 // and errors. encode_tensor adds energy and folding on top.
 Result<TensorReport> measure_encoded(const float* original, const EncodedTensor& encoded);
+
+// ---- the spectrum as the data sees it --------------------------------------------------------------------------
+
+// The singular values of W L, L the lower Cholesky factor of the Gram matrix G = X^T X of W's inputs on a
+// calibration text (with the diagonal shift the whitener adds where G is not positive definite): the best rank-k
+// approximation's squared output error ||(W - W_k) X^T||_F^2 is the sum of the dropped squares of these, so their
+// energy ranks say what rank keeps what share of the layer's output energy on that text (SVD-LLM), next to W's
+// own spectrum (its weight energy). `w` (rows, cols) row-major, `gram` (cols, cols) row-major.
+struct WhitenedSpectrum {
+    std::vector<double> singular_values;  // (min(rows, cols)) descending
+    SpectrumMetrics metrics;              // of those values
+    double shift = 0.0;                   // added to G's diagonal (0 when none was needed)
+};
+Result<WhitenedSpectrum> whitened_spectrum(const float* w, int64_t rows, int64_t cols, const double* gram,
+                                           const std::string& label);
 
 }  // namespace gkq
