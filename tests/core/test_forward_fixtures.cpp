@@ -148,6 +148,12 @@ std::vector<ForwardModel> forward_models() {
                  {{"sliding window", [](ModelConfig& c) { c.sliding_window = 0; }},
                   {"local rope theta", [](ModelConfig& c) { c.rope_local_theta = c.rope_theta; }},
                   {"global blocks' rope scaling", [](ModelConfig& c) { c.rope_scaling = RopeScaling::None; }}}});
+
+    // Phi-3: llama's blocks with q/k/v and gate/up each stored fused (HF qkv_proj / gate_up_proj, GGUF attn_qkv /
+    // ffn_up), NEOX rope, untied output.
+    ModelConfig p3 = base_config("phi3");
+    p3.rope_style = RopeStyle::HalfSplit;
+    m.push_back({"phi3", p3, 18});
     return m;
 }
 
@@ -454,6 +460,125 @@ private slots:
                  json.c_str());
         QVERIFY2(json.find(R"("hidden_act": "gelu_pytorch_tanh")") != std::string::npos, json.c_str());
         QVERIFY2(json.find(R"("query_pre_attn_scalar": )") != std::string::npos, json.c_str());
+    }
+
+    // Phi-3's fused tensors: each format stores q/k/v in one tensor and gate/up in one, under its own names (GGUF's
+    // ffn_up holding both) with the parts' rows in the row's order; reading gives one view per role holding the
+    // values written for it. Parts in different stored types are refused rather than fused. A longrope model (HF
+    // rope_scaling type longrope or su; GGUF's rope_factors_long/short tensors) opens, and the transformer refuses
+    // it, naming phi3 and what it lacks.
+    void phi3_fused_tensors() {
+        const auto models = forward_models();
+        const auto fm = std::find_if(models.begin(), models.end(),
+                                     [](const ForwardModel& f) { return std::string(f.name) == "phi3"; });
+        QVERIFY(fm != models.end());
+        test::TempDir dir;
+        std::string why;
+        QVERIFY2(write_model(*fm, dir.file("model.gguf"), dir.path(), why), why.c_str());
+        const test::TinyModel m = tiny(*fm);
+        for (const bool gguf : {true, false}) {
+            auto f = ModelFile::open(gguf ? dir.file("model.gguf") : dir.path());
+            QVERIFY2(f.is_ok(), f.message().c_str());
+            const std::string qkv = gguf ? "blk.1.attn_qkv.weight" : "model.layers.1.self_attn.qkv_proj.weight";
+            const std::string gate_up = gguf ? "blk.1.ffn_up.weight" : "model.layers.1.mlp.gate_up_proj.weight";
+            const std::pair<TensorRole, std::string> views[] = {
+                {TensorRole::AttnQ, qkv + "[attn_q]"},     {TensorRole::AttnK, qkv + "[attn_k]"},
+                {TensorRole::AttnV, qkv + "[attn_v]"},     {TensorRole::FfnGate, gate_up + "[ffn_gate]"},
+                {TensorRole::FfnUp, gate_up + "[ffn_up]"},
+            };
+            const Tensor* prev = nullptr;
+            for (const auto& [role, name] : views) {
+                const Tensor* t = f->find(name);
+                QVERIFY2(t != nullptr, name.c_str());
+                QCOMPARE(t->role, role);
+                QCOMPARE(t->layer, 1);
+                // the parts follow each other inside the one stored tensor
+                if (prev != nullptr && role != TensorRole::FfnGate) QVERIFY(t->data == prev->data + prev->n_bytes);
+                prev = t;
+                size_t k = 0;
+                while (!(m.tensors[k].role == role && m.tensors[k].layer == 1)) ++k;
+                auto v = f->read_f32(static_cast<size_t>(t - f->tensors().data()));
+                QVERIFY2(v.is_ok(), v.message().c_str());
+                QCOMPARE(*v, m.storage[k]);
+            }
+            QVERIFY(f->find(gguf ? "blk.1.attn_q.weight" : "model.layers.1.self_attn.q_proj.weight") == nullptr);
+            QCOMPARE(f->config().architecture, std::string("phi3"));
+            QCOMPARE(f->config().rope_style, RopeStyle::HalfSplit);
+        }
+
+        // llama.cpp reads the fused halves in the order written: gate and up swapped, its logits are far away
+        test::TinyModel swapped = tiny(*fm);
+        for (size_t i = 0; i < swapped.tensors.size(); ++i)
+            if (swapped.tensors[i].role == TensorRole::FfnGate)
+                for (size_t k = 0; k < swapped.tensors.size(); ++k)
+                    if (swapped.tensors[k].role == TensorRole::FfnUp &&
+                        swapped.tensors[k].layer == swapped.tensors[i].layer)
+                        std::swap(swapped.storage[i], swapped.storage[k]);
+        for (size_t i = 0; i < swapped.tensors.size(); ++i) swapped.tensors[i].data = swapped.storage[i].data();
+        QVERIFY2(write_gguf(dir.file("swapped.gguf"), swapped.config, swapped.tensors, byte_vocabulary()).is_ok(),
+                 "swapped.gguf");
+        Expected e;
+        QVERIFY2(read_expected(std::string(GKQ_TEST_DATA_DIR) + "/forward/phi3.logits", e, why), why.c_str());
+        const Run from_swapped = run(dir.file("swapped.gguf"));
+        QCOMPARE(from_swapped.logits.size(), e.logits.size());
+        const double off = max_relative(from_swapped.logits, e.logits, e.n_vocab, nullptr);
+        qInfo("phi3 with gate and up swapped: relative difference %.3g", off);
+        QVERIFY(off > 10 * kTolerance);
+
+        // a part missing: the writer names the fused tensor and the part
+        test::TinyModel partial = tiny(*fm);
+        partial.tensors.erase(std::find_if(partial.tensors.begin(), partial.tensors.end(), [](const WriteTensor& w) {
+            return w.role == TensorRole::FfnUp && w.layer == 1;
+        }));
+        const Status missing = write_gguf(dir.file("partial.gguf"), partial.config, partial.tensors, byte_vocabulary());
+        QVERIFY(!missing);
+        QVERIFY2(missing.message().find("tensor 'blk.1.ffn_up.weight' holds ffn_gate and ffn_up; ffn_up of block 1 is "
+                                        "not given") != std::string::npos,
+                 missing.message().c_str());
+
+        test::TinyModel mixed = tiny(*fm);
+        for (WriteTensor& w : mixed.tensors)
+            if (w.role == TensorRole::AttnV) w.store_as = DType::Q8_0;
+        const Status refused = write_gguf(dir.file("mixed.gguf"), mixed.config, mixed.tensors, byte_vocabulary());
+        QVERIFY(!refused);
+        QVERIFY2(refused.message().find("tensor 'blk.0.attn_qkv.weight' holds attn_q, attn_k and attn_v in one type") !=
+                     std::string::npos,
+                 refused.message().c_str());
+
+        const std::vector<uint8_t> text = test::read_file(dir.file("config.json"));
+        const std::string json(text.begin(), text.end());
+        QVERIFY2(json.find("\"Phi3ForCausalLM\"") != std::string::npos, json.c_str());
+        QVERIFY2(json.find(R"("model_type": "phi3")") != std::string::npos, json.c_str());
+        auto refuses_longrope = [](const Weights& w) {
+            QCOMPARE(w.config().rope_scaling, RopeScaling::Unsupported);
+            auto t = Transformer::load(w);
+            QVERIFY(!t);
+            QCOMPARE(t.status().code(), StatusCode::Unsupported);
+            QVERIFY2(t.message().find("architecture 'phi3' needs its rope scaling type") != std::string::npos,
+                     t.message().c_str());
+        };
+        for (const char* type : {"longrope", "su"}) {
+            const size_t end = json.rfind('}');
+            test::write_file(dir.file("config.json"),
+                             std::string_view(json.substr(0, end) + R"(, "rope_scaling": {"type": ")" + type +
+                                              R"(", "long_factor": [1.0], "short_factor": [1.0]}})"));
+            auto f = ModelFile::open(dir.path());
+            QVERIFY2(f.is_ok(), f.message().c_str());
+            refuses_longrope(*f);
+        }
+        test::TinyModel longrope = tiny(*fm);
+        const std::vector<float> factors(static_cast<size_t>(longrope.config.head_size() / 2), 1.0f);
+        for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+            WriteTensor w;
+            w.name = name;
+            w.shape = {static_cast<int64_t>(factors.size())};
+            w.data = factors.data();
+            longrope.tensors.push_back(std::move(w));
+        }
+        QVERIFY(write_gguf(dir.file("longrope.gguf"), longrope.config, longrope.tensors, byte_vocabulary()).is_ok());
+        auto g = ModelFile::open(dir.file("longrope.gguf"));
+        QVERIFY2(g.is_ok(), g.message().c_str());
+        refuses_longrope(*g);
     }
 
     // Biases, q/k norms and rope scaling go through the whole pipeline: quantize keeps the vectors as f32 records

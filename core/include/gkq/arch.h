@@ -114,6 +114,9 @@ enum class Need : uint8_t {
     Always,    // every model of the architecture stores it
     Untied,    // stored only when the classifier is not shared with token_embd (the output projection)
     Optional,  // used when present (GGUF's rope_freqs: Llama 3 rope scaling stored as a tensor)
+    // Never used: its presence means a rope scaling gkq does not compute (GGUF's rope_factors_long/short of Phi-3's
+    // longrope models), so a model file holding it reads with rope scaling Unsupported, which the transformer refuses.
+    UnsupportedRope,
 };
 
 // One tensor an architecture stores.
@@ -225,6 +228,10 @@ const TensorSpec* find_tensor(const ArchSpec& arch, TensorRole role);
 // tensor_name(*find_tensor(arch, role), ...); empty for Other and for roles without a tensor of their own.
 std::string tensor_name(const ArchSpec& arch, NameFormat format, TensorRole role, int32_t layer);
 
+// The name a reader gives the view of part `role` of the fused tensor stored as `stored` (readers split fused
+// tensors into one view per role, writers join them back: formats/fused_tensors.h): "blk.0.attn_qkv.weight[attn_q]".
+std::string part_view_name(std::string_view stored, TensorRole role);
+
 // Rows [begin, begin + count) of part `part` of `spec` for `c`, and the stored tensor's shape.
 struct RowRange {
     int64_t begin = 0;
@@ -241,7 +248,7 @@ struct RequiredRole {
     bool optional = false;  // Need::Optional: read when present
 };
 // Every role `arch` stores for `c`, in the row's order with its block tensors repeated for each layer (a fused
-// tensor's parts each); the output projection only when the classifier is not shared.
+// tensor's parts each); the output projection only when the classifier is not shared; no UnsupportedRope tensors.
 std::vector<RequiredRole> required_roles(const ArchSpec& arch, const ModelConfig& c, bool shared_classifier);
 
 }  // namespace gkq

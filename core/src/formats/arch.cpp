@@ -248,6 +248,10 @@ std::string tensor_name(const ArchSpec& arch, NameFormat format, TensorRole role
     return t != nullptr ? tensor_name(*t, format, layer) : std::string();
 }
 
+std::string part_view_name(std::string_view stored, TensorRole role) {
+    return std::string(stored) + "[" + std::string(role_name(role)) + "]";
+}
+
 RowRange part_rows(const TensorSpec& spec, size_t part, const ModelConfig& c) {
     RowRange r;
     for (size_t i = 0; i < part && i < spec.parts.size(); ++i) r.begin += size_value(spec.parts[i].rows, c);
@@ -265,7 +269,7 @@ std::vector<int64_t> stored_shape(const TensorSpec& spec, const ModelConfig& c) 
 std::vector<RequiredRole> required_roles(const ArchSpec& arch, const ModelConfig& c, bool shared_classifier) {
     std::vector<RequiredRole> r;
     auto add = [&](const TensorSpec& t, int32_t layer) {
-        if (t.need == Need::Untied && shared_classifier) return;
+        if ((t.need == Need::Untied && shared_classifier) || t.need == Need::UnsupportedRope) return;
         for (const RolePart& p : t.parts) {
             RequiredRole q{p.role, layer, {size_value(p.rows, c)}, t.need == Need::Optional};
             if (t.cols != Size::None) q.shape.push_back(size_value(t.cols, c));

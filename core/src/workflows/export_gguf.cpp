@@ -111,6 +111,7 @@ Result<ExportReport> export_gguf(const std::string& in_path, const std::string& 
         ExportedTensor e;
         e.name =
             info.role == TensorRole::Other ? info.name : tensor_name(arch, NameFormat::Gguf, info.role, info.layer);
+        if (e.name.empty()) e.name = info.name;  // a part of a fused tensor (its view's name)
         e.shape = info.shape;
         e.stored = info.dtype;
         report.n_params += info.n_elements();
