@@ -6,6 +6,7 @@
 
 #include <QtTest>
 
+#include <algorithm>
 #include <set>
 
 using namespace gkq;
@@ -54,6 +55,11 @@ private slots:
                     QVERIFY(!t.fused() && t.parts.front().role == TensorRole::Other);
                     continue;
                 }
+                // a fused tensor is typed by one of its parts' rules; a lone one by its own
+                QCOMPARE(t.fused(), t.quant_as != TensorRole::Other);
+                if (t.fused())
+                    QVERIFY(std::any_of(t.parts.begin(), t.parts.end(),
+                                        [&](const RolePart& p) { return p.role == t.quant_as; }));
                 for (const RolePart& p : t.parts) {
                     QVERIFY(p.role != TensorRole::Other);
                     QVERIFY2(roles.insert(p.role).second, std::string(role_name(p.role)).c_str());

@@ -31,6 +31,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -535,6 +537,31 @@ private slots:
         QVERIFY2(missing.message().find("tensor 'blk.1.ffn_up.weight' holds ffn_gate and ffn_up; ffn_up of block 1 is "
                                         "not given") != std::string::npos,
                  missing.message().c_str());
+
+        // llama-quantize's mixtures type a fused tensor as one, by the rules of its name (attn_qkv: attn_v's, which
+        // give the last block of two q6_k under q4_k_m; rows of 64 fall back to q5_0 and q8_0)
+        {
+            auto model = ModelFile::open(dir.file("model.gguf"));
+            QVERIFY2(model.is_ok(), model.message().c_str());
+            QuantizeOptions qo;
+            qo.preset = "q8_0";
+            qo.n_threads = 1;
+            QVERIFY(quantize_model(*model, qo, dir.file("m.knot")).is_ok());
+            ExportOptions eo;
+            eo.type = "q4_k_m";
+            auto ex = export_gguf(dir.file("m.knot"), dir.file("mix.gguf"), eo);
+            QVERIFY2(ex.is_ok(), ex.message().c_str());
+            std::map<std::string, std::set<DType>> fused_types;
+            for (const ExportedTensor& t : ex->tensors)
+                if (const size_t b = t.name.find('['); b != std::string::npos)
+                    fused_types[t.name.substr(0, b)].insert(t.written);
+            QCOMPARE(fused_types.size(), size_t{4});
+            for (const auto& [name, types] : fused_types) QVERIFY2(types.size() == 1, name.c_str());
+            QCOMPARE(*fused_types["blk.0.attn_qkv.weight"].begin(), DType::Q5_0);
+            QCOMPARE(*fused_types["blk.1.attn_qkv.weight"].begin(), DType::Q8_0);
+            QCOMPARE(*fused_types["blk.1.ffn_up.weight"].begin(), DType::Q5_0);
+            QCOMPARE(run(dir.file("mix.gguf")).generated.size(), size_t{kGenerated});
+        }
 
         test::TinyModel mixed = tiny(*fm);
         for (WriteTensor& w : mixed.tensors)

@@ -126,6 +126,9 @@ struct TensorSpec {
     std::vector<RolePart> parts;  // its role, or a fused tensor's roles in row order
     Size cols = Size::None;       // None: a 1-D tensor of parts[0].rows elements
     Need need = Need::Always;
+    // A fused tensor: the role whose llama-quantize type rules it follows as one tensor (llama.cpp types a tensor by
+    // its name's category: attn_qkv like attn_v, Phi-3's fused ffn_up like ffn_up). Other for the rest.
+    TensorRole quant_as = TensorRole::Other;
 
     bool per_layer() const;  // its names carry a block index
     bool fused() const { return parts.size() > 1; }
@@ -223,6 +226,8 @@ TensorRole listed_role(const TensorMatch& m);
 
 // The stored name of `spec` in block `layer` (layer ignored for global tensors); empty if the format lacks it.
 std::string tensor_name(const TensorSpec& spec, NameFormat format, int32_t layer);
+// The fused tensor that holds `role` among its parts; nullptr if none does.
+const TensorSpec* find_fused_tensor(const ArchSpec& arch, TensorRole role);
 // The tensor that holds `role` as its only part; nullptr if none (or only a fused one) does.
 const TensorSpec* find_tensor(const ArchSpec& arch, TensorRole role);
 // tensor_name(*find_tensor(arch, role), ...); empty for Other and for roles without a tensor of their own.

@@ -236,6 +236,14 @@ std::string tensor_name(const TensorSpec& spec, NameFormat format, int32_t layer
     return name;
 }
 
+const TensorSpec* find_fused_tensor(const ArchSpec& arch, TensorRole role) {
+    for (const TensorSpec& t : arch.tensors)
+        if (t.fused())
+            for (const RolePart& p : t.parts)
+                if (p.role == role) return &t;
+    return nullptr;
+}
+
 const TensorSpec* find_tensor(const ArchSpec& arch, TensorRole role) {
     for (const TensorSpec& t : arch.tensors)
         if (t.parts.size() == 1 && t.parts.front().role == role) return &t;

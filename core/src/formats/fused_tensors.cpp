@@ -86,26 +86,12 @@ Result<std::vector<WriteTensor>> join_fused_tensors(const std::string& path, con
     if (!any_fused) return given;
     const RopeStyle target_rope = format == NameFormat::Hf ? arch.hf_rope : arch.gguf_rope;
 
-    // The fused spec and part index of each role the row fuses.
-    auto fused_part = [&](TensorRole role, const TensorSpec** spec, size_t* part) {
-        for (const TensorSpec& s : arch.tensors)
-            if (s.fused())
-                for (size_t p = 0; p < s.parts.size(); ++p)
-                    if (s.parts[p].role == role) {
-                        *spec = &s;
-                        *part = p;
-                        return true;
-                    }
-        return false;
-    };
-
     std::vector<WriteTensor> out;
     std::vector<bool> taken(given.size(), false);
     for (size_t i = 0; i < given.size(); ++i) {
         if (taken[i]) continue;
-        const TensorSpec* spec = nullptr;
-        size_t first_part = 0;
-        if (given[i].role == TensorRole::Other || !fused_part(given[i].role, &spec, &first_part)) {
+        const TensorSpec* spec = given[i].role == TensorRole::Other ? nullptr : find_fused_tensor(arch, given[i].role);
+        if (spec == nullptr) {
             out.push_back(given[i]);
             continue;
         }
