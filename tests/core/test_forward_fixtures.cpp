@@ -561,6 +561,12 @@ private slots:
             QCOMPARE(*fused_types["blk.1.attn_qkv.weight"].begin(), DType::Q8_0);
             QCOMPARE(*fused_types["blk.1.ffn_up.weight"].begin(), DType::Q5_0);
             QCOMPARE(run(dir.file("mix.gguf")).generated.size(), size_t{kGenerated});
+            // 21 views, 15 tensors written: token_embd, 6 per block (attn_qkv and ffn_up each one), output_norm, output
+            QCOMPARE(ex->tensors.size(), size_t{21});
+            QCOMPARE(ex->n_file_tensors, size_t{15});
+            auto rec = reconstruct(dir.file("m.knot"), dir.file("r.gguf"), 1);
+            QVERIFY2(rec.is_ok(), rec.message().c_str());
+            QCOMPARE(rec->n_tensors, size_t{15});
         }
 
         test::TinyModel mixed = tiny(*fm);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace gkq {
@@ -228,6 +229,9 @@ TensorRole listed_role(const TensorMatch& m);
 std::string tensor_name(const TensorSpec& spec, NameFormat format, int32_t layer);
 // The fused tensor that holds `role` among its parts; nullptr if none does.
 const TensorSpec* find_fused_tensor(const ArchSpec& arch, TensorRole role);
+// How many tensors a file written for `arch` holds for tensors of these roles and blocks: the parts of one block's
+// fused tensor count once (the writers join them), every other tensor once.
+size_t n_stored_tensors(const ArchSpec& arch, const std::vector<std::pair<TensorRole, int32_t>>& tensors);
 // The tensor that holds `role` as its only part; nullptr if none (or only a fused one) does.
 const TensorSpec* find_tensor(const ArchSpec& arch, TensorRole role);
 // tensor_name(*find_tensor(arch, role), ...); empty for Other and for roles without a tensor of their own.

@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <set>
 
 namespace gkq {
 
@@ -242,6 +243,16 @@ const TensorSpec* find_fused_tensor(const ArchSpec& arch, TensorRole role) {
             for (const RolePart& p : t.parts)
                 if (p.role == role) return &t;
     return nullptr;
+}
+
+size_t n_stored_tensors(const ArchSpec& arch, const std::vector<std::pair<TensorRole, int32_t>>& tensors) {
+    std::set<std::pair<const TensorSpec*, int32_t>> fused;
+    size_t n = 0;
+    for (const auto& [role, layer] : tensors) {
+        const TensorSpec* f = role == TensorRole::Other ? nullptr : find_fused_tensor(arch, role);
+        if (f == nullptr || fused.insert({f, layer}).second) ++n;
+    }
+    return n;
 }
 
 const TensorSpec* find_tensor(const ArchSpec& arch, TensorRole role) {

@@ -170,6 +170,9 @@ Result<ExportReport> export_gguf(const std::string& in_path, const std::string& 
         e.bytes = bytes ? *bytes : 0;
         report.tensors.push_back(std::move(e));
     }
+    std::vector<std::pair<TensorRole, int32_t>> written;
+    for (size_t i = 0; i < n; ++i) written.emplace_back(w.tensor_info(i).role, w.tensor_info(i).layer);
+    report.n_file_tensors = n_stored_tensors(arch, written);
 
     WriteOptions wo;
     wo.dtype = options.dense;  // every tensor has its own type; this one is the file's label when all matrices are it
