@@ -240,6 +240,14 @@ private slots:
         QCOMPARE(tensor_name(*up.spec, NameFormat::Hf, 2), std::string("model.layers.2.mlp.gate_up_proj.weight"));
         QCOMPARE(part_view_name("blk.0.attn_qkv.weight", TensorRole::AttnK),
                  std::string("blk.0.attn_qkv.weight[attn_k]"));
+        std::string_view stored;
+        TensorRole part = TensorRole::Other;
+        QVERIFY(split_part_view_name("blk.0.attn_qkv.weight[attn_k]", stored, part));
+        QCOMPARE(stored, std::string_view("blk.0.attn_qkv.weight"));
+        QCOMPARE(part, TensorRole::AttnK);
+        for (const char* not_a_view :
+             {"blk.0.attn_qkv.weight", "blk.0.x[attn_z]", "[attn_q]", "blk.0.x[attn_q", "a[other]"})
+            QVERIFY2(!split_part_view_name(not_a_view, stored, part), not_a_view);
         // the parts' roles are what the transformer reads, in row order
         std::vector<TensorRole> block0;
         for (const RequiredRole& r : required_roles(a, c, false))

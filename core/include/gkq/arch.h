@@ -240,6 +240,8 @@ std::string tensor_name(const ArchSpec& arch, NameFormat format, TensorRole role
 // The name a reader gives the view of part `role` of the fused tensor stored as `stored` (readers split fused
 // tensors into one view per role, writers join them back: formats/fused_tensors.h): "blk.0.attn_qkv.weight[attn_q]".
 std::string part_view_name(std::string_view stored, TensorRole role);
+// The inverse: true and `stored` and `role` set for a part view's name; false for any other name.
+bool split_part_view_name(std::string_view name, std::string_view& stored, TensorRole& role);
 
 // Rows [begin, begin + count) of part `part` of `spec` for `c`, and the stored tensor's shape.
 struct RowRange {

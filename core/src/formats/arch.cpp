@@ -271,6 +271,17 @@ std::string part_view_name(std::string_view stored, TensorRole role) {
     return std::string(stored) + "[" + std::string(role_name(role)) + "]";
 }
 
+bool split_part_view_name(std::string_view name, std::string_view& stored, TensorRole& role) {
+    const size_t open = name.rfind('[');
+    if (open == std::string_view::npos || open == 0 || name.back() != ']') return false;
+    const std::string_view inner = name.substr(open + 1, name.size() - open - 2);
+    const TensorRole r = role_from_name(inner);
+    if (r == TensorRole::Other || role_name(r) != inner) return false;
+    stored = name.substr(0, open);
+    role = r;
+    return true;
+}
+
 RowRange part_rows(const TensorSpec& spec, size_t part, const ModelConfig& c) {
     RowRange r;
     for (size_t i = 0; i < part && i < spec.parts.size(); ++i) r.begin += size_value(spec.parts[i].rows, c);
