@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 namespace gkq::cli {
 
@@ -34,10 +35,14 @@ double bits_per_weight(const ModelFile& m) {
 
 // The tensors the file holds: a fused tensor (Phi-3's attn_qkv) is listed as one view per role.
 size_t stored_count(const ModelFile& m) {
-    if (m.format() == ModelFormat::Llama2c) return m.tensors().size();
-    std::vector<std::pair<TensorRole, int32_t>> roles;
-    for (const Tensor& t : m.tensors()) roles.emplace_back(t.role, t.layer);
-    return n_stored_tensors(arch_or_default(m.config().architecture), roles);
+    std::set<std::string_view> names;
+    for (const Tensor& t : m.tensors()) {
+        std::string_view stored = t.name;
+        TensorRole part = TensorRole::Other;
+        split_part_view_name(t.name, stored, part);
+        names.insert(stored);
+    }
+    return names.size();
 }
 
 nlohmann::json config_json(const ModelConfig& c) {

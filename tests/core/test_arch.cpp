@@ -55,6 +55,11 @@ private slots:
                     QVERIFY(!t.fused() && t.parts.front().role == TensorRole::Other);
                     continue;
                 }
+                if (t.need == Need::Separate) {  // a fused tensor's part stored alone (Phi-3's GGUF attn_q/k/v)
+                    QVERIFY(!t.fused() && find_fused_tensor(a, t.parts.front().role) != nullptr);
+                    QVERIFY(find_tensor(a, t.parts.front().role) == nullptr);  // never written
+                    continue;
+                }
                 // a fused tensor is typed by one of its parts' rules; a lone one by its own
                 QCOMPARE(t.fused(), t.quant_as != TensorRole::Other);
                 if (t.fused())
@@ -234,7 +239,7 @@ private slots:
         QVERIFY(find_tensor(a, TensorRole::AttnK) == nullptr);
         QCOMPARE(tensor_name(a, NameFormat::Hf, TensorRole::AttnK, 0), std::string());
         QCOMPARE(parse_tensor_name(a, NameFormat::Hf, "model.layers.0.self_attn.k_proj.weight").role,
-                 TensorRole::Other);
+                 TensorRole::Other);  // HF's Phi-3 has only the fused form
         QCOMPARE(parse_tensor_name(a, NameFormat::Hf, "model.layers.0.self_attn.o_proj.weight").role,
                  TensorRole::AttnO);
         QCOMPARE(tensor_name(*up.spec, NameFormat::Hf, 2), std::string("model.layers.2.mlp.gate_up_proj.weight"));
@@ -258,6 +263,9 @@ private slots:
         // the 128k models' longrope factors (GGUF): recognised, never a role
         const TensorMatch longrope = match_tensor(a, NameFormat::Gguf, "rope_factors_long.weight");
         QVERIFY(longrope.spec != nullptr && longrope.spec->need == Need::UnsupportedRope);
+        // separate q/k/v, which llama.cpp's loader takes too: read as their roles (GGUF only)
+        QCOMPARE(parse_tensor_name(a, NameFormat::Gguf, "blk.2.attn_v.weight").role, TensorRole::AttnV);
+        QCOMPARE(parse_tensor_name(a, NameFormat::Gguf, "blk.2.attn_v.weight").layer, 2);
         QCOMPARE(listed_role(longrope), TensorRole::Other);
         QVERIFY(match_tensor(a, NameFormat::Gguf, "rope_factors_short.weight").spec != nullptr);
     }

@@ -569,6 +569,22 @@ private slots:
             QCOMPARE(rec->n_tensors, size_t{15});
         }
 
+        // separate q/k/v in GGUF, which llama.cpp's loader also takes: read as their roles, the fused file's logits
+        test::TinyModel separate = tiny(*fm);
+        for (WriteTensor& w : separate.tensors) {
+            const char* part = w.role == TensorRole::AttnQ   ? "attn_q"
+                               : w.role == TensorRole::AttnK ? "attn_k"
+                               : w.role == TensorRole::AttnV ? "attn_v"
+                                                             : nullptr;
+            if (part == nullptr) continue;
+            w.name = "blk." + std::to_string(w.layer) + "." + part + ".weight";
+            w.role = TensorRole::Other;  // written under the name given
+        }
+        QVERIFY(write_gguf(dir.file("separate.gguf"), separate.config, separate.tensors, byte_vocabulary()).is_ok());
+        const Run from_separate = run(dir.file("separate.gguf"));
+        QVERIFY(!from_separate.logits.empty());
+        QVERIFY(from_separate.logits == run(dir.file("model.gguf")).logits);
+
         test::TinyModel mixed = tiny(*fm);
         for (WriteTensor& w : mixed.tensors)
             if (w.role == TensorRole::AttnV) w.store_as = DType::Q8_0;

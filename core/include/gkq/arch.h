@@ -118,6 +118,9 @@ enum class Need : uint8_t {
     // Never used: its presence means a rope scaling gkq does not compute (GGUF's rope_factors_long/short of Phi-3's
     // longrope models), so a model file holding it reads with rope scaling Unsupported, which the transformer refuses.
     UnsupportedRope,
+    // A part of a fused tensor stored on its own, which llama.cpp also loads (Phi-3's attn_q/k/v in GGUF): read as
+    // that role, never written (the writers store the fused tensor) and not a role of its own in required_roles.
+    Separate,
 };
 
 // One tensor an architecture stores.
@@ -232,7 +235,7 @@ const TensorSpec* find_fused_tensor(const ArchSpec& arch, TensorRole role);
 // How many tensors a file written for `arch` holds for tensors of these roles and blocks: the parts of one block's
 // fused tensor count once (the writers join them), every other tensor once.
 size_t n_stored_tensors(const ArchSpec& arch, const std::vector<std::pair<TensorRole, int32_t>>& tensors);
-// The tensor that holds `role` as its only part; nullptr if none (or only a fused one) does.
+// The tensor that holds `role` as its only part and is written; nullptr if none (or only a fused one) does.
 const TensorSpec* find_tensor(const ArchSpec& arch, TensorRole role);
 // tensor_name(*find_tensor(arch, role), ...); empty for Other and for roles without a tensor of their own.
 std::string tensor_name(const ArchSpec& arch, NameFormat format, TensorRole role, int32_t layer);

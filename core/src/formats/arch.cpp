@@ -257,7 +257,7 @@ size_t n_stored_tensors(const ArchSpec& arch, const std::vector<std::pair<Tensor
 
 const TensorSpec* find_tensor(const ArchSpec& arch, TensorRole role) {
     for (const TensorSpec& t : arch.tensors)
-        if (t.parts.size() == 1 && t.parts.front().role == role) return &t;
+        if (t.parts.size() == 1 && t.parts.front().role == role && t.need != Need::Separate) return &t;
     return nullptr;
 }
 
@@ -299,7 +299,9 @@ std::vector<int64_t> stored_shape(const TensorSpec& spec, const ModelConfig& c) 
 std::vector<RequiredRole> required_roles(const ArchSpec& arch, const ModelConfig& c, bool shared_classifier) {
     std::vector<RequiredRole> r;
     auto add = [&](const TensorSpec& t, int32_t layer) {
-        if ((t.need == Need::Untied && shared_classifier) || t.need == Need::UnsupportedRope) return;
+        if ((t.need == Need::Untied && shared_classifier) || t.need == Need::UnsupportedRope ||
+            t.need == Need::Separate)
+            return;
         for (const RolePart& p : t.parts) {
             RequiredRole q{p.role, layer, {size_value(p.rows, c)}, t.need == Need::Optional};
             if (t.cols != Size::None) q.shape.push_back(size_value(t.cols, c));
