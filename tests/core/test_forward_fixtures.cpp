@@ -585,6 +585,29 @@ private slots:
         QVERIFY(!from_separate.logits.empty());
         QVERIFY(from_separate.logits == run(dir.file("model.gguf")).logits);
 
+        // llama-imatrix's entries for Phi-3: one per fused product (attn_qkv, ffn_up), each token counted once
+        {
+            auto w = open_weights(dir.file("model.gguf"));
+            QVERIFY2(w.is_ok(), w.message().c_str());
+            TransformerOptions o;
+            o.n_threads = 1;
+            auto t = Transformer::load(**w, o);
+            QVERIFY2(t.is_ok(), t.message().c_str());
+            std::vector<int32_t> calib = kTokens;
+            calib.insert(calib.end(), kTokens.begin(), kTokens.end());
+            ImatrixOptions io;
+            io.n_ctx = 16;
+            auto im = compute_imatrix(*t, calib, 1, io, {});
+            QVERIFY2(im.is_ok(), im.message().c_str());
+            std::set<std::string> names;
+            for (const ImatrixEntry& e : im->entries) names.insert(e.name);
+            QCOMPARE(names,
+                     (std::set<std::string>{"blk.0.attn_output.weight", "blk.0.attn_qkv.weight",
+                                            "blk.0.ffn_down.weight", "blk.0.ffn_up.weight", "blk.1.attn_output.weight",
+                                            "blk.1.attn_qkv.weight", "blk.1.ffn_down.weight", "blk.1.ffn_up.weight"}));
+            QCOMPARE(im->find("blk.1.attn_qkv.weight")->counts, im->find("blk.1.attn_output.weight")->counts);
+        }
+
         test::TinyModel mixed = tiny(*fm);
         for (WriteTensor& w : mixed.tensors)
             if (w.role == TensorRole::AttnV) w.store_as = DType::Q8_0;
