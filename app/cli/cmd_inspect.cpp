@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "cli/demo_model.h"
 
+#include "gkq/arch.h"
 #include "gkq/knot.h"
 #include "gkq/model_check.h"
 #include "gkq/model_file.h"
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 namespace gkq::cli {
 
@@ -29,6 +31,18 @@ std::string dtype_label(const Tensor& t) {
 double bits_per_weight(const ModelFile& m) {
     const int64_t n = m.n_params();
     return n > 0 ? 8.0 * static_cast<double>(m.n_tensor_bytes()) / static_cast<double>(n) : 0.0;
+}
+
+// The tensors the file holds: a fused tensor (Phi-3's attn_qkv) is listed as one view per role.
+size_t stored_count(const ModelFile& m) {
+    std::set<std::string_view> names;
+    for (const Tensor& t : m.tensors()) {
+        std::string_view stored = t.name;
+        TensorRole part = TensorRole::Other;
+        split_part_view_name(t.name, stored, part);
+        names.insert(stored);
+    }
+    return names.size();
 }
 
 nlohmann::json config_json(const ModelConfig& c) {
@@ -99,6 +113,7 @@ void print_json(const ModelFile& m, const std::vector<std::string>& warnings) {
     }
     j["tensors"] = std::move(tensors);
     j["n_tensors"] = m.tensors().size();
+    if (const size_t stored = stored_count(m); stored != m.tensors().size()) j["n_stored_tensors"] = stored;
     j["n_params"] = m.n_params();
     j["n_bytes"] = m.n_tensor_bytes();
     j["file_bytes"] = m.file_bytes();
@@ -137,9 +152,12 @@ void print_table(const ModelFile& m) {
                     std::string(role_name(t.role)).c_str(), layer.c_str(), shape_to_string(t.shape).c_str(),
                     dtype_label(t).c_str(), with_commas(t.n_bytes + t.n_scale_bytes).c_str());
     }
+    const size_t stored = stored_count(m);
+    const std::string in_file =
+        stored != m.tensors().size() ? " (" + std::to_string(stored) + " in the file, fused ones listed by part)" : "";
     std::printf(
-        "\ntotal    %zu tensors, %s parameters, %s bytes of tensor data (%.2f bits per weight); file %s bytes\n",
-        m.tensors().size(), with_commas(static_cast<uint64_t>(m.n_params())).c_str(),
+        "\ntotal    %zu tensors%s, %s parameters, %s bytes of tensor data (%.2f bits per weight); file %s bytes\n",
+        m.tensors().size(), in_file.c_str(), with_commas(static_cast<uint64_t>(m.n_params())).c_str(),
         with_commas(m.n_tensor_bytes()).c_str(), bits_per_weight(m), with_commas(m.file_bytes()).c_str());
 }
 

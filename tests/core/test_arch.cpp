@@ -1,11 +1,12 @@
 // The architecture table (gkq/arch.h): every row consistent with itself, names that round-trip through match and
 // format in both conventions, the exact names and shapes llama.cpp and HF use for llama, lookups by every kind
-// of name, and the fused-tensor mechanism on a test-only Phi-3-style row (no row of the table fuses yet).
+// of name, and the fused tensors of Phi-3's row (q/k/v and gate/up, by row range).
 #include "gkq/arch.h"
 #include "gkq/naming.h"
 
 #include <QtTest>
 
+#include <algorithm>
 #include <set>
 
 using namespace gkq;
@@ -29,31 +30,6 @@ const TensorSpec& spec_of(const ArchSpec& a, TensorRole role) {
     return *t;
 }
 
-// Llama with q/k/v and gate/up fused as Phi-3 stores them (HF qkv_proj / gate_up_proj, GGUF attn_qkv / ffn_up).
-ArchSpec fused_row() {
-    ArchSpec a = default_arch();
-    a.name = "test-fused";
-    std::vector<TensorSpec> kept;
-    for (const TensorSpec& t : a.tensors) {
-        const TensorRole r = t.parts.front().role;
-        if (r == TensorRole::AttnQ || r == TensorRole::AttnK || r == TensorRole::AttnV || r == TensorRole::FfnGate ||
-            r == TensorRole::FfnUp)
-            continue;
-        kept.push_back(t);
-    }
-    kept.push_back(TensorSpec{
-        "model.layers.%d.self_attn.qkv_proj.weight",
-        "blk.%d.attn_qkv.weight",
-        {{TensorRole::AttnQ, Size::QOut}, {TensorRole::AttnK, Size::KvOut}, {TensorRole::AttnV, Size::KvOut}},
-        Size::Embd});
-    kept.push_back(TensorSpec{"model.layers.%d.mlp.gate_up_proj.weight",
-                              "blk.%d.ffn_up.weight",
-                              {{TensorRole::FfnGate, Size::Ffn}, {TensorRole::FfnUp, Size::Ffn}},
-                              Size::Embd});
-    a.tensors = std::move(kept);
-    return a;
-}
-
 }  // namespace
 
 class TestArch : public QObject {
@@ -75,6 +51,20 @@ private slots:
             for (const TensorSpec& t : a.tensors) {
                 QVERIFY(!t.parts.empty());
                 QVERIFY(!t.hf.empty() || !t.gguf.empty());
+                if (t.need == Need::UnsupportedRope) {  // a marker, no role (Phi-3's longrope factors)
+                    QVERIFY(!t.fused() && t.parts.front().role == TensorRole::Other);
+                    continue;
+                }
+                if (t.need == Need::Separate) {  // a fused tensor's part stored alone (Phi-3's GGUF attn_q/k/v)
+                    QVERIFY(!t.fused() && find_fused_tensor(a, t.parts.front().role) != nullptr);
+                    QVERIFY(find_tensor(a, t.parts.front().role) == nullptr);  // never written
+                    continue;
+                }
+                // a fused tensor is typed by one of its parts' rules; a lone one by its own
+                QCOMPARE(t.fused(), t.quant_as != TensorRole::Other);
+                if (t.fused())
+                    QVERIFY(std::any_of(t.parts.begin(), t.parts.end(),
+                                        [&](const RolePart& p) { return p.role == t.quant_as; }));
                 for (const RolePart& p : t.parts) {
                     QVERIFY(p.role != TensorRole::Other);
                     QVERIFY2(roles.insert(p.role).second, std::string(role_name(p.role)).c_str());
@@ -89,10 +79,11 @@ private slots:
             }
             // The transformer's roles are all there (llama's 12 and rope_freqs, plus each row's own): the table's
             // rows are the architectures it runs.
-            // Gemma: no rope_freqs, two post norms; Gemma 2 no output (always tied), Gemma 3 q/k norms.
+            // Gemma: no rope_freqs, two post norms; Gemma 2 no output (always tied), Gemma 3 q/k norms. Phi-3: llama's
+            // 12 (q/k/v and gate/up as parts of two fused tensors), no rope_freqs.
             const size_t own = a.name == "qwen2" ? 3 : a.name == "qwen3" ? 2 : 0;
-            const size_t gemma = a.name == "gemma2" ? 13 : a.name == "gemma3" ? 16 : 0;
-            QCOMPARE(roles.size(), gemma > 0 ? gemma : size_t{13} + own);
+            const size_t apart = a.name == "gemma2" ? 13 : a.name == "gemma3" ? 16 : a.name == "phi3" ? 12 : 0;
+            QCOMPARE(roles.size(), apart > 0 ? apart : size_t{13} + own);
         }
     }
 
@@ -195,7 +186,7 @@ private slots:
                         const TensorMatch m = match_tensor(a, f, name);
                         QVERIFY2(m.spec == &t, name.c_str());
                         QCOMPARE(m.layer, t.per_layer() ? layer : -1);
-                        QCOMPARE(listed_role(m), t.parts.front().role);
+                        QCOMPARE(listed_role(m), t.fused() ? TensorRole::Other : t.parts.front().role);
                     }
     }
 
@@ -217,9 +208,9 @@ private slots:
     }
 
     void fusedTensorMapsToItsRoles() {
-        const ArchSpec a = fused_row();
+        const ArchSpec& a = *find_arch("phi3");
         ModelConfig c = small_config();
-        c.architecture = "test-fused";
+        c.architecture = "phi3";
 
         const TensorMatch qkv = match_tensor(a, NameFormat::Hf, "model.layers.4.self_attn.qkv_proj.weight");
         QVERIFY(qkv.spec != nullptr && qkv.spec->fused());
@@ -248,13 +239,39 @@ private slots:
         QVERIFY(find_tensor(a, TensorRole::AttnK) == nullptr);
         QCOMPARE(tensor_name(a, NameFormat::Hf, TensorRole::AttnK, 0), std::string());
         QCOMPARE(parse_tensor_name(a, NameFormat::Hf, "model.layers.0.self_attn.k_proj.weight").role,
-                 TensorRole::Other);
+                 TensorRole::Other);  // HF's Phi-3 has only the fused form
         QCOMPARE(parse_tensor_name(a, NameFormat::Hf, "model.layers.0.self_attn.o_proj.weight").role,
                  TensorRole::AttnO);
+        QCOMPARE(tensor_name(*up.spec, NameFormat::Hf, 2), std::string("model.layers.2.mlp.gate_up_proj.weight"));
+        QCOMPARE(part_view_name("blk.0.attn_qkv.weight", TensorRole::AttnK),
+                 std::string("blk.0.attn_qkv.weight[attn_k]"));
+        std::string_view stored;
+        TensorRole part = TensorRole::Other;
+        QVERIFY(split_part_view_name("blk.0.attn_qkv.weight[attn_k]", stored, part));
+        QCOMPARE(stored, std::string_view("blk.0.attn_qkv.weight"));
+        QCOMPARE(part, TensorRole::AttnK);
+        for (const char* not_a_view :
+             {"blk.0.attn_qkv.weight", "blk.0.x[attn_z]", "[attn_q]", "blk.0.x[attn_q", "a[other]"})
+            QVERIFY2(!split_part_view_name(not_a_view, stored, part), not_a_view);
+        // the parts' roles are what the transformer reads, in row order
+        std::vector<TensorRole> block0;
+        for (const RequiredRole& r : required_roles(a, c, false))
+            if (r.layer == 0) block0.push_back(r.role);
+        using R = TensorRole;
+        QCOMPARE(block0, (std::vector<R>{R::AttnNorm, R::AttnQ, R::AttnK, R::AttnV, R::AttnO, R::FfnNorm, R::FfnGate,
+                                         R::FfnUp, R::FfnDown}));
+        // the 128k models' longrope factors (GGUF): recognised, never a role
+        const TensorMatch longrope = match_tensor(a, NameFormat::Gguf, "rope_factors_long.weight");
+        QVERIFY(longrope.spec != nullptr && longrope.spec->need == Need::UnsupportedRope);
+        // separate q/k/v, which llama.cpp's loader takes too: read as their roles (GGUF only)
+        QCOMPARE(parse_tensor_name(a, NameFormat::Gguf, "blk.2.attn_v.weight").role, TensorRole::AttnV);
+        QCOMPARE(parse_tensor_name(a, NameFormat::Gguf, "blk.2.attn_v.weight").layer, 2);
+        QCOMPARE(listed_role(longrope), TensorRole::Other);
+        QVERIFY(match_tensor(a, NameFormat::Gguf, "rope_factors_short.weight").spec != nullptr);
     }
 
     void lookups() {
-        QCOMPARE(arch_names_list(), std::string("llama, mistral, qwen2, qwen3, gemma2 and gemma3"));
+        QCOMPARE(arch_names_list(), std::string("llama, mistral, qwen2, qwen3, gemma2, gemma3 and phi3"));
         QCOMPARE(default_arch().name, std::string_view("llama"));
         QVERIFY(find_arch("mamba") == nullptr);
         QCOMPARE(arch_or_default("mamba").name, std::string_view("llama"));
@@ -273,6 +290,10 @@ private slots:
         // Gemma 3's text model: its own model_type, the row's name
         QCOMPARE(find_arch_hf_model_type("gemma3_text")->name, std::string_view("gemma3"));
         QCOMPARE(find_arch_hf_class("Gemma3ForCausalLM")->name, std::string_view("gemma3"));
+        QCOMPARE(find_arch_hf_class("Phi3ForCausalLM")->name, std::string_view("phi3"));
+        QCOMPARE(find_arch_hf_model_type("phi3")->name, std::string_view("phi3"));
+        QCOMPARE(find_arch_gguf("phi3")->name, std::string_view("phi3"));
+        QCOMPARE(arch_for_writing("phi3").name, std::string_view("phi3"));
         // Writers write each row in its own names (Mistral's GGUF name is llama's), what the table lacks in llama's.
         QCOMPARE(arch_for_writing("mistral").name, std::string_view("mistral"));
         QCOMPARE(arch_for_writing("mistral").gguf_name, std::string_view("llama"));
@@ -286,8 +307,9 @@ private slots:
             const bool qwen = a.name == "qwen2" || a.name == "qwen3";
             const bool gemma = a.name == "gemma2" || a.name == "gemma3";
             QCOMPARE(a.hf_rope, RopeStyle::HalfSplit);
-            // llama.cpp permutes llama's q/k to adjacent pairs; qwen's and gemma's run NEOX rope on halves, unpermuted
-            QCOMPARE(a.gguf_rope, qwen || gemma ? RopeStyle::HalfSplit : RopeStyle::Interleaved);
+            // llama.cpp permutes llama's q/k to adjacent pairs; qwen's, gemma's and phi3's run NEOX rope on halves,
+            // unpermuted
+            QCOMPARE(a.gguf_rope, qwen || gemma || a.name == "phi3" ? RopeStyle::HalfSplit : RopeStyle::Interleaved);
             const BlockFlags& b = a.block;
             QCOMPARE(b.q_bias && b.k_bias && b.v_bias, a.name == "qwen2");
             QCOMPARE(b.qk_norm, a.name == "qwen3" || a.name == "gemma3");

@@ -39,6 +39,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -156,6 +158,12 @@ std::vector<ForwardModel> forward_models() {
                  {{"sliding window", [](ModelConfig& c) { c.sliding_window = 0; }},
                   {"local rope theta", [](ModelConfig& c) { c.rope_local_theta = c.rope_theta; }},
                   {"global blocks' rope scaling", [](ModelConfig& c) { c.rope_scaling = RopeScaling::None; }}}});
+
+    // Phi-3: llama's blocks with q/k/v and gate/up each stored fused (HF qkv_proj / gate_up_proj, GGUF attn_qkv /
+    // ffn_up), NEOX rope, untied output.
+    ModelConfig p3 = base_config("phi3");
+    p3.rope_style = RopeStyle::HalfSplit;
+    m.push_back({"phi3", p3, 18});
     return m;
 }
 
@@ -441,6 +449,195 @@ private slots:
                  json.c_str());
         QVERIFY2(json.find(R"("hidden_act": "gelu_pytorch_tanh")") != std::string::npos, json.c_str());
         QVERIFY2(json.find(R"("query_pre_attn_scalar": )") != std::string::npos, json.c_str());
+    }
+
+    // Phi-3's fused tensors: each format stores q/k/v in one tensor and gate/up in one, under its own names (GGUF's
+    // ffn_up holding both) with the parts' rows in the row's order; reading gives one view per role holding the
+    // values written for it. Parts in different stored types are refused rather than fused. A longrope model (HF
+    // rope_scaling type longrope or su; GGUF's rope_factors_long/short tensors) opens, and the transformer refuses
+    // it, naming phi3 and what it lacks.
+    void phi3_fused_tensors() {
+        const auto models = forward_models();
+        const auto fm = std::find_if(models.begin(), models.end(),
+                                     [](const ForwardModel& f) { return std::string(f.name) == "phi3"; });
+        QVERIFY(fm != models.end());
+        test::TempDir dir;
+        std::string why;
+        QVERIFY2(write_model(*fm, dir.file("model.gguf"), dir.path(), why), why.c_str());
+        const test::TinyModel m = tiny(*fm);
+        for (const bool gguf : {true, false}) {
+            auto f = ModelFile::open(gguf ? dir.file("model.gguf") : dir.path());
+            QVERIFY2(f.is_ok(), f.message().c_str());
+            const std::string qkv = gguf ? "blk.1.attn_qkv.weight" : "model.layers.1.self_attn.qkv_proj.weight";
+            const std::string gate_up = gguf ? "blk.1.ffn_up.weight" : "model.layers.1.mlp.gate_up_proj.weight";
+            const std::pair<TensorRole, std::string> views[] = {
+                {TensorRole::AttnQ, qkv + "[attn_q]"},     {TensorRole::AttnK, qkv + "[attn_k]"},
+                {TensorRole::AttnV, qkv + "[attn_v]"},     {TensorRole::FfnGate, gate_up + "[ffn_gate]"},
+                {TensorRole::FfnUp, gate_up + "[ffn_up]"},
+            };
+            const Tensor* prev = nullptr;
+            for (const auto& [role, name] : views) {
+                const Tensor* t = f->find(name);
+                QVERIFY2(t != nullptr, name.c_str());
+                QCOMPARE(t->role, role);
+                QCOMPARE(t->layer, 1);
+                // the parts follow each other inside the one stored tensor
+                if (prev != nullptr && role != TensorRole::FfnGate) QVERIFY(t->data == prev->data + prev->n_bytes);
+                prev = t;
+                size_t k = 0;
+                while (!(m.tensors[k].role == role && m.tensors[k].layer == 1)) ++k;
+                auto v = f->read_f32(static_cast<size_t>(t - f->tensors().data()));
+                QVERIFY2(v.is_ok(), v.message().c_str());
+                QCOMPARE(*v, m.storage[k]);
+            }
+            QVERIFY(f->find(gguf ? "blk.1.attn_q.weight" : "model.layers.1.self_attn.q_proj.weight") == nullptr);
+            QCOMPARE(f->config().architecture, std::string("phi3"));
+            QCOMPARE(f->config().rope_style, RopeStyle::HalfSplit);
+        }
+
+        // llama.cpp reads the fused halves in the order written: gate and up swapped, its logits are far away
+        test::TinyModel swapped = tiny(*fm);
+        for (size_t i = 0; i < swapped.tensors.size(); ++i)
+            if (swapped.tensors[i].role == TensorRole::FfnGate)
+                for (size_t k = 0; k < swapped.tensors.size(); ++k)
+                    if (swapped.tensors[k].role == TensorRole::FfnUp &&
+                        swapped.tensors[k].layer == swapped.tensors[i].layer)
+                        std::swap(swapped.storage[i], swapped.storage[k]);
+        for (size_t i = 0; i < swapped.tensors.size(); ++i) swapped.tensors[i].data = swapped.storage[i].data();
+        QVERIFY2(write_gguf(dir.file("swapped.gguf"), swapped.config, swapped.tensors, byte_vocabulary()).is_ok(),
+                 "swapped.gguf");
+        Expected e;
+        QVERIFY2(read_expected(std::string(GKQ_TEST_DATA_DIR) + "/forward/phi3.logits", e, why), why.c_str());
+        const Run from_swapped = run(dir.file("swapped.gguf"));
+        QCOMPARE(from_swapped.logits.size(), e.logits.size());
+        const double off = max_relative(from_swapped.logits, e.logits, e.n_vocab, nullptr);
+        qInfo("phi3 with gate and up swapped: relative difference %.3g", off);
+        QVERIFY(off > 10 * kTolerance);
+
+        // a part missing: the writer names the fused tensor and the part
+        test::TinyModel partial = tiny(*fm);
+        partial.tensors.erase(std::find_if(partial.tensors.begin(), partial.tensors.end(), [](const WriteTensor& w) {
+            return w.role == TensorRole::FfnUp && w.layer == 1;
+        }));
+        const Status missing = write_gguf(dir.file("partial.gguf"), partial.config, partial.tensors, byte_vocabulary());
+        QVERIFY(!missing);
+        QVERIFY2(missing.message().find("tensor 'blk.1.ffn_up.weight' holds ffn_gate and ffn_up; ffn_up of block 1 is "
+                                        "not given") != std::string::npos,
+                 missing.message().c_str());
+
+        // llama-quantize's mixtures type a fused tensor as one, by the rules of its name (attn_qkv: attn_v's, which
+        // give the last block of two q6_k under q4_k_m; rows of 64 fall back to q5_0 and q8_0)
+        {
+            auto model = ModelFile::open(dir.file("model.gguf"));
+            QVERIFY2(model.is_ok(), model.message().c_str());
+            QuantizeOptions qo;
+            qo.preset = "q8_0";
+            qo.n_threads = 1;
+            QVERIFY(quantize_model(*model, qo, dir.file("m.knot")).is_ok());
+            ExportOptions eo;
+            eo.type = "q4_k_m";
+            auto ex = export_gguf(dir.file("m.knot"), dir.file("mix.gguf"), eo);
+            QVERIFY2(ex.is_ok(), ex.message().c_str());
+            std::map<std::string, std::set<DType>> fused_types;
+            for (const ExportedTensor& t : ex->tensors)
+                if (const size_t b = t.name.find('['); b != std::string::npos)
+                    fused_types[t.name.substr(0, b)].insert(t.written);
+            QCOMPARE(fused_types.size(), size_t{4});
+            for (const auto& [name, types] : fused_types) QVERIFY2(types.size() == 1, name.c_str());
+            QCOMPARE(*fused_types["blk.0.attn_qkv.weight"].begin(), DType::Q5_0);
+            QCOMPARE(*fused_types["blk.1.attn_qkv.weight"].begin(), DType::Q8_0);
+            QCOMPARE(*fused_types["blk.1.ffn_up.weight"].begin(), DType::Q5_0);
+            QCOMPARE(run(dir.file("mix.gguf")).generated.size(), size_t{kGenerated});
+            // 21 views, 15 tensors written: token_embd, 6 per block (attn_qkv and ffn_up each one), output_norm, output
+            QCOMPARE(ex->tensors.size(), size_t{21});
+            QCOMPARE(ex->n_file_tensors, size_t{15});
+            auto rec = reconstruct(dir.file("m.knot"), dir.file("r.gguf"), 1);
+            QVERIFY2(rec.is_ok(), rec.message().c_str());
+            QCOMPARE(rec->n_tensors, size_t{15});
+        }
+
+        // separate q/k/v in GGUF, which llama.cpp's loader also takes: read as their roles, the fused file's logits
+        test::TinyModel separate = tiny(*fm);
+        for (WriteTensor& w : separate.tensors) {
+            const char* part = w.role == TensorRole::AttnQ   ? "attn_q"
+                               : w.role == TensorRole::AttnK ? "attn_k"
+                               : w.role == TensorRole::AttnV ? "attn_v"
+                                                             : nullptr;
+            if (part == nullptr) continue;
+            w.name = "blk." + std::to_string(w.layer) + "." + part + ".weight";
+            w.role = TensorRole::Other;  // written under the name given
+        }
+        QVERIFY(write_gguf(dir.file("separate.gguf"), separate.config, separate.tensors, byte_vocabulary()).is_ok());
+        const Run from_separate = run(dir.file("separate.gguf"));
+        QVERIFY(!from_separate.logits.empty());
+        QVERIFY(from_separate.logits == run(dir.file("model.gguf")).logits);
+
+        // llama-imatrix's entries for Phi-3: one per fused product (attn_qkv, ffn_up), each token counted once
+        {
+            auto w = open_weights(dir.file("model.gguf"));
+            QVERIFY2(w.is_ok(), w.message().c_str());
+            TransformerOptions o;
+            o.n_threads = 1;
+            auto t = Transformer::load(**w, o);
+            QVERIFY2(t.is_ok(), t.message().c_str());
+            std::vector<int32_t> calib = kTokens;
+            calib.insert(calib.end(), kTokens.begin(), kTokens.end());
+            ImatrixOptions io;
+            io.n_ctx = 16;
+            auto im = compute_imatrix(*t, calib, 1, io, {});
+            QVERIFY2(im.is_ok(), im.message().c_str());
+            std::set<std::string> names;
+            for (const ImatrixEntry& e : im->entries) names.insert(e.name);
+            QCOMPARE(names,
+                     (std::set<std::string>{"blk.0.attn_output.weight", "blk.0.attn_qkv.weight",
+                                            "blk.0.ffn_down.weight", "blk.0.ffn_up.weight", "blk.1.attn_output.weight",
+                                            "blk.1.attn_qkv.weight", "blk.1.ffn_down.weight", "blk.1.ffn_up.weight"}));
+            QCOMPARE(im->find("blk.1.attn_qkv.weight")->counts, im->find("blk.1.attn_output.weight")->counts);
+        }
+
+        test::TinyModel mixed = tiny(*fm);
+        for (WriteTensor& w : mixed.tensors)
+            if (w.role == TensorRole::AttnV) w.store_as = DType::Q8_0;
+        const Status refused = write_gguf(dir.file("mixed.gguf"), mixed.config, mixed.tensors, byte_vocabulary());
+        QVERIFY(!refused);
+        QVERIFY2(refused.message().find("tensor 'blk.0.attn_qkv.weight' holds attn_q, attn_k and attn_v in one type") !=
+                     std::string::npos,
+                 refused.message().c_str());
+
+        const std::vector<uint8_t> text = test::read_file(dir.file("config.json"));
+        const std::string json(text.begin(), text.end());
+        QVERIFY2(json.find("\"Phi3ForCausalLM\"") != std::string::npos, json.c_str());
+        QVERIFY2(json.find(R"("model_type": "phi3")") != std::string::npos, json.c_str());
+        auto refuses_longrope = [](const Weights& w) {
+            QCOMPARE(w.config().rope_scaling, RopeScaling::Unsupported);
+            auto t = Transformer::load(w);
+            QVERIFY(!t);
+            QCOMPARE(t.status().code(), StatusCode::Unsupported);
+            QVERIFY2(t.message().find("architecture 'phi3' needs its rope scaling type") != std::string::npos,
+                     t.message().c_str());
+        };
+        for (const char* type : {"longrope", "su"}) {
+            const size_t end = json.rfind('}');
+            test::write_file(dir.file("config.json"),
+                             std::string_view(json.substr(0, end) + R"(, "rope_scaling": {"type": ")" + type +
+                                              R"(", "long_factor": [1.0], "short_factor": [1.0]}})"));
+            auto f = ModelFile::open(dir.path());
+            QVERIFY2(f.is_ok(), f.message().c_str());
+            refuses_longrope(*f);
+        }
+        test::TinyModel longrope = tiny(*fm);
+        const std::vector<float> factors(static_cast<size_t>(longrope.config.head_size() / 2), 1.0f);
+        for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+            WriteTensor w;
+            w.name = name;
+            w.shape = {static_cast<int64_t>(factors.size())};
+            w.data = factors.data();
+            longrope.tensors.push_back(std::move(w));
+        }
+        QVERIFY(write_gguf(dir.file("longrope.gguf"), longrope.config, longrope.tensors, byte_vocabulary()).is_ok());
+        auto g = ModelFile::open(dir.file("longrope.gguf"));
+        QVERIFY2(g.is_ok(), g.message().c_str());
+        refuses_longrope(*g);
     }
 
     // Biases, q/k norms and rope scaling go through the whole pipeline: quantize keeps the vectors as f32 records

@@ -657,13 +657,13 @@ private slots:
         QCOMPARE(QString::fromStdString(bad_config.message()),
                  QString("transformer: dim 64 is not a multiple of n_heads 5"));
         ModelConfig phi = m.config;
-        phi.architecture = "phi3";
+        phi.architecture = "phi2";
         auto bad_arch = Transformer::load(phi, source_of(m));
         QVERIFY(!bad_arch);
         QCOMPARE(bad_arch.status().code(), StatusCode::Unsupported);
         QCOMPARE(QString::fromStdString(bad_arch.message()),
-                 QString("transformer: architecture 'phi3' is not supported (llama, mistral, qwen2, qwen3, gemma2 and "
-                         "gemma3 are)"));
+                 QString("transformer: architecture 'phi2' is not supported (llama, mistral, qwen2, qwen3, gemma2, "
+                         "gemma3 and phi3 are)"));
         ModelConfig yarn = m.config;
         yarn.rope_scaling = RopeScaling::Unsupported;
         auto bad_rope = Transformer::load(yarn, source_of(m));
@@ -671,6 +671,19 @@ private slots:
         QCOMPARE(bad_rope.status().code(), StatusCode::Unsupported);
         QVERIFY2(bad_rope.message().find("'llama' needs its rope scaling type") != std::string::npos,
                  bad_rope.message().c_str());
+        // phi3 is llama's blocks stored fused (q/k/v, gate/up): given the same roles it computes llama's logits
+        ModelConfig phi3 = m.config;
+        phi3.architecture = "phi3";
+        auto as_phi3 = Transformer::load(phi3, source_of(m));
+        QVERIFY2(as_phi3, as_phi3.message().c_str());
+        auto as_llama = Transformer::load(m.config, source_of(m));
+        QVERIFY2(as_llama, as_llama.message().c_str());
+        auto phi3_out = as_phi3->forward(1, 0);
+        QVERIFY(phi3_out.is_ok());
+        const std::vector<float> phi3_logits(*phi3_out, *phi3_out + m.config.vocab_size);
+        auto llama_out = as_llama->forward(1, 0);
+        QVERIFY(llama_out.is_ok());
+        QVERIFY(std::equal(phi3_logits.begin(), phi3_logits.end(), *llama_out));
         // qwen2 without its biases: the missing tensor is named
         ModelConfig qwen = m.config;
         qwen.architecture = "qwen2";

@@ -120,6 +120,11 @@ private slots:
         QCOMPARE(ui::shortTensorName(llama, "model.layers.7.self_attn.rotary_emb.inv_freq"),
                  QStringLiteral("blk.7.self_attn.rotary_emb.inv_freq"));
         QCOMPARE(ui::shortTensorName(llama, "something_else"), QStringLiteral("something_else"));
+        // Phi-3's fused tensors, listed by part: the fused tensor's GGUF name and the part's role, from either format
+        const ArchSpec& phi3 = *find_arch("phi3");
+        QCOMPARE(ui::shortTensorName(phi3, "model.layers.3.self_attn.qkv_proj.weight[attn_k]"),
+                 QStringLiteral("blk.3.attn_qkv[attn_k]"));
+        QCOMPARE(ui::shortTensorName(phi3, "blk.0.ffn_up.weight[ffn_gate]"), QStringLiteral("blk.0.ffn_up[ffn_gate]"));
     }
 
     void browserShowsShortNamesAtA1024PixelWindow() {

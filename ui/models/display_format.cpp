@@ -55,6 +55,10 @@ QString formatNumber(double value, int significant) {
 }
 
 QString shortTensorName(const ArchSpec& arch, std::string_view stored) {
+    std::string_view fused;
+    TensorRole part = TensorRole::Other;
+    if (split_part_view_name(stored, fused, part))  // a part of a fused tensor: "blk.3.attn_qkv[attn_k]"
+        return shortTensorName(arch, fused) + QLatin1Char('[') + QString::fromUtf8(role_name(part)) + QLatin1Char(']');
     for (const NameFormat format : {NameFormat::Gguf, NameFormat::Hf}) {
         const TensorMatch m = match_tensor(arch, format, stored);
         if (m.spec != nullptr) {

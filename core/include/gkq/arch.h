@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace gkq {
@@ -114,6 +115,12 @@ enum class Need : uint8_t {
     Always,    // every model of the architecture stores it
     Untied,    // stored only when the classifier is not shared with token_embd (the output projection)
     Optional,  // used when present (GGUF's rope_freqs: Llama 3 rope scaling stored as a tensor)
+    // Never used: its presence means a rope scaling gkq does not compute (GGUF's rope_factors_long/short of Phi-3's
+    // longrope models), so a model file holding it reads with rope scaling Unsupported, which the transformer refuses.
+    UnsupportedRope,
+    // A part of a fused tensor stored on its own, which llama.cpp also loads (Phi-3's attn_q/k/v in GGUF): read as
+    // that role, never written (the writers store the fused tensor) and not a role of its own in required_roles.
+    Separate,
 };
 
 // One tensor an architecture stores.
@@ -123,6 +130,9 @@ struct TensorSpec {
     std::vector<RolePart> parts;  // its role, or a fused tensor's roles in row order
     Size cols = Size::None;       // None: a 1-D tensor of parts[0].rows elements
     Need need = Need::Always;
+    // A fused tensor: the role whose llama-quantize type rules it follows as one tensor (llama.cpp types a tensor by
+    // its name's category: attn_qkv like attn_v, Phi-3's fused ffn_up like ffn_up). Other for the rest.
+    TensorRole quant_as = TensorRole::Other;
 
     bool per_layer() const;  // its names carry a block index
     bool fused() const { return parts.size() > 1; }
@@ -220,10 +230,21 @@ TensorRole listed_role(const TensorMatch& m);
 
 // The stored name of `spec` in block `layer` (layer ignored for global tensors); empty if the format lacks it.
 std::string tensor_name(const TensorSpec& spec, NameFormat format, int32_t layer);
-// The tensor that holds `role` as its only part; nullptr if none (or only a fused one) does.
+// The fused tensor that holds `role` among its parts; nullptr if none does.
+const TensorSpec* find_fused_tensor(const ArchSpec& arch, TensorRole role);
+// How many tensors a file written for `arch` holds for tensors of these roles and blocks: the parts of one block's
+// fused tensor count once (the writers join them), every other tensor once.
+size_t n_stored_tensors(const ArchSpec& arch, const std::vector<std::pair<TensorRole, int32_t>>& tensors);
+// The tensor that holds `role` as its only part and is written; nullptr if none (or only a fused one) does.
 const TensorSpec* find_tensor(const ArchSpec& arch, TensorRole role);
 // tensor_name(*find_tensor(arch, role), ...); empty for Other and for roles without a tensor of their own.
 std::string tensor_name(const ArchSpec& arch, NameFormat format, TensorRole role, int32_t layer);
+
+// The name a reader gives the view of part `role` of the fused tensor stored as `stored` (readers split fused
+// tensors into one view per role, writers join them back: formats/fused_tensors.h): "blk.0.attn_qkv.weight[attn_q]".
+std::string part_view_name(std::string_view stored, TensorRole role);
+// The inverse: true and `stored` and `role` set for a part view's name; false for any other name.
+bool split_part_view_name(std::string_view name, std::string_view& stored, TensorRole& role);
 
 // Rows [begin, begin + count) of part `part` of `spec` for `c`, and the stored tensor's shape.
 struct RowRange {
@@ -241,7 +262,7 @@ struct RequiredRole {
     bool optional = false;  // Need::Optional: read when present
 };
 // Every role `arch` stores for `c`, in the row's order with its block tensors repeated for each layer (a fused
-// tensor's parts each); the output projection only when the classifier is not shared.
+// tensor's parts each); the output projection only when the classifier is not shared; no UnsupportedRope tensors.
 std::vector<RequiredRole> required_roles(const ArchSpec& arch, const ModelConfig& c, bool shared_classifier);
 
 }  // namespace gkq

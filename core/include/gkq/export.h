@@ -36,7 +36,8 @@ struct ExportedTensor {
 
 struct ExportReport {
     std::string path;
-    std::vector<ExportedTensor> tensors;  // in file order
+    std::vector<ExportedTensor> tensors;  // in file order; a fused tensor (Phi-3's attn_qkv) by its parts' views
+    size_t n_file_tensors = 0;            // tensors in the file: a fused tensor's parts are one
     size_t n_fell_back = 0;               // matrices whose row length `wanted`'s blocks do not divide
     int64_t n_params = 0;
     uint64_t file_bytes = 0;

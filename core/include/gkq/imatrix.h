@@ -24,6 +24,7 @@
 // the entry or field; writers go through AtomicFile. Nothing here depends on the thread count.
 #pragma once
 
+#include "gkq/arch.h"
 #include "gkq/metadata.h"
 #include "gkq/progress.h"
 #include "gkq/status.h"
@@ -90,8 +91,10 @@ Status write_imatrix(const Imatrix& imatrix, const std::string& path, ImatrixFor
 // no such entry; InvalidArgument naming the tensor, the file's and the model's column counts when they differ.
 Result<std::vector<float>> imatrix_importance(const Imatrix& imatrix, std::string_view name, int64_t n_cols);
 
-// The GGUF name an imatrix entry has for the weight (role, layer); empty for roles that are never collected.
-std::string imatrix_tensor_name(TensorRole role, int32_t layer);
+// The GGUF name an imatrix entry has for the weight (role, layer) of a model of `arch`; empty for roles that are never
+// collected. Each part of a fused tensor has the fused tensor's entry (Phi-3's q, k and v: blk.N.attn_qkv.weight), as
+// llama-imatrix records its one product.
+std::string imatrix_tensor_name(const ArchSpec& arch, TensorRole role, int32_t layer);
 
 // An imatrix matched with the matrices of a model, for quantize (QuantizeOptions::importance and the fields beside it).
 struct ModelImportance {
@@ -138,8 +141,8 @@ struct GramSet {
 };
 
 // The entry name whose input the matrix (role, layer) reads (K, V -> attn_q; FfnUp -> ffn_gate; the other collected
-// roles their own imatrix name); empty for roles that are never collected.
-std::string gram_input_name(TensorRole role, int32_t layer);
+// roles their own imatrix name; a fused tensor's parts its one entry); empty for roles that are never collected.
+std::string gram_input_name(const ArchSpec& arch, TensorRole role, int32_t layer);
 
 // Bytes the Gram matrices of `set` occupy (8 n_cols^2 per entry): the collection's peak beyond the model itself.
 uint64_t gram_collect_bytes(const GramSet& set);

@@ -189,8 +189,8 @@ Result<VerifyReport> verify_knot(const std::string& path, int n_threads = 0, con
 
 struct ReconstructReport {
     std::string path;
-    std::string format;  // "safetensors", "gguf", "llama2c"
-    size_t n_tensors = 0;
+    std::string format;    // "safetensors", "gguf", "llama2c"
+    size_t n_tensors = 0;  // in the file written: a fused tensor's parts (Phi-3's q/k/v) are one
     int64_t n_params = 0;
     uint64_t file_bytes = 0;
 };

@@ -23,7 +23,9 @@ const ImatrixEntry* Imatrix::find(std::string_view name) const {
     return it != entries.end() && it->name == name ? &*it : nullptr;
 }
 
-std::string imatrix_tensor_name(TensorRole role, int32_t layer) {
+std::string imatrix_tensor_name(const ArchSpec& arch, TensorRole role, int32_t layer) {
+    if (const TensorSpec* fused = find_fused_tensor(arch, role); fused != nullptr && layer >= 0)
+        return tensor_name(*fused, NameFormat::Gguf, layer);
     switch (role) {
         case TensorRole::AttnQ:
         case TensorRole::AttnK:
@@ -60,12 +62,12 @@ const GramEntry* GramSet::find(std::string_view name) const {
     return it != entries.end() && it->name == name ? &*it : nullptr;
 }
 
-std::string gram_input_name(TensorRole role, int32_t layer) {
+std::string gram_input_name(const ArchSpec& arch, TensorRole role, int32_t layer) {
     switch (role) {
         case TensorRole::AttnK:
-        case TensorRole::AttnV: return imatrix_tensor_name(TensorRole::AttnQ, layer);
-        case TensorRole::FfnUp: return imatrix_tensor_name(TensorRole::FfnGate, layer);
-        default: return imatrix_tensor_name(role, layer);
+        case TensorRole::AttnV: return imatrix_tensor_name(arch, TensorRole::AttnQ, layer);
+        case TensorRole::FfnUp: return imatrix_tensor_name(arch, TensorRole::FfnGate, layer);
+        default: return imatrix_tensor_name(arch, role, layer);
     }
 }
 
@@ -95,9 +97,14 @@ Result<Imatrix> compute_imatrix(Transformer& transformer, const std::vector<int3
     std::map<std::string, Accumulator> stats;  // ordered by name: the files' order
     std::map<std::string, GramEntry> grams;    // upper triangles while collecting
     std::string observe_error;
+    const ArchSpec& arch = arch_or_default(transformer.config().architecture);
     transformer.set_matrix_input_observer([&](TensorRole role, int32_t layer, const float* x, int64_t n, int64_t cols) {
         if (role == TensorRole::Output && !options.process_output) return;
-        const std::string name = imatrix_tensor_name(role, layer);
+        // a fused tensor is one product to llama-imatrix: its first part's input, counted once
+        if (const TensorSpec* fused = find_fused_tensor(arch, role);
+            fused != nullptr && fused->parts.front().role != role)
+            return;
+        const std::string name = imatrix_tensor_name(arch, role, layer);
         if (name.empty()) return;  // a tied classifier, as llama-imatrix (its src0 is token_embd)
         Accumulator& a = stats[name];
         if (a.sums.empty()) {
@@ -216,6 +223,7 @@ Result<std::vector<float>> imatrix_importance(const Imatrix& imatrix, std::strin
 }
 
 Result<ModelImportance> load_model_importance(const std::string& path, const Weights& weights) {
+    const ArchSpec& arch = arch_or_default(weights.config().architecture);
     auto m = read_imatrix(path);
     if (!m) return m.status();
     auto file = MappedFile::open(path);
@@ -230,7 +238,7 @@ Result<ModelImportance> load_model_importance(const std::string& path, const Wei
     for (size_t i = 0; i < weights.n_tensors(); ++i) {
         const TensorInfo& t = weights.tensor_info(i);
         if (t.n_dims() < 2 || !role_is_matrix(t.role)) continue;
-        const std::string name = imatrix_tensor_name(t.role, t.layer);
+        const std::string name = imatrix_tensor_name(arch, t.role, t.layer);
         if (name.empty()) continue;
         const ImatrixEntry* e = m->find(name);
         if (e == nullptr) {
@@ -262,6 +270,7 @@ Result<ModelImportance> load_model_importance(const std::string& path, const Wei
 namespace gkq {
 
 Result<ModelGram> load_model_gram(const std::string& path, const Weights& weights) {
+    const ArchSpec& arch = arch_or_default(weights.config().architecture);
     auto set = read_gram(path);
     if (!set) return set.status();
     auto file = MappedFile::open(path);
@@ -276,7 +285,7 @@ Result<ModelGram> load_model_gram(const std::string& path, const Weights& weight
     for (size_t i = 0; i < weights.n_tensors(); ++i) {
         const TensorInfo& t = weights.tensor_info(i);
         if (t.n_dims() < 2 || !role_is_matrix(t.role)) continue;
-        const std::string name = gram_input_name(t.role, t.layer);
+        const std::string name = gram_input_name(arch, t.role, t.layer);
         if (name.empty()) continue;
         const GramEntry* e = set->find(name);
         if (e == nullptr) continue;

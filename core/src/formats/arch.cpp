@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <set>
 
 namespace gkq {
 
@@ -236,9 +237,27 @@ std::string tensor_name(const TensorSpec& spec, NameFormat format, int32_t layer
     return name;
 }
 
+const TensorSpec* find_fused_tensor(const ArchSpec& arch, TensorRole role) {
+    for (const TensorSpec& t : arch.tensors)
+        if (t.fused())
+            for (const RolePart& p : t.parts)
+                if (p.role == role) return &t;
+    return nullptr;
+}
+
+size_t n_stored_tensors(const ArchSpec& arch, const std::vector<std::pair<TensorRole, int32_t>>& tensors) {
+    std::set<std::pair<const TensorSpec*, int32_t>> fused;
+    size_t n = 0;
+    for (const auto& [role, layer] : tensors) {
+        const TensorSpec* f = role == TensorRole::Other ? nullptr : find_fused_tensor(arch, role);
+        if (f == nullptr || fused.insert({f, layer}).second) ++n;
+    }
+    return n;
+}
+
 const TensorSpec* find_tensor(const ArchSpec& arch, TensorRole role) {
     for (const TensorSpec& t : arch.tensors)
-        if (t.parts.size() == 1 && t.parts.front().role == role) return &t;
+        if (t.parts.size() == 1 && t.parts.front().role == role && t.need != Need::Separate) return &t;
     return nullptr;
 }
 
@@ -246,6 +265,21 @@ std::string tensor_name(const ArchSpec& arch, NameFormat format, TensorRole role
     if (role == TensorRole::Other) return {};
     const TensorSpec* t = find_tensor(arch, role);
     return t != nullptr ? tensor_name(*t, format, layer) : std::string();
+}
+
+std::string part_view_name(std::string_view stored, TensorRole role) {
+    return std::string(stored) + "[" + std::string(role_name(role)) + "]";
+}
+
+bool split_part_view_name(std::string_view name, std::string_view& stored, TensorRole& role) {
+    const size_t open = name.rfind('[');
+    if (open == std::string_view::npos || open == 0 || name.back() != ']') return false;
+    const std::string_view inner = name.substr(open + 1, name.size() - open - 2);
+    const TensorRole r = role_from_name(inner);
+    if (r == TensorRole::Other || role_name(r) != inner) return false;
+    stored = name.substr(0, open);
+    role = r;
+    return true;
 }
 
 RowRange part_rows(const TensorSpec& spec, size_t part, const ModelConfig& c) {
@@ -265,7 +299,9 @@ std::vector<int64_t> stored_shape(const TensorSpec& spec, const ModelConfig& c) 
 std::vector<RequiredRole> required_roles(const ArchSpec& arch, const ModelConfig& c, bool shared_classifier) {
     std::vector<RequiredRole> r;
     auto add = [&](const TensorSpec& t, int32_t layer) {
-        if (t.need == Need::Untied && shared_classifier) return;
+        if ((t.need == Need::Untied && shared_classifier) || t.need == Need::UnsupportedRope ||
+            t.need == Need::Separate)
+            return;
         for (const RolePart& p : t.parts) {
             RequiredRole q{p.role, layer, {size_value(p.rows, c)}, t.need == Need::Optional};
             if (t.cols != Size::None) q.shape.push_back(size_value(t.cols, c));

@@ -234,6 +234,47 @@ std::vector<ArchSpec> make_table() {
     gemma3.defaults = {{HParam::SlidingWindowPattern, 6}, {HParam::RopeLocalTheta, 10000.0}};
     gemma3.gguf_scale_by_embd_layers = 62;
     t.push_back(std::move(gemma3));
+    // Phi-3 (llama.cpp's models/phi3.cpp): llama's blocks with q, k and v in one projection (qkv_proj, GGUF attn_qkv:
+    // q rows, then k, then v) and the gate and up projections in one (gate_up_proj; GGUF's ffn_up holds both, gate
+    // rows first, which llama.cpp's SwiGLU splits in halves). The readers split both into one view per role and the
+    // writers join them back (formats/fused_tensors.h); llama.cpp also loads separate attn_q/k/v from GGUF, and so does
+    // gkq, which writes the fused form llama.cpp's converter writes. Halves rotated in both formats (NEOX rope: the
+    // converter does not permute q/k). The window the converter writes (sliding_window) llama.cpp switches off: not
+    // read, attention is full as llama.cpp computes it. The 128k models' longrope scaling (rope_scaling type su or
+    // longrope; GGUF's rope_factors_long/short tensors) is read as an unsupported rope scaling, which the transformer
+    // refuses.
+    ArchSpec phi3 = llama_family("phi3", "Phi3ForCausalLM", "phi3");
+    phi3.written_as = "phi3";
+    phi3.tensors = {
+        one("model.embed_tokens.weight", "token_embd.weight", R::TokenEmbd, Size::Vocab, Size::Embd),
+        one("model.layers.%d.input_layernorm.weight", "blk.%d.attn_norm.weight", R::AttnNorm, Size::Embd, Size::None),
+        TensorSpec{"model.layers.%d.self_attn.qkv_proj.weight",
+                   "blk.%d.attn_qkv.weight",
+                   {{R::AttnQ, Size::QOut}, {R::AttnK, Size::KvOut}, {R::AttnV, Size::KvOut}},
+                   Size::Embd,
+                   Need::Always,
+                   R::AttnV},
+        // llama.cpp's phi3 loader takes separate q/k/v where a file has no attn_qkv
+        one("", "blk.%d.attn_q.weight", R::AttnQ, Size::QOut, Size::Embd, Need::Separate),
+        one("", "blk.%d.attn_k.weight", R::AttnK, Size::KvOut, Size::Embd, Need::Separate),
+        one("", "blk.%d.attn_v.weight", R::AttnV, Size::KvOut, Size::Embd, Need::Separate),
+        one("model.layers.%d.self_attn.o_proj.weight", "blk.%d.attn_output.weight", R::AttnO, Size::Embd, Size::QOut),
+        one("model.layers.%d.post_attention_layernorm.weight", "blk.%d.ffn_norm.weight", R::FfnNorm, Size::Embd,
+            Size::None),
+        TensorSpec{"model.layers.%d.mlp.gate_up_proj.weight",
+                   "blk.%d.ffn_up.weight",
+                   {{R::FfnGate, Size::Ffn}, {R::FfnUp, Size::Ffn}},
+                   Size::Embd,
+                   Need::Always,
+                   R::FfnUp},
+        one("model.layers.%d.mlp.down_proj.weight", "blk.%d.ffn_down.weight", R::FfnDown, Size::Embd, Size::Ffn),
+        one("model.norm.weight", "output_norm.weight", R::OutputNorm, Size::Embd, Size::None),
+        one("lm_head.weight", "output.weight", R::Output, Size::Vocab, Size::Embd, Need::Untied),
+        one("", "rope_factors_long.weight", R::Other, Size::HalfHead, Size::None, Need::UnsupportedRope),
+        one("", "rope_factors_short.weight", R::Other, Size::HalfHead, Size::None, Need::UnsupportedRope),
+    };
+    phi3.hf_rope = phi3.gguf_rope = RopeStyle::HalfSplit;
+    t.push_back(std::move(phi3));
     return t;
 }
 

@@ -4,6 +4,7 @@
 // rotary layout the row gives GGUF files (interleaved for llama). Everything is validated before the first byte
 // is written, and the file appears only when complete (AtomicFile).
 #include "common/byte_reader.h"
+#include "formats/fused_tensors.h"
 #include "formats/gguf_layout.h"
 #include "formats/gguf_vocab.h"
 #include "formats/norm_layout.h"
@@ -537,8 +538,12 @@ void copy_source_tokenizer_keys(const Metadata& source, const Vocabulary& vocab,
     }
 }
 
-Status write_gguf(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& given,
+Status write_gguf(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& unfused,
                   const Vocabulary& vocab, const WriteOptions& options) {
+    // A fused tensor's parts (Phi-3's q/k/v, gate/up) joined into the one tensor llama.cpp's converter writes.
+    auto joined = join_fused_tensors(path, config, NameFormat::Gguf, unfused);
+    if (!joined) return joined.status();
+    const std::vector<WriteTensor>& given = *joined;
     // Llama 3 rope scaling from a config (HF) becomes the rope_freqs tensor llama.cpp's converter writes.
     std::vector<float> divisors = llama3_rope_divisors(config);
     std::vector<WriteTensor> with_freqs;

@@ -1,6 +1,7 @@
 #include "formats/model_file_data.h"
 
 #include "common/byte_reader.h"
+#include "formats/fused_tensors.h"
 #include "gkq/convert.h"
 
 #include <algorithm>
@@ -149,6 +150,7 @@ Result<ModelFile> ModelFile::open(const std::string& path_in) {
     ModelFileDataPtr d = std::move(data).value();
     if (d->path.empty()) d->path = path;
     if (Status s = validate_tensors(*d); !s) return s;
+    if (Status s = split_fused_tensors(*d); !s) return s;  // after the checks of the stored tensors
     complete_config_from_tensors(*d);
     return ModelFile(std::move(d));
 }

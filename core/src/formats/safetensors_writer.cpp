@@ -4,6 +4,7 @@
 // {"dtype", "shape", "data_offsets"}; it is padded with spaces so the data section starts 8-byte aligned,
 // as the reference implementation does.
 #include "common/byte_reader.h"
+#include "formats/fused_tensors.h"
 #include "formats/hf_config.h"
 #include "formats/norm_layout.h"
 #include "formats/rope_layout.h"
@@ -70,8 +71,12 @@ Status write_data(AtomicFile& f, DType dtype, const float* src, uint64_t n) {
 
 }  // namespace
 
-Status write_safetensors(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& given,
+Status write_safetensors(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& unfused,
                          const WriteOptions& options) {
+    // A fused tensor's parts (Phi-3's q/k/v, gate/up) joined into the one tensor HF's modeling file loads.
+    auto joined = join_fused_tensors(path, config, NameFormat::Hf, unfused);
+    if (!joined) return joined.status();
+    const std::vector<WriteTensor>& given = *joined;
     // HF keeps Llama 3 rope scaling as config.json parameters, not as GGUF's rope_freqs tensor.
     std::vector<WriteTensor> kept;
     bool has_freqs = false;

@@ -248,7 +248,11 @@ Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::s
     else
         written = write_llama2c(out_path, h.config, tensors);
     if (!written) return written;
-    report.n_tensors = n;
+    // the writers join a fused tensor's parts (llama2.c has none)
+    std::vector<std::pair<TensorRole, int32_t>> roles;
+    for (const WriteTensor& t : tensors) roles.emplace_back(t.role, t.layer);
+    report.n_tensors =
+        report.format == "llama2c" ? n : n_stored_tensors(arch_for_writing(h.config.architecture), roles);
     std::error_code ec;
     report.file_bytes = std::filesystem::file_size(out_path, ec);
     return report;

@@ -14,6 +14,7 @@
 #include "gkq/type_traits.h"
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -97,6 +98,7 @@ Result<ExportReport> export_gguf(const std::string& in_path, const std::string& 
     for (size_t i = 0; i < n; ++i) roles.push_back(weights->tensor_info(i).role);
     std::optional<LlamaTypePlanner> planner;
     if (file_type) planner.emplace(*file_type, config, roles);
+    std::map<std::pair<const TensorSpec*, int32_t>, LlamaTypePlanner::Choice> fused_choice;
 
     std::vector<WriteTensor> tensors(n);
     size_t done = 0;
@@ -111,6 +113,7 @@ Result<ExportReport> export_gguf(const std::string& in_path, const std::string& 
         ExportedTensor e;
         e.name =
             info.role == TensorRole::Other ? info.name : tensor_name(arch, NameFormat::Gguf, info.role, info.layer);
+        if (e.name.empty()) e.name = info.name;  // a part of a fused tensor (its view's name)
         e.shape = info.shape;
         e.stored = info.dtype;
         report.n_params += info.n_elements();
@@ -121,7 +124,20 @@ Result<ExportReport> export_gguf(const std::string& in_path, const std::string& 
         t.name = info.name;
         const bool matrix = info.shape.size() >= 2;
         if (planner) {
-            const LlamaTypePlanner::Choice c = planner->next(info.role, info.shape);
+            // A fused tensor (Phi-3's attn_qkv, ffn_up) is one tensor to llama-quantize: one type for its parts, chosen
+            // when the first comes by the rules of the role it is typed as.
+            const TensorSpec* fused = find_fused_tensor(arch, info.role);
+            LlamaTypePlanner::Choice c;
+            if (fused == nullptr) {
+                c = planner->next(info.role, info.shape);
+            } else {
+                auto it = fused_choice.find({fused, info.layer});
+                if (it == fused_choice.end())
+                    it = fused_choice
+                             .emplace(std::make_pair(fused, info.layer), planner->next(fused->quant_as, info.shape))
+                             .first;
+                c = it->second;
+            }
             e.wanted = c.wanted;
             e.written = c.type;
             if (c.fell_back) ++report.n_fell_back;
@@ -154,6 +170,9 @@ Result<ExportReport> export_gguf(const std::string& in_path, const std::string& 
         e.bytes = bytes ? *bytes : 0;
         report.tensors.push_back(std::move(e));
     }
+    std::vector<std::pair<TensorRole, int32_t>> written;
+    for (size_t i = 0; i < n; ++i) written.emplace_back(w.tensor_info(i).role, w.tensor_info(i).layer);
+    report.n_file_tensors = n_stored_tensors(arch, written);
 
     WriteOptions wo;
     wo.dtype = options.dense;  // every tensor has its own type; this one is the file's label when all matrices are it
