@@ -504,7 +504,7 @@ private slots:
                         swapped.tensors[k].layer == swapped.tensors[i].layer)
                         std::swap(swapped.storage[i], swapped.storage[k]);
         for (size_t i = 0; i < swapped.tensors.size(); ++i) swapped.tensors[i].data = swapped.storage[i].data();
-        QVERIFY2(write_gguf(dir.file("swapped.gguf"), swapped.config, swapped.tensors, byte_vocabulary()).is_ok(),
+        QVERIFY2(write_gguf(dir.file("swapped.gguf"), swapped.config, swapped.tensors, test::byte_vocabulary()).is_ok(),
                  "swapped.gguf");
         Expected e;
         QVERIFY2(read_expected(std::string(GKQ_TEST_DATA_DIR) + "/forward/phi3.logits", e, why), why.c_str());
@@ -519,7 +519,7 @@ private slots:
         partial.tensors.erase(std::find_if(partial.tensors.begin(), partial.tensors.end(), [](const WriteTensor& w) {
             return w.role == TensorRole::FfnUp && w.layer == 1;
         }));
-        const Status missing = write_gguf(dir.file("partial.gguf"), partial.config, partial.tensors, byte_vocabulary());
+        const Status missing = write_gguf(dir.file("partial.gguf"), partial.config, partial.tensors, test::byte_vocabulary());
         QVERIFY(!missing);
         QVERIFY2(missing.message().find("tensor 'blk.1.ffn_up.weight' holds ffn_gate and ffn_up; ffn_up of block 1 is "
                                         "not given") != std::string::npos,
@@ -567,7 +567,7 @@ private slots:
             w.name = "blk." + std::to_string(w.layer) + "." + part + ".weight";
             w.role = TensorRole::Other;  // written under the name given
         }
-        QVERIFY(write_gguf(dir.file("separate.gguf"), separate.config, separate.tensors, byte_vocabulary()).is_ok());
+        QVERIFY(write_gguf(dir.file("separate.gguf"), separate.config, separate.tensors, test::byte_vocabulary()).is_ok());
         const Run from_separate = run(dir.file("separate.gguf"));
         QVERIFY(!from_separate.logits.empty());
         QVERIFY(from_separate.logits == run(dir.file("model.gguf")).logits);
@@ -598,7 +598,7 @@ private slots:
         test::TinyModel mixed = tiny(*fm);
         for (WriteTensor& w : mixed.tensors)
             if (w.role == TensorRole::AttnV) w.store_as = DType::Q8_0;
-        const Status refused = write_gguf(dir.file("mixed.gguf"), mixed.config, mixed.tensors, byte_vocabulary());
+        const Status refused = write_gguf(dir.file("mixed.gguf"), mixed.config, mixed.tensors, test::byte_vocabulary());
         QVERIFY(!refused);
         QVERIFY2(refused.message().find("tensor 'blk.0.attn_qkv.weight' holds attn_q, attn_k and attn_v in one type") !=
                      std::string::npos,
@@ -634,7 +634,7 @@ private slots:
             w.data = factors.data();
             longrope.tensors.push_back(std::move(w));
         }
-        QVERIFY(write_gguf(dir.file("longrope.gguf"), longrope.config, longrope.tensors, byte_vocabulary()).is_ok());
+        QVERIFY(write_gguf(dir.file("longrope.gguf"), longrope.config, longrope.tensors, test::byte_vocabulary()).is_ok());
         auto g = ModelFile::open(dir.file("longrope.gguf"));
         QVERIFY2(g.is_ok(), g.message().c_str());
         refuses_longrope(*g);
