@@ -519,7 +519,8 @@ private slots:
         partial.tensors.erase(std::find_if(partial.tensors.begin(), partial.tensors.end(), [](const WriteTensor& w) {
             return w.role == TensorRole::FfnUp && w.layer == 1;
         }));
-        const Status missing = write_gguf(dir.file("partial.gguf"), partial.config, partial.tensors, test::byte_vocabulary());
+        const Status missing =
+            write_gguf(dir.file("partial.gguf"), partial.config, partial.tensors, test::byte_vocabulary());
         QVERIFY(!missing);
         QVERIFY2(missing.message().find("tensor 'blk.1.ffn_up.weight' holds ffn_gate and ffn_up; ffn_up of block 1 is "
                                         "not given") != std::string::npos,
@@ -567,7 +568,8 @@ private slots:
             w.name = "blk." + std::to_string(w.layer) + "." + part + ".weight";
             w.role = TensorRole::Other;  // written under the name given
         }
-        QVERIFY(write_gguf(dir.file("separate.gguf"), separate.config, separate.tensors, test::byte_vocabulary()).is_ok());
+        QVERIFY(
+            write_gguf(dir.file("separate.gguf"), separate.config, separate.tensors, test::byte_vocabulary()).is_ok());
         const Run from_separate = run(dir.file("separate.gguf"));
         QVERIFY(!from_separate.logits.empty());
         QVERIFY(from_separate.logits == run(dir.file("model.gguf")).logits);
@@ -634,7 +636,8 @@ private slots:
             w.data = factors.data();
             longrope.tensors.push_back(std::move(w));
         }
-        QVERIFY(write_gguf(dir.file("longrope.gguf"), longrope.config, longrope.tensors, test::byte_vocabulary()).is_ok());
+        QVERIFY(
+            write_gguf(dir.file("longrope.gguf"), longrope.config, longrope.tensors, test::byte_vocabulary()).is_ok());
         auto g = ModelFile::open(dir.file("longrope.gguf"));
         QVERIFY2(g.is_ok(), g.message().c_str());
         refuses_longrope(*g);
