@@ -125,4 +125,13 @@ LlamaTypePlanner::Choice LlamaTypePlanner::next(TensorRole role, const std::vect
     return c;
 }
 
+LlamaTypePlanner::Choice LlamaTypePlanner::next(const ArchSpec& arch, TensorRole role, int32_t layer,
+                                                const std::vector<int64_t>& shape) {
+    const TensorSpec* fused = find_fused_tensor(arch, role);
+    if (fused == nullptr) return next(role, shape);
+    auto it = m_fused.find({fused, layer});
+    if (it == m_fused.end()) it = m_fused.emplace(std::make_pair(fused, layer), next(fused->quant_as, shape)).first;
+    return it->second;
+}
+
 }  // namespace gkq

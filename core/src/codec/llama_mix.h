@@ -4,11 +4,13 @@
 // the base type every matrix starts from before the mixture's per-role rules.
 #pragma once
 
+#include "gkq/arch.h"
 #include "gkq/dtype.h"
 #include "gkq/model_config.h"
 #include "gkq/tensor.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -48,6 +50,10 @@ public:
     };
     // The next tensor in file order: its role and (rows, cols) shape (1-D: {n}).
     Choice next(TensorRole role, const std::vector<int64_t>& shape);
+    // The same for a tensor of `arch` in block `layer`: the parts of a fused tensor (Phi-3's attn_qkv, ffn_up) are one
+    // tensor to llama-quantize, so all take the type chosen when the first comes, by the rules of the role the fused
+    // tensor is typed as (TensorSpec::quant_as).
+    Choice next(const ArchSpec& arch, TensorRole role, int32_t layer, const std::vector<int64_t>& shape);
 
 private:
     DType mixture_type(TensorRole role, int64_t row);
@@ -58,6 +64,7 @@ private:
     int m_n_attention_wv = 0;
     int m_i_attention_wv = 0;
     int m_i_ffn_down = 0;
+    std::map<std::pair<const TensorSpec*, int32_t>, Choice> m_fused;
 };
 
 }  // namespace gkq

@@ -316,7 +316,8 @@ std::vector<CodecParams> resolve_model_params(const Preset& preset, const ModelC
     for (const TensorInfo& t : tensors) {
         CodecParams p = preset.params_for(t.role, t.n_dims());
         if (planner) {
-            const LlamaTypePlanner::Choice c = planner->next(t.role, t.shape);
+            const LlamaTypePlanner::Choice c =
+                planner->next(arch_or_default(config.architecture), t.role, t.layer, t.shape);
             if (t.n_dims() >= 2 && is_block_method(p.method))
                 if (const std::optional<Method> m = block_method_for(c.wanted)) p.method = *m;
         }

@@ -14,7 +14,6 @@
 #include "gkq/type_traits.h"
 
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <optional>
 
@@ -98,7 +97,6 @@ Result<ExportReport> export_gguf(const std::string& in_path, const std::string& 
     for (size_t i = 0; i < n; ++i) roles.push_back(weights->tensor_info(i).role);
     std::optional<LlamaTypePlanner> planner;
     if (file_type) planner.emplace(*file_type, config, roles);
-    std::map<std::pair<const TensorSpec*, int32_t>, LlamaTypePlanner::Choice> fused_choice;
 
     std::vector<WriteTensor> tensors(n);
     size_t done = 0;
@@ -124,20 +122,8 @@ Result<ExportReport> export_gguf(const std::string& in_path, const std::string& 
         t.name = info.name;
         const bool matrix = info.shape.size() >= 2;
         if (planner) {
-            // A fused tensor (Phi-3's attn_qkv, ffn_up) is one tensor to llama-quantize: one type for its parts, chosen
-            // when the first comes by the rules of the role it is typed as.
-            const TensorSpec* fused = find_fused_tensor(arch, info.role);
-            LlamaTypePlanner::Choice c;
-            if (fused == nullptr) {
-                c = planner->next(info.role, info.shape);
-            } else {
-                auto it = fused_choice.find({fused, info.layer});
-                if (it == fused_choice.end())
-                    it = fused_choice
-                             .emplace(std::make_pair(fused, info.layer), planner->next(fused->quant_as, info.shape))
-                             .first;
-                c = it->second;
-            }
+            // a fused tensor's parts (Phi-3's attn_qkv, ffn_up) take one type, as llama-quantize's one tensor
+            const LlamaTypePlanner::Choice c = planner->next(arch, info.role, info.layer, info.shape);
             e.wanted = c.wanted;
             e.written = c.type;
             if (c.fell_back) ++report.n_fell_back;
