@@ -929,6 +929,23 @@ private slots:
         auto bad = with(R"("rope_scaling": {"rope_type": 3})");
         QVERIFY(!bad);
         QVERIFY2(bad.message().find("rope_scaling.rope_type") != std::string::npos, bad.message().c_str());
+
+        // partial rotary embeddings (Phi-4-mini's 0.75) are not computed: every command that runs or encodes the
+        // model refuses it, naming the field, rather than compute another model; 1.0 is the whole head
+        auto whole = with(R"("partial_rotary_factor": 1.0)");
+        QVERIFY2(whole.is_ok() && Transformer::load(*whole).is_ok(), whole.message().c_str());
+        auto partial = with(R"("partial_rotary_factor": 0.75)");
+        QVERIFY2(partial.is_ok(), partial.message().c_str());
+        auto tp = Transformer::load(*partial);
+        QVERIFY(!tp);
+        QCOMPARE(tp.status().code(), StatusCode::Unsupported);
+        QVERIFY2(tp.message().find("partial_rotary_factor 0.75") != std::string::npos, tp.message().c_str());
+        QuantizeOptions qo;
+        qo.preset = "q8_0";
+        auto q = quantize_model(*partial, qo, dir.file("partial.knot"));
+        QVERIFY(!q);
+        QVERIFY2(q.message().find("partial rotary") != std::string::npos, q.message().c_str());
+        QVERIFY(!std::filesystem::exists(dir.file("partial.knot")));
     }
 
     // The window only matters beyond it: a window as long as the sequence changes nothing; a shorter one changes

@@ -60,6 +60,8 @@ enum class HParam : uint8_t {
     AttnSoftcap,           // attn_softcap
     FinalSoftcap,          // final_softcap
     QueryPreAttnScalar,    // query_pre_attn_scalar
+    PartialRotary,         // partial_rotary_factor (read, never written)
+    RopeDims,              // rope_dims (read, never written)
 };
 // Non-negative integer, number, boolean, a RopeScaling by its name (rope_scaling_from_name).
 enum class HParamKind : uint8_t { Count, Real, Flag, RopeType };

@@ -57,6 +57,10 @@ struct ModelConfig {
     double final_softcap = 0.0;         // > 0: the logits likewise
     int64_t query_pre_attn_scalar = 0;  // > 0: scores scaled by 1/sqrt(it) instead of 1/sqrt(head_size) (Gemma)
     NormStorage norm_storage = NormStorage::Multiplier;  // of the norm weights as stored (OffsetByOne: Gemma's HF)
+    // Partial rotary embeddings (Phi-4-mini, a Phi3ForCausalLM, rotates 3/4 of each head), read only to be refused
+    // (model_check.h: config_problems), never written: gkq rotates whole heads.
+    double partial_rotary_factor = 0.0;  // HF's partial_rotary_factor when set; 0: unset
+    int64_t rope_dims = 0;               // GGUF's rope.dimension_count when set; 0: unset
 
     int64_t head_size() const { return head_dim > 0 ? head_dim : n_heads > 0 ? dim / n_heads : 0; }
     int64_t q_dim() const { return n_heads * head_size(); }      // width of all query heads

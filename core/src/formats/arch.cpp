@@ -61,7 +61,8 @@ HParamKind hparam_kind(HParam p) {
         case HParam::RopeHighFreqFactor:
         case HParam::RopeLocalTheta:
         case HParam::AttnSoftcap:
-        case HParam::FinalSoftcap: return HParamKind::Real;
+        case HParam::FinalSoftcap:
+        case HParam::PartialRotary: return HParamKind::Real;
         case HParam::Tied: return HParamKind::Flag;
         case HParam::RopeScalingType: return HParamKind::RopeType;
         default: return HParamKind::Count;
@@ -93,6 +94,8 @@ HParamField hparam_field(HParam p, ModelConfig& c) {
         case HParam::AttnSoftcap: f.real = &c.attn_softcap; break;
         case HParam::FinalSoftcap: f.real = &c.final_softcap; break;
         case HParam::QueryPreAttnScalar: f.count = &c.query_pre_attn_scalar; break;
+        case HParam::PartialRotary: f.real = &c.partial_rotary_factor; break;
+        case HParam::RopeDims: f.count = &c.rope_dims; break;
     }
     return f;
 }
@@ -111,6 +114,8 @@ bool hparam_written(HParam p, const ModelConfig& c) {
         case HParam::RopeLowFreqFactor:
         case HParam::RopeHighFreqFactor:
         case HParam::RopeOriginalContext: return c.rope_scaling == RopeScaling::Llama3;
+        case HParam::PartialRotary:
+        case HParam::RopeDims: return false;  // read to refuse partial rotary, which gkq does not compute
         default: return true;
     }
 }

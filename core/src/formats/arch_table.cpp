@@ -32,6 +32,7 @@ std::vector<HParamKey> llama_hf_keys() {
         {HParam::RopeLowFreqFactor, "rope_scaling.low_freq_factor"},
         {HParam::RopeHighFreqFactor, "rope_scaling.high_freq_factor"},
         {HParam::RopeOriginalContext, "rope_scaling.original_max_position_embeddings"},
+        {HParam::PartialRotary, "partial_rotary_factor"},
     };
 }
 
@@ -51,6 +52,7 @@ std::vector<HParamKey> llama_gguf_keys() {
         {HParam::HeadDim, "%s.attention.value_length"},  // llama.cpp sizes v by it (gkq's heads are square)
         {HParam::RopeScalingType, "%s.rope.scaling.type"},
         {HParam::RopeFactor, "%s.rope.scaling.factor"},
+        {HParam::RopeDims, "%s.rope.dimension_count"},
     };
 }
 

@@ -51,6 +51,12 @@ std::vector<Problem> config_issues(const ModelConfig& c) {
          !std::isfinite(c.rope_high_freq_factor)))
         bad("llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor, not " +
             std::to_string(c.rope_low_freq_factor) + " and " + std::to_string(c.rope_high_freq_factor));
+    if (c.partial_rotary_factor > 0.0 && c.partial_rotary_factor < 1.0)
+        bad("partial rotary embeddings (partial_rotary_factor " + std::to_string(c.partial_rotary_factor) +
+            "): gkq rotates whole heads, so it would compute another model");
+    if (c.rope_dims > 0 && c.head_size() > 0 && c.rope_dims != c.head_size())
+        bad("rotary embeddings over " + std::to_string(c.rope_dims) + " of the " + std::to_string(c.head_size()) +
+            " dims of each head (rope.dimension_count): gkq rotates whole heads, so it would compute another model");
     bool too_big = false;
     for (int64_t v : {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.vocab_size, c.context_length, c.head_dim})
         too_big = too_big || static_cast<uint64_t>(v) > kMaxFloats;
