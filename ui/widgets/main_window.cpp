@@ -147,6 +147,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     resizeDocks({dock}, {540}, Qt::Horizontal);
     connect(m_browser, &ModelBrowser::tensorSelected, m_spectrum, &SpectrumPanel::showTensor);
     connect(m_browser, &ModelBrowser::tensorSelected, this, &MainWindow::showTensorInOverview);
+    // A heat map cell or result row picked in Quantize selects that tensor in the browser (and so in the views).
+    connect(m_quantize, &QuantizePanel::tensorSelected, m_browser, &ModelBrowser::selectTensor);
 
     // Status bar: the running job, its progress, Cancel.
     m_jobLabel = new QLabel(this);
