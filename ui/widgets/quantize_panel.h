@@ -99,6 +99,7 @@ signals:
     void exported(const QString& path);
     void evaluated();
     void errorOccurred(const QString& message);
+    void tensorSelected(const QString& name);
 
 private:
     void onJobEnded(quint64 id, JobEnd how);
