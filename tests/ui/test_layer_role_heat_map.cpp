@@ -9,6 +9,7 @@
 #include "gkq/knot.h"
 #include "gkq/model_file.h"
 #include "gkq/quantize.h"
+#include "gkq/rknot.h"
 #include "jobs/job_runner.h"
 #include "models/display_format.h"
 #include "models/layer_role_model.h"
@@ -17,6 +18,7 @@
 #include "widgets/main_window.h"
 #include "widgets/model_browser.h"
 #include "widgets/quantize_panel.h"
+#include "widgets/rknot_editor.h"
 
 #include <QApplication>
 #include <QCheckBox>
@@ -46,6 +48,7 @@ class TestLayerRoleHeatMap : public QObject {
     Q_OBJECT
     test::TempDir m_dir;
     QString m_knot;  // the mixed knot the first test writes (copied out of the panel's scratch folder)
+    std::string m_model;
 
 private slots:
     void initTestCase() {
@@ -65,6 +68,7 @@ private slots:
 
     void mixedQuantizationFillsTheGrid() {
         const std::string path = test::write_tiny_gguf(m_dir.file("tiny.gguf"), false, 7, test::tiny_vocabulary());
+        m_model = path;
         auto file = ModelFile::open(path);
         QVERIFY(file);
         ui::JobRunner runner;
@@ -253,6 +257,34 @@ private slots:
         QVERIFY(!up1.isEmpty());
         QTest::mouseClick(map, Qt::LeftButton, {}, map->cellRect(1, columnOf(TensorRole::FfnUp)).center());
         QCOMPARE(w.browser()->selectedTensor(), up1);
+
+        // An rknot made with the source model measured each record's error: opened in the Tuning view, the knot's
+        // heat map shows it.
+        RknotEncodeOptions encode;
+        encode.knot_path = m_knot.toStdString();
+        encode.model_path = m_model;
+        auto rknot = encode_rknot(encode);
+        QVERIFY2(rknot, rknot.status().message().c_str());
+        const std::string rknotPath = m_dir.file("mixed.rknot");
+        QVERIFY(write_rknot(rknotPath, *rknot));
+        QVERIFY(w.rknotEditor()->openFile(QString::fromStdString(rknotPath)));
+        int measured = 0;
+        for (const RknotLayer& l : rknot->layers) {
+            const QModelIndex cell = grid->indexOfTensor(QString::fromStdString(l.tensor));
+            if (!cell.isValid()) continue;
+            QVERIFY(l.rel_error.has_value());
+            QCOMPARE(cell.data(LayerRoleModel::RelErrorRole).toDouble(), *l.rel_error);
+            QVERIFY(cell.data(Qt::ToolTipRole)
+                        .toString()
+                        .contains(QStringLiteral("rel_error %1 (measured by the rknot mixed.rknot)")
+                                      .arg(ui::formatNumber(*l.rel_error))));
+            ++measured;
+        }
+        QCOMPARE(measured, 16);
+        panel->measureCombo()->setCurrentIndex(2);
+        QVERIFY(grid->scaleRange().has_value());
+        QVERIFY(down0Cell.data(LayerRoleModel::ScaleRole).toDouble() <
+                grid->index(1, columnOf(TensorRole::FfnDown)).data(LayerRoleModel::ScaleRole).toDouble());
         w.runner()->cancelAll();
         w.runner()->waitForAll();
     }

@@ -109,6 +109,21 @@ void LayerRoleModel::setKnot(const Weights& weights) {
     endResetModel();
 }
 
+int LayerRoleModel::setMeasuredErrors(const std::vector<std::pair<QString, double>>& errors, const QString& from) {
+    int n = 0;
+    for (const auto& [name, error] : errors) {
+        const QModelIndex at = indexOfTensor(name);
+        if (!at.isValid()) continue;
+        Cell& c = m_cells[static_cast<size_t>(at.row()) * columnRoles().size() + static_cast<size_t>(at.column())];
+        if (c.relError) continue;
+        c.relError = error;
+        c.errorSource = from;
+        ++n;
+    }
+    if (n > 0) emit dataChanged(index(0, 0), index(rowCount() - 1, columnCount() - 1));
+    return n;
+}
+
 void LayerRoleModel::clear() {
     beginResetModel();
     reset(0);
@@ -190,8 +205,10 @@ QString LayerRoleModel::toolTip(const Cell& c) const {
     lines << c.name;
     lines << tr("method %1, bits %2").arg(methodText(c.method), c.bits);
     lines << tr("%1 bits per weight (%2)").arg(formatNumber(c.bpw), c.bpwBasis);
-    if (c.relError)
-        lines << tr("rel_error %1, max_abs %2").arg(formatNumber(*c.relError), formatNumber(c.maxAbs.value_or(0.0)));
+    if (c.relError && c.maxAbs)
+        lines << tr("rel_error %1, max_abs %2").arg(formatNumber(*c.relError), formatNumber(*c.maxAbs));
+    else if (c.relError)
+        lines << tr("rel_error %1 (measured by %2)").arg(formatNumber(*c.relError), c.errorSource);
     else
         lines << tr("error not measured (a knot's records alone hold no original to measure against)");
     if (!c.fallback.isEmpty()) lines << tr("fallback: %1").arg(c.fallback);

@@ -46,6 +46,9 @@ public:
     void setReport(const QuantizeReport& report, int nLayers);
     // The records of a knot (a KnotFile); other Weights give an empty grid.
     void setKnot(const Weights& knot);
+    // Relative errors measured elsewhere for the grid's tensors (an rknot made with the source model): each named
+    // tensor whose cell has no error yet takes it, `from` named in its tooltip. Returns how many cells took one.
+    int setMeasuredErrors(const std::vector<std::pair<QString, double>>& errors, const QString& from);
     void clear();
     QString source() const { return m_source; }  // "quantization" / "knot records" / empty
 
@@ -76,6 +79,7 @@ private:
         QString bpwBasis;  // what the bits per weight count
         std::optional<double> relError;
         std::optional<double> maxAbs;
+        QString errorSource;  // where relError was measured, when not by the quantization of this grid
         QString fallback;
     };
     void reset(int nLayers);
