@@ -28,7 +28,6 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
-#include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTableView>
@@ -258,6 +257,7 @@ QString QuantizePanel::preset() const {
 QString QuantizePanel::totalsText() const {
     return m_totals->text();
 }
+
 bool QuantizePanel::selectTensor(const QString& name) {
     const QAbstractItemModel* rows = m_table->model();  // sorted rows, then the totals row
     for (int r = 0; r < rows->rowCount(); ++r) {
