@@ -17,6 +17,19 @@ QColor seriesColor(int i) {
     return k / n % 2 == 0 ? c : c.darker(150);
 }
 
+QColor heatColor(double t) {
+    static const QColor stops[] = {QColor(68, 1, 84), QColor(59, 82, 139), QColor(33, 145, 140), QColor(94, 201, 98),
+                                   QColor(253, 231, 37)};
+    t = std::clamp(std::isfinite(t) ? t : 0.0, 0.0, 1.0) * 4.0;
+    const int i = std::min(3, static_cast<int>(t));
+    const double f = t - i;
+    const QColor& a = stops[i];
+    const QColor& b = stops[i + 1];
+    return QColor(static_cast<int>(a.red() + f * (b.red() - a.red())),
+                  static_cast<int>(a.green() + f * (b.green() - a.green())),
+                  static_cast<int>(a.blue() + f * (b.blue() - a.blue())));
+}
+
 QColor referenceLineColor() {
     return QColor(0x55, 0x55, 0x55);
 }

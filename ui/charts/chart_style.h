@@ -9,6 +9,9 @@ namespace gkq::ui {
 
 // The i-th series colour: 10 distinct hues (Tableau 10), then the same hues darker.
 QColor seriesColor(int i);
+// A continuous value's colour at t in [0, 1]: a perceptually ordered dark-blue -> teal -> yellow ramp (viridis end
+// points), shared by the heat maps; t outside [0, 1] (or not finite) is clamped.
+QColor heatColor(double t);
 // Lines that are not data series (the Pareto front, cumulative energy).
 QColor referenceLineColor();
 

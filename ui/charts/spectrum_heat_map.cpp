@@ -1,5 +1,7 @@
 #include "charts/spectrum_heat_map.h"
 
+#include "charts/chart_style.h"
+
 #include <QPainter>
 #include <algorithm>
 #include <cmath>
@@ -9,19 +11,6 @@ namespace gkq::ui {
 namespace {
 constexpr int kColumns = 256;
 
-// A perceptually ordered dark-blue -> teal -> yellow ramp (viridis end points), t in [0, 1].
-QRgb ramp(double t) {
-    static const QColor stops[] = {QColor(68, 1, 84), QColor(59, 82, 139), QColor(33, 145, 140), QColor(94, 201, 98),
-                                   QColor(253, 231, 37)};
-    t = std::clamp(t, 0.0, 1.0) * 4.0;
-    const int i = std::min(3, static_cast<int>(t));
-    const double f = t - i;
-    const QColor& a = stops[i];
-    const QColor& b = stops[i + 1];
-    return qRgb(static_cast<int>(a.red() + f * (b.red() - a.red())),
-                static_cast<int>(a.green() + f * (b.green() - a.green())),
-                static_cast<int>(a.blue() + f * (b.blue() - a.blue())));
-}
 }  // namespace
 
 SpectrumHeatMap::SpectrumHeatMap(QWidget* parent) : QWidget(parent) {}
@@ -49,7 +38,7 @@ void SpectrumHeatMap::setSpectra(const QString& title, const QStringList& rowLab
                 const double lg = rel > 0.0 ? std::log10(rel) : m_floor;
                 t = 1.0 - std::clamp(lg, m_floor, 0.0) / m_floor;
             }
-            m_image.setPixel(c, r, ramp(t));
+            m_image.setPixel(c, r, heatColor(t).rgb());
         }
     }
     update();
@@ -84,7 +73,7 @@ void SpectrumHeatMap::paintEvent(QPaintEvent*) {
     const int ly = y + fm.height() + 4;
     const QRect bar(plot.left() + plot.width() / 4, ly, plot.width() / 2, 10);
     for (int x = 0; x < bar.width(); ++x) {
-        p.setPen(QColor(ramp(static_cast<double>(x) / bar.width())));
+        p.setPen(QColor(heatColor(static_cast<double>(x) / bar.width())));
         p.drawLine(bar.left() + x, bar.top(), bar.left() + x, bar.bottom());
     }
     p.setPen(palette().text().color());

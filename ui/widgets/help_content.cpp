@@ -140,7 +140,9 @@ QString viewHelpText(int tab) {
                 "<b>Quantize</b>: choose a preset, override rank / energy / bits, press Quantize "
                 "(Ctrl+R). The table lists what the core measured per tensor (a fallback in orange, a bits "
                 "per weight above twice the table's in red); bits per weight count the "
-                "whole knot record. Evaluate compares the knot with the open model on a text (mean KLD "
+                "whole knot record. The Layers x roles tab colours each layer's matrices by method, bits per "
+                "weight or relative error (log scale optional); a cell's tooltip has its values and a click "
+                "selects the tensor. Evaluate compares the knot with the open model on a text (mean KLD "
                 "± SE, same top token, perplexity ratio); Export writes the knot or a reconstructed "
                 "model atomically.");
         case MainWindow::CompareTab:

@@ -4,7 +4,9 @@
 #include "gkq/tokenizer.h"
 #include "jobs/job_runner.h"
 #include "models/display_format.h"
+#include "models/layer_role_model.h"
 #include "models/model_tree_model.h"
+#include "models/rknot_tree_model.h"
 #include "models/tensor_table_model.h"
 #include "widgets/compare_panel.h"
 #include "widgets/help_content.h"
@@ -102,6 +104,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
             [this](const QString& title) { m_tabs->setTabText(m_tabs->indexOf(m_tuning), title); });
     connect(m_tuning, &RknotEditor::requantizeStarted, this, [this] { m_tabs->setCurrentWidget(m_quantize); });
     connect(m_tuning, &RknotEditor::errorOccurred, this, [this](const QString& m) { statusBar()->showMessage(m); });
+    // An rknot made with the source model measured each record's error: the heat map of an open knot shows it.
+    connect(m_tuning, &RknotEditor::loaded, this, &MainWindow::showRknotErrors);
     m_reconstruct = new ReconstructPanel(m_runner, this);
     m_tabs->addTab(m_reconstruct, tr("Reconstruct"));
     m_serve = new ServerPanel(this);
@@ -147,6 +151,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     resizeDocks({dock}, {540}, Qt::Horizontal);
     connect(m_browser, &ModelBrowser::tensorSelected, m_spectrum, &SpectrumPanel::showTensor);
     connect(m_browser, &ModelBrowser::tensorSelected, this, &MainWindow::showTensorInOverview);
+    // A heat map cell or result row picked in Quantize selects that tensor in the browser (and so in the views).
+    connect(m_quantize, &QuantizePanel::tensorSelected, m_browser, &ModelBrowser::selectTensor);
 
     // Status bar: the running job, its progress, Cancel.
     m_jobLabel = new QLabel(this);
@@ -289,6 +295,15 @@ void MainWindow::showHelp(const QString& title, const QString& text) {
     box->setAttribute(Qt::WA_DeleteOnClose);
     box->setModal(false);
     box->open();
+}
+
+void MainWindow::showRknotErrors(const QString& path) {
+    if (!m_knot || !m_tuning->treeModel()->hasRknot()) return;
+    if (!check_rknot_model(m_tuning->treeModel()->rknot(), *m_model, path.toStdString())) return;  // another model's
+    std::vector<std::pair<QString, double>> errors;
+    for (const RknotLayer& l : m_tuning->treeModel()->rknot().layers)
+        if (l.rel_error) errors.emplace_back(QString::fromStdString(l.tensor), *l.rel_error);
+    m_quantize->layerRoleModel()->setMeasuredErrors(errors, tr("the rknot %1").arg(QFileInfo(path).fileName()));
 }
 
 void MainWindow::showTensorInOverview(const QString& name) {

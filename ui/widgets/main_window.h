@@ -116,6 +116,7 @@ private:
     void showError(const QString& message);
     void showHelp(const QString& title, const QString& text);
     void showTensorInOverview(const QString& name);
+    void showRknotErrors(const QString& rknotPath);
     void saveLayout();
     QString noticeFor(int tab) const;
     void refreshViewNotice();

@@ -1,16 +1,20 @@
 #include "widgets/quantize_panel.h"
 
+#include "charts/layer_role_heat_map.h"
 #include "gkq/atomic_file.h"
+#include "gkq/knot.h"
 #include "gkq/quantize_fields.h"
 #include "gkq/workflows.h"
 #include "jobs/job_runner.h"
 #include "jobs/job_watch.h"
 #include "models/display_format.h"
+#include "models/layer_role_model.h"
 #include "models/quant_result_model.h"
 #include "widgets/output_guard.h"
 #include "widgets/preset_availability.h"
 #include "widgets/result_table.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFile>
@@ -25,6 +29,7 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -149,6 +154,43 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     });
     m_table = resultTable->view();
     m_table->horizontalHeader()->setSectionResizeMode(QuantResultModel::Name, QHeaderView::Stretch);
+    connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this] {
+        if (const QString name = selectedTensor(); !name.isEmpty()) emit tensorSelected(name);
+    });
+
+    // The heat map: layers x matrix roles, coloured by the chosen measure.
+    m_layerRoles = new LayerRoleModel(this);
+    m_heatMap = new LayerRoleHeatMap(this);
+    m_heatMap->setModel(m_layerRoles);
+    m_measureCombo = new QComboBox(this);
+    m_measureCombo->addItem(tr("Method"), static_cast<int>(LayerRoleModel::Measure::Method));
+    m_measureCombo->addItem(tr("Bits per weight"), static_cast<int>(LayerRoleModel::Measure::BitsPerWeight));
+    m_measureCombo->addItem(tr("Relative error"), static_cast<int>(LayerRoleModel::Measure::RelError));
+    m_logScale = new QCheckBox(tr("Log scale"), this);
+    m_logScale->setToolTip(tr("Colour the relative error by its log10"));
+    m_logScale->setEnabled(false);
+    connect(m_measureCombo, &QComboBox::currentIndexChanged, this, [this] {
+        const auto m = static_cast<LayerRoleModel::Measure>(m_measureCombo->currentData().toInt());
+        m_layerRoles->setMeasure(m);
+        m_logScale->setEnabled(m == LayerRoleModel::Measure::RelError);
+    });
+    connect(m_logScale, &QCheckBox::toggled, m_layerRoles, &LayerRoleModel::setLogScale);
+    connect(m_heatMap, &LayerRoleHeatMap::tensorClicked, this, [this](const QString& name) {
+        if (!selectTensor(name)) emit tensorSelected(name);  // no table row (an open knot): the browser still follows
+    });
+    auto* heatPage = new QWidget(this);
+    auto* heatControls = new QHBoxLayout();
+    heatControls->addWidget(new QLabel(tr("Colour by"), heatPage));
+    heatControls->addWidget(m_measureCombo);
+    heatControls->addWidget(m_logScale);
+    heatControls->addStretch(1);
+    auto* heatLayout = new QVBoxLayout(heatPage);
+    heatLayout->setContentsMargins(0, 0, 0, 0);
+    heatLayout->addLayout(heatControls);
+    heatLayout->addWidget(m_heatMap, 1);
+    m_resultTabs = new QTabWidget(this);
+    m_resultTabs->addTab(resultTable, tr("Tensors"));
+    m_resultTabs->addTab(heatPage, tr("Layers x roles"));
 
     auto* top = new QHBoxLayout();
     top->addLayout(form);
@@ -160,7 +202,7 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     layout->addWidget(m_status);
     layout->addWidget(m_totals);
     layout->addWidget(m_evalLabel);
-    layout->addWidget(resultTable, 1);
+    layout->addWidget(m_resultTabs, 1);
 
     watchJobs(
         m_runner, this, [this](quint64 id) { return id == m_job || id == m_exportJob || id == m_evalJob; }, progress,
@@ -195,6 +237,11 @@ void QuantizePanel::setModel(std::shared_ptr<const Weights> model) {
     m_evalLabel->clear();
     m_knotPath.clear();
     m_results->clear();
+    // An open knot: its records fill the heat map until a run replaces them.
+    if (m_model && dynamic_cast<const KnotFile*>(m_model.get()))
+        m_layerRoles->setKnot(*m_model);
+    else
+        m_layerRoles->clear();
     m_totals->clear();
     m_status->clear();
     m_progress->setValue(0);
@@ -210,6 +257,28 @@ QString QuantizePanel::preset() const {
 QString QuantizePanel::totalsText() const {
     return m_totals->text();
 }
+
+bool QuantizePanel::selectTensor(const QString& name) {
+    const QAbstractItemModel* rows = m_table->model();  // sorted rows, then the totals row
+    for (int r = 0; r < rows->rowCount(); ++r) {
+        if (rows->index(r, QuantResultModel::Name).data(QuantResultModel::RawRole).toString() != name) continue;
+        const QModelIndex target = rows->index(r, QuantResultModel::Name);
+        const bool already = m_table->currentIndex().row() == r;
+        m_table->setCurrentIndex(target);  // a new current row emits tensorSelected (the connection above)
+        m_table->selectRow(r);
+        m_table->scrollTo(target);
+        if (already) emit tensorSelected(name);
+        return true;
+    }
+    return false;
+}
+
+QString QuantizePanel::selectedTensor() const {
+    const QModelIndex current = m_table->currentIndex();
+    if (!current.isValid()) return {};
+    return current.siblingAtColumn(QuantResultModel::Name).data(QuantResultModel::RawRole).toString();
+}
+
 QString QuantizePanel::statusText() const {
     return m_status->text();
 }
@@ -279,6 +348,7 @@ quint64 QuantizePanel::startQuantize() {
         [this](QuantizeReport& report) {
             m_knotPath = QString::fromStdString(report.path);
             m_results->setReport(report);
+            m_layerRoles->setReport(report, m_model ? static_cast<int>(m_model->config().n_layers) : 0);
             m_table->resizeColumnsToContents();
             m_totals->setText(
                 tr("<b>%1</b>: %2 tensors, %3 parameters, knot %4 bytes = <b>%5 bits per weight</b> (whole file), "

@@ -4,6 +4,9 @@
 // export the knot or a reconstructed safetensors / GGUF / llama2.c model (written atomically by the core), and evaluate
 // the knot against the open model on a chosen text (the core's KLD report).
 // The knot of the last run lives in a temporary directory until exported or replaced.
+// Beside the result table, a per-layer x role heat map (LayerRoleModel, LayerRoleHeatMap) of the last run's
+// method, bits per weight or error; with a knot open and no run yet, of the knot's records. Clicking a cell (or a
+// row of the table) selects that tensor in the table and emits tensorSelected (the model browser follows).
 #pragma once
 
 #include "gkq/evaluate.h"
@@ -28,10 +31,13 @@ class QProgressBar;
 class QPushButton;
 class QSpinBox;
 class QTableView;
+class QTabWidget;
 
 namespace gkq::ui {
 
 class JobRunner;
+class LayerRoleHeatMap;
+class LayerRoleModel;
 class QuantResultModel;
 
 class QuantizePanel : public QWidget {
@@ -65,6 +71,16 @@ public:
     QString evaluationText() const;
 
     QuantResultModel* resultModel() const { return m_results; }
+    QTableView* resultView() const { return m_table; }
+    // The heat map, its model and its controls (the measure list: Method, Bits per weight, Relative error).
+    LayerRoleModel* layerRoleModel() const { return m_layerRoles; }
+    LayerRoleHeatMap* heatMap() const { return m_heatMap; }
+    QComboBox* measureCombo() const { return m_measureCombo; }
+    QCheckBox* logScaleCheck() const { return m_logScale; }
+    QTabWidget* resultTabs() const { return m_resultTabs; }
+    // Selects tensor `name`'s row in the result table (false when no row shows it) and emits tensorSelected.
+    bool selectTensor(const QString& name);
+    QString selectedTensor() const;  // the result table's current row's tensor, empty without one
     const std::optional<QuantizeReport>& lastReport() const { return m_report; }
     QString lastKnotPath() const { return m_knotPath; }
     // What the export dialogs propose: "<model>-<preset>.<suffix>" beside the open model (suggestedOutputPath).
@@ -83,6 +99,7 @@ signals:
     void exported(const QString& path);
     void evaluated();
     void errorOccurred(const QString& message);
+    void tensorSelected(const QString& name);
 
 private:
     void onJobEnded(quint64 id, JobEnd how);
@@ -129,6 +146,11 @@ private:
     QLabel* m_evalLabel = nullptr;
     QTableView* m_table = nullptr;
     QuantResultModel* m_results = nullptr;
+    QTabWidget* m_resultTabs = nullptr;
+    LayerRoleModel* m_layerRoles = nullptr;
+    LayerRoleHeatMap* m_heatMap = nullptr;
+    QComboBox* m_measureCombo = nullptr;
+    QCheckBox* m_logScale = nullptr;
 };
 
 }  // namespace gkq::ui
