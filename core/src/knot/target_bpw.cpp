@@ -16,19 +16,6 @@ namespace {
 
 constexpr DType kSearched[] = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0};
 
-bool is_projection(TensorRole r) {
-    switch (r) {
-        case TensorRole::AttnQ:
-        case TensorRole::AttnK:
-        case TensorRole::AttnV:
-        case TensorRole::AttnO:
-        case TensorRole::FfnGate:
-        case TensorRole::FfnUp:
-        case TensorRole::FfnDown: return true;
-        default: return false;
-    }
-}
-
 double type_bits(DType t) {
     const TypeTraits& tr = type_traits(t);
     return 8.0 * static_cast<double>(tr.block_bytes) / static_cast<double>(tr.block_elements);
@@ -98,8 +85,7 @@ Result<BpwPlan> plan_target_bpw(const Weights& model, double target_bpw,
     for (size_t i = 0; i < model.n_tensors(); ++i) {
         const TensorInfo& t = model.tensor_info(i);
         plan.n_params += t.n_elements();
-        const bool searched = t.n_dims() == 2 && (is_projection(t.role) || t.role == TensorRole::TokenEmbd ||
-                                                  t.role == TensorRole::Output);
+        const bool searched = t.n_dims() == 2 && role_is_matrix(t.role);  // projections, token_embd, output
         if (searched)
             matrices.push_back(i);
         else
