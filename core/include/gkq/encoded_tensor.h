@@ -6,8 +6,8 @@
 #include "gkq/tensor.h"
 
 #include <cstdint>
+#include <array>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,7 +37,7 @@ inline constexpr unsigned kMethodCount = 15;  // method codes are 0 .. kMethodCo
 // "f32", "f16", "q8_0", "q4_0", "lowrank", "lowrank+residual", then the block types' names ("q4_k", "iq4_nl")
 std::string_view method_name(Method m);
 // Every method, in code order.
-std::span<const Method> all_methods();
+const std::array<Method, kMethodCount>& all_methods();
 // The width in bits of one stored value or block code (f32's, or q4_k's 4-bit codes); 0 for the low-rank methods
 // (their factor_bits say it).
 int method_code_bits(Method m);

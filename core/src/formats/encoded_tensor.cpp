@@ -57,7 +57,7 @@ std::string_view method_name(Method m) {
     return r != nullptr ? r->name : "?";
 }
 
-std::span<const Method> all_methods() {
+const std::array<Method, kMethodCount>& all_methods() {
     return kAll;
 }
 
