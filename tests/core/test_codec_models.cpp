@@ -60,7 +60,9 @@ private slots:
                 QVERIFY2(std::fabs(r.rel_error - m.rel) <= 1e-12 * m.rel, t.name.c_str());
                 QCOMPARE(r.max_abs_error, m.max_abs);
                 QCOMPARE(r.bits_per_weight, 8.0 * double(e->payload.size()) / double(t.n_elements()));
-                QVERIFY2(r.fallback.empty(), r.fallback.c_str());
+                // a k-quant mixture falls back on these checkpoints' rows of 64 / 128 (no whole 256-value block)
+                if (preset.llama_mixture.empty() || t.cols() % 256 == 0)
+                    QVERIFY2(r.fallback.empty(), r.fallback.c_str());
                 payload += e->payload.size();
                 elements += uint64_t(t.n_elements());
                 if (t.n_dims() == 2) {

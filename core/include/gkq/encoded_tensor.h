@@ -5,8 +5,8 @@
 
 #include "gkq/tensor.h"
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>

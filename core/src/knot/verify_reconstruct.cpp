@@ -44,7 +44,9 @@ std::vector<std::string> model_identity_keys(const ModelConfig& config) {
             case HParam::RopeLocalTheta:
             case HParam::AttnSoftcap:
             case HParam::FinalSoftcap:
-            case HParam::QueryPreAttnScalar: break;  // the same shapes either way
+            case HParam::QueryPreAttnScalar:
+            case HParam::PartialRotary:
+            case HParam::RopeDims: break;  // the same shapes either way (the last two: read only, to refuse them)
             default: keys.emplace_back(k.key);
         }
     return keys;
