@@ -19,13 +19,18 @@ CodecParams plain(Method m) {
     return p;
 }
 
+// Bits per weight of `t`'s blocks, from the type table's sizes.
+double block_bits(const TypeTraits& traits) {
+    return 8.0 * static_cast<double>(traits.block_bytes) / static_cast<double>(traits.block_elements);
+}
+
 // "Q8_0 blocks (N int8 codes + f16 scale, B bits per weight)", with the sizes of the type table.
 std::string blocks_text(DType t, const char* codes) {
     const TypeTraits& traits = type_traits(t);
     char buf[96];
     std::snprintf(buf, sizeof buf, "%s blocks (%lld %s codes + f16 scale, %g bits per weight)",
                   std::string(traits.ggml_name).c_str(), static_cast<long long>(traits.block_elements), codes,
-                  8.0 * static_cast<double>(traits.block_bytes) / static_cast<double>(traits.block_elements));
+                  block_bits(traits));
     return buf;
 }
 
@@ -198,8 +203,7 @@ std::string kblocks_text(DType t) {
     const TypeTraits& traits = type_traits(t);
     char buf[96];
     std::snprintf(buf, sizeof buf, "%s (%lld-value blocks, %g bits per weight)", std::string(traits.ggml_name).c_str(),
-                  static_cast<long long>(traits.block_elements),
-                  8.0 * static_cast<double>(traits.block_bytes) / static_cast<double>(traits.block_elements));
+                  static_cast<long long>(traits.block_elements), block_bits(traits));
     return buf;
 }
 
