@@ -16,6 +16,9 @@
 #   --work DIR       scratch folder (default: a new one under /tmp, removed at the end unless --keep)
 #   --mem-limit-gb G a step whose resident memory passes G GiB is stopped and reported as such (default 17)
 #   --threads T      threads for every step, gkq and llama.cpp alike (default: nproc)
+#   --serve-cache-mb M the serve step's weight cache budget (default 4096, the 8 B budget's 4 GB)
+#   --eval-bytes B   bytes of text for the eval step (default 4096; the synthetic vocabulary spells it in byte tokens,
+#                    so B bytes are about B tokens, each run through both models)
 #
 # Prints a Markdown table to stdout and the load average before and after. The machine is noisy: quote medians.
 set -euo pipefail
@@ -29,8 +32,10 @@ work=""
 keep=0
 mem_limit_gb=17
 threads="$(nproc)"
+serve_cache_mb=4096
+eval_bytes=4096
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --gkq) gkq="$2"; shift 2 ;;
@@ -42,11 +47,13 @@ while [ $# -gt 0 ]; do
         --keep) keep=1; shift ;;
         --mem-limit-gb) mem_limit_gb="$2"; shift 2 ;;
         --threads) threads="$2"; shift 2 ;;
+        --serve-cache-mb) serve_cache_mb="$2"; shift 2 ;;
+        --eval-bytes) eval_bytes="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "scale.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
-for v in "$layers" "$runs" "$mem_limit_gb" "$threads"; do
+for v in "$layers" "$runs" "$mem_limit_gb" "$threads" "$serve_cache_mb" "$eval_bytes"; do
     [[ "$v" =~ ^[0-9]+$ ]] || { echo "scale.sh: '$v' is not a whole number" >&2; exit 2; }
 done
 [ "$runs" -ge 1 ] || { echo "scale.sh: --runs must be at least 1" >&2; exit 2; }
@@ -74,7 +81,7 @@ measure() {
         local tpid=$! stopped=0
         while kill -0 "$tpid" 2>/dev/null; do
             local rss
-            rss="$(ps -o rss= --ppid "$tpid" 2>/dev/null | awk '{s += $1} END {print s + 0}')"
+            rss="$( (ps -o rss= --ppid "$tpid" 2>/dev/null || true) | awk '{s += $1} END {print s + 0}')"
             if [ "$rss" -gt "$limit_kb" ]; then
                 pkill -TERM -P "$tpid" 2>/dev/null || true
                 stopped=1
@@ -113,16 +120,48 @@ echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 "$gkq" synth --like "$like" --layers "$layers" --dtype bf16 -o "$work/model" >/dev/null
 text="$work/text.txt"
-# 4 KB of text the tokenizer of a synthetic model can encode (its vocabulary is the real model's byte pieces).
-for i in $(seq 1 60); do echo "The quick brown fox jumps over the lazy dog, line $i of the scale benchmark."; done >"$text.full"
-head -c 4096 "$text.full" >"$text"
+# The eval text, which the tokenizer of a synthetic model can encode (its vocabulary has the 256 byte pieces).
+for i in $(seq 1 $((eval_bytes / 60 + 1))); do echo "The quick brown fox jumps over the lazy dog, line $i of the scale benchmark."; done >"$text.full"
+head -c "$eval_bytes" "$text.full" >"$text"
 
 measure "gkq inspect" "$gkq" inspect "$work/model"
 measure "gkq analyze --topk 64" "$gkq" analyze "$work/model" --topk 64 --threads "$threads" --json -o "$work/analyze.json"
 measure "gkq quantize --preset q4_0" "$gkq" quantize "$work/model" --preset q4_0 --threads "$threads" -o "$work/q4_0.knot"
 measure "gkq generate (bf16 model, 64 tokens)" "$gkq" generate "$work/model" -n 64 --temp 0 --threads "$threads"
 measure "gkq generate (q4_0 knot, 64 tokens)" "$gkq" generate "$work/q4_0.knot" -n 64 --temp 0 --threads "$threads"
-measure "gkq eval (q4_0 knot vs bf16, 4 KB)" "$gkq" eval --base "$work/model" --candidate "$work/q4_0.knot" --text "$text" --threads "$threads"
+# serve_run KNOT CACHE_MB: starts `gkq serve` on a free port, waits until /ready, sends 3 greedy /infer requests of
+# 32 tokens one after another, keeps the last answer's tokens/s and the cache's hit rate in $work/serve.last, then
+# SIGTERM drains it (exit 0). Run under measure, so its RSS is the server's own.
+serve_run() {
+    local knot="$1" cache_mb="$2" err="$work/serve.err" port="" i
+    "$gkq" serve --weights "$knot" --port 0 --cache-mb "$cache_mb" --workers 1 --threads "$threads" 2>"$err" &
+    local spid=$!
+    while [ -z "$port" ]; do
+        port="$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$err" | head -n 1)"
+        kill -0 "$spid" 2>/dev/null || { cat "$err" >&2; return 1; }
+        [ -n "$port" ] || sleep 0.1  # a poll for the port line, not a timing
+    done
+    until curl -sf "http://127.0.0.1:$port/ready" >/dev/null; do
+        kill -0 "$spid" 2>/dev/null || { cat "$err" >&2; return 1; }
+        sleep 0.2  # waiting for the weights to load, not a timing
+    done
+    local body='{"prompt":"The quick brown fox","max_tokens":32,"temperature":0}' answer=""
+    for i in 1 2 3; do answer="$(curl -sf -H 'Content-Type: application/json' -d "$body" "http://127.0.0.1:$port/infer")" || { kill "$spid"; return 1; }; done
+    local rate hit
+    rate="$(printf '%s' "$answer" | sed -n 's/.*"tokens_per_second":\([0-9.e+-]*\).*/\1/p')"
+    hit="$(curl -sf "http://127.0.0.1:$port/ready" | sed -n 's/.*"hit_rate":\([0-9.e+-]*\).*/\1/p')"
+    echo "generation: 32 tokens, $rate tokens/s (cache hit rate $hit)"
+    kill -TERM "$spid"
+    wait "$spid"
+}
+
+measure "gkq eval (q4_0 knot vs bf16, ${eval_bytes} bytes)" "$gkq" eval --base "$work/model" --candidate "$work/q4_0.knot" --text "$text" --threads "$threads"
+
+# /usr/bin/time runs a program, so the function runs in a child bash; its peak RSS is that of the largest process
+# it waited for (the server).
+export -f serve_run
+export gkq work threads
+measure "gkq serve (q4_0 knot, ${serve_cache_mb} MB cache, 3x32 tokens)" bash -c 'serve_run "$0" "$1"' "$work/q4_0.knot" "$serve_cache_mb"
 
 if [ -n "$llama_bin" ]; then
     # The same weights as GGUF, written by gkq (reconstruct of a lossless knot would decode to f32: convert the
