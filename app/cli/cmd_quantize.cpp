@@ -469,7 +469,10 @@ int cmd_quantize(int argc, char** argv) {
             std::fprintf(stderr, "gkq quantize: %s\n", why.c_str());
             return exit_code(found.status());
         }
-        if (!found->source.empty()) options.vocab = std::move(found->vocab);
+        if (!found->source.empty()) {
+            options.vocab = std::move(found->vocab);
+            options.vocab_keys = std::move(found->keys);
+        }
     }
     std::optional<BpwPlan> plan;
     if (targeted) {

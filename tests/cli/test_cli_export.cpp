@@ -2,14 +2,20 @@
 // data bytes llama-quantize Q4_K_M writes from gkq's F32 GGUF of it (tests/data/export/demo-q4_k_m.tensors, made with
 // llama.cpp's llama-quantize; see its README), fallbacks included (the demo's 192-wide rows are no whole Q4_K / Q6_K
 // blocks); a Q8_0 knot's records are kept as they are (the exported GGUF generates what the knot generates); bad
-// options and outputs are refused before anything is written.
+// options and outputs are refused before anything is written. A Hugging Face folder's tokenizer (byte-level BPE and
+// byte-fallback tokenizer.json) travels into the knot quantize writes and the GGUF export writes: each of them alone
+// tokenizes as the folder did.
 #include "cli_run.h"
 #include "gkq/model_file.h"
+#include "gkq/model_writer.h"
 #include "test_support.h"
+#include "tiny_model.h"
 
 #include <QCryptographicHash>
 #include <QFile>
 #include <QtTest>
+
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <map>
@@ -42,6 +48,73 @@ std::vector<Expected> read_expected(const QString& path) {
         if (p.size() == 3) out.push_back({p[0], p[1], p[2]});
     }
     return out;
+}
+
+// A tiny model's Hugging Face folder (safetensors + config.json) with a 40-token tokenizer.json of the family
+// `family`, "bpe" (byte-level BPE, GPT-2's pre-tokenizer, three special added tokens) or "spm" (byte-fallback BPE,
+// sentencepiece-style), and its tokenizer_config.json.
+void write_hf_folder(const std::string& dir, const std::string& family) {
+    std::filesystem::create_directories(dir);
+    const test::TinyModel tm = test::make_tiny_model(test::tiny_config(false), 5);
+    QVERIFY(write_safetensors(dir + "/model.safetensors", tm.config, tm.tensors).is_ok());
+    nlohmann::json vocab = nlohmann::json::object();
+    nlohmann::json added = nlohmann::json::array();
+    nlohmann::json tok, config;
+    const std::string sp = "\xE2\x96\x81";  // U+2581
+    if (family == "bpe") {
+        for (int i = 0; i < 26; ++i) vocab[std::string(1, static_cast<char>('a' + i))] = i;
+        const std::string g = "\xC4\xA0";  // U+0120, GPT-2's space
+        vocab[g] = 26;
+        const std::vector<std::string> merges = {g + " a", "a b",     "b a", g + " b", "c d",
+                                                 g + " c", g + "a b", "e l", "l o",    "h e"};
+        for (size_t m = 0; m < merges.size(); ++m) {
+            std::string t = merges[m];
+            t.erase(t.find(' '), 1);
+            vocab[t] = 27 + static_cast<int>(m);
+        }
+        int id = 37;
+        for (const char* s : {"<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"})
+            added.push_back({{"id", id++}, {"content", s}, {"special", true}});
+        tok = {{"version", "1.0"},
+               {"added_tokens", added},
+               {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+               {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+        config = {{"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|end_of_text|>"}, {"add_bos_token", true}};
+    } else {
+        vocab["<unk>"] = 0;
+        vocab["<s>"] = 1;
+        vocab["</s>"] = 2;
+        vocab[sp] = 3;
+        for (int i = 0; i < 26; ++i) vocab[std::string(1, static_cast<char>('a' + i))] = 4 + i;
+        const std::vector<std::string> merges = {sp + " a", "a b",      "b a", sp + " b", "c d",
+                                                 sp + " c", sp + "a b", "e l", "l o",     "h e"};
+        for (size_t m = 0; m < merges.size(); ++m) {
+            std::string t = merges[m];
+            t.erase(t.find(' '), 1);
+            vocab[t] = 30 + static_cast<int>(m);
+        }
+        int id = 0;
+        for (const char* s : {"<unk>", "<s>", "</s>"})
+            added.push_back({{"id", id++}, {"content", s}, {"special", true}});
+        tok = {{"version", "1.0"},
+               {"added_tokens", added},
+               {"normalizer",
+                {{"type", "Sequence"},
+                 {"normalizers",
+                  {{{"type", "Prepend"}, {"prepend", sp}},
+                   {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", sp}}}}}},
+               {"pre_tokenizer", nullptr},
+               {"model",
+                {{"type", "BPE"},
+                 {"byte_fallback", true},
+                 {"fuse_unk", true},
+                 {"unk_token", "<unk>"},
+                 {"vocab", vocab},
+                 {"merges", merges}}}};
+        config = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"add_bos_token", true}, {"add_eos_token", false}};
+    }
+    test::write_file(dir + "/tokenizer.json", std::string_view(tok.dump()));
+    test::write_file(dir + "/tokenizer_config.json", std::string_view(config.dump()));
 }
 }  // namespace
 
@@ -129,6 +202,88 @@ private slots:
         Run b = run_gkq(QStringList{"generate", q(out)} + gen);
         QVERIFY2(a.code == 0 && b.code == 0, qPrintable(a.err + b.err));
         QCOMPARE(b.out, a.out);
+    }
+
+    // quantize and export carry a Hugging Face folder's tokenizer: the knot alone, and the GGUFs exported from the
+    // knot and from the folder, tokenize every text as the folder does (ids, special ids, add_bos), and the GGUF
+    // holds the keys llama.cpp reads; generate gives the same greedy ids from the same weights.
+    void hfTokenizerCarried_data() {
+        QTest::addColumn<QString>("family");
+        QTest::addColumn<QString>("ggml_model");
+        QTest::newRow("byte-level BPE") << "bpe"
+                                        << "gpt2";
+        QTest::newRow("byte-fallback BPE (SPM)") << "spm"
+                                                 << "llama";
+    }
+    void hfTokenizerCarried() {
+        QFETCH(QString, family);
+        QFETCH(QString, ggml_model);
+        test::TempDir dir;
+        const std::string hf = dir.file("hf");
+        write_hf_folder(hf, family.toStdString());
+        if (QTest::currentTestFailed()) return;
+        const std::string knot = dir.file("m.knot"), from_knot = dir.file("knot.gguf"), from_hf = dir.file("hf.gguf");
+        Run qz = run_gkq({"quantize", q(hf), "--preset", "q8_0", "--threads", "2", "-o", q(knot)});
+        QVERIFY2(qz.code == 0, qPrintable(qz.err));
+        Run ek = run_gkq({"export", q(knot), "-o", q(from_knot)});
+        QVERIFY2(ek.code == 0, qPrintable(ek.err));
+        Run eh = run_gkq({"export", q(hf), "-o", q(from_hf), "--dense", "f32"});
+        QVERIFY2(eh.code == 0, qPrintable(eh.err));
+        const QStringList texts = {"ab cd", "hello world", "abba baab cab", " leading and trailing ", "z"};
+        auto tokenize = [](const std::string& path, const QString& text, bool special) {
+            QStringList args = {"tokenize", q(path), "--text", text, "--json"};
+            if (special) args << "--parse-special";
+            Run r = run_gkq(args);
+            return r.code == 0 ? r.out : QString("exit %1: %2").arg(r.code).arg(r.err);
+        };
+        const QString special =
+            family == "bpe" ? QStringLiteral("ab<|eot_id|>cd<|end_of_text|>") : QStringLiteral("ab</s>cd");
+        std::vector<QString> want;
+        for (const QString& t : texts) want.push_back(tokenize(hf, t, false));
+        want.push_back(tokenize(hf, special, true));
+        const QStringList gen = {"-p", "ab cd", "--temp", "0", "-n", "16", "--threads", "1", "--print-ids"};
+        Run gen_hf = run_gkq(QStringList{"generate", q(hf)} + gen);
+        Run gen_knot = run_gkq(QStringList{"generate", q(knot)} + gen);
+        QVERIFY2(gen_hf.code == 0 && gen_knot.code == 0, qPrintable(gen_hf.err + gen_knot.err));
+        std::filesystem::remove_all(hf);  // from here on the tokenizer comes from the files written
+        for (const std::string& path : {knot, from_knot, from_hf}) {
+            for (qsizetype i = 0; i < texts.size(); ++i)
+                QCOMPARE(tokenize(path, texts[i], false), want[static_cast<size_t>(i)]);
+            QCOMPARE(tokenize(path, special, true), want.back());
+        }
+        // ids as expected of each family: BOS first, the merges taken
+        const nlohmann::json j = nlohmann::json::parse(want[0].toStdString());
+        const std::vector<int32_t> ids = j["ids"].get<std::vector<int32_t>>();
+        if (family == "bpe")
+            QCOMPARE(ids, (std::vector<int32_t>{37, 28, 26, 31}));  // <|begin_of_text|> "ab" "G" "cd"
+        else
+            QCOMPARE(ids, (std::vector<int32_t>{1, 36, 3, 34}));  // <s> "_ab" "_" "cd"
+        // the GGUF keys llama.cpp reads
+        for (const std::string& path : {from_knot, from_hf}) {
+            auto m = ModelFile::open(path);
+            QVERIFY2(m.is_ok(), m.message().c_str());
+            const Metadata& meta = m->metadata();
+            QCOMPARE(q(*meta.find("tokenizer.ggml.model")->as_string()), ggml_model);
+            QCOMPARE(meta.find("tokenizer.ggml.tokens")->array.size(), size_t{40});
+            QCOMPARE(meta.find("tokenizer.ggml.token_type")->array.size(), size_t{40});
+            QVERIFY(meta.find("tokenizer.ggml.add_bos_token") != nullptr);
+            QCOMPARE(*meta.find("tokenizer.ggml.bos_token_id")->as_int(), int64_t{family == "bpe" ? 37 : 1});
+            QCOMPARE(*meta.find("tokenizer.ggml.eos_token_id")->as_int(), int64_t{family == "bpe" ? 38 : 2});
+            if (family == "bpe") {
+                QCOMPARE(*meta.find("tokenizer.ggml.pre")->as_string(), std::string("gpt-2"));
+                QCOMPARE(meta.find("tokenizer.ggml.merges")->array.size(), size_t{10});
+            } else {
+                QCOMPARE(meta.find("tokenizer.ggml.scores")->array.size(), size_t{40});
+                QCOMPARE(*meta.find("tokenizer.ggml.unknown_token_id")->as_int(), int64_t{0});
+            }
+        }
+        // the same weights, the same greedy ids: the folder and its f32 GGUF, the knot and its GGUF
+        Run gen_from_hf = run_gkq(QStringList{"generate", q(from_hf)} + gen);
+        Run gen_from_knot = run_gkq(QStringList{"generate", q(from_knot)} + gen);
+        QVERIFY2(gen_from_hf.code == 0 && gen_from_knot.code == 0, qPrintable(gen_from_hf.err + gen_from_knot.err));
+        QCOMPARE(gen_from_hf.out, gen_hf.out);
+        QCOMPARE(gen_from_knot.out, gen_knot.out);
+        QVERIFY(gen_hf.out.startsWith(family == "bpe" ? "37,28,26,31" : "1,36,3,34"));
     }
 
     void badInputRefused() {

@@ -6,7 +6,9 @@
 # `gkq generate --temp 0` on the same file, as text. Then every forward-pass fixture model (test_forward_fixtures
 # --write-models: each architecture row; GKQ_FORWARD_FIXTURES names that binary) and gkq's GGUF export of its HF copy
 # run in llama.cpp with an f32 KV cache: their greedy continuations must equal the committed fixture's and
-# `gkq generate --ids`'s. GKQ_SHARED_MODELS_DIR overrides where the shared models are.
+# `gkq generate --ids`'s; the llama fixture's HF copy with a tokenizer.json (byte-level BPE, byte-fallback BPE) instead
+# of its tokenizer.bin, exported and quantized to a knot then exported, must tokenize in llama.cpp as in gkq and
+# continue greedily the same. GKQ_SHARED_MODELS_DIR overrides where the shared models are.
 # The packages are installed into DEPS_DIR with `npm install --ignore-scripts --omit=optional` from the committed
 # lock (npm ci refuses the lock: it lists only the linux-x64 binaries, and npm ci wants every platform's optional
 # package; the lock is compared afterwards so nothing unpinned slipped in).
@@ -50,7 +52,7 @@ if ! cmp -s "$pkg/package-lock.json" "$stamp" || [ ! -d "$deps/node_modules/@nod
     fi
     cp "$pkg/package-lock.json" "$stamp"
 fi
-cp "$pkg/greedy.mjs" "$deps/"
+cp "$pkg/greedy.mjs" "$pkg/tokenize.mjs" "$pkg/hf_tokenizer.mjs" "$deps/"
 [ "$mode" = "--install-only" ] && exit 0
 
 work=$(mktemp -d /tmp/gkq-llama-peer-XXXXXX)
@@ -173,6 +175,55 @@ if [ -n "${GKQ_FORWARD_FIXTURES:-}" ] && [ -x "$GKQ_FORWARD_FIXTURES" ]; then
             echo "FAIL forward-$name-hf-export: gkq export: $(tail -3 "$work/$name.export")"
             fails=$((fails + 1))
         fi
+    done
+    # A Hugging Face folder's tokenizer.json (byte-level BPE; byte-fallback BPE, sentencepiece-style) goes into gkq's
+    # GGUF export of the folder and into the knot quantize makes from it (then exported): llama.cpp must tokenize
+    # texts as gkq does on the same GGUF, and continue the text's ids greedily as gkq generate does.
+    for family in bpe spm; do
+        hf=$work/hf-$family
+        cp -r "$work/forward/llama-hf" "$hf"
+        rm -f "$hf/tokenizer.bin"
+        "$node" "$deps/hf_tokenizer.mjs" "$hf" "$family"
+        if ! "$gkq" export "$hf" -o "$work/hf-$family.gguf" >"$work/hf-$family.export" 2>&1 ||
+            ! "$gkq" quantize "$hf" --preset q8_0 --threads 2 -o "$work/hf-$family.knot" >"$work/hf-$family.q" 2>&1 ||
+            ! "$gkq" export "$work/hf-$family.knot" -o "$work/hf-$family-knot.gguf" >>"$work/hf-$family.export" 2>&1; then
+            echo "FAIL hf-$family: gkq quantize/export: $(tail -3 "$work/hf-$family.export" "$work/hf-$family.q")"
+            fails=$((fails + 1))
+            continue
+        fi
+        for gguf in "$work/hf-$family.gguf" "$work/hf-$family-knot.gguf"; do
+            name=$(basename "$gguf" .gguf)
+            bad=0
+            for text in "The best way to" "Hello, world! 123" "  two  spaces, (parens) and digits 4096"; do
+                want=$("$gkq" tokenize "$gguf" --text "$text" --no-bos --json |
+                    "$node" -e 'console.log(JSON.parse(require("fs").readFileSync(0, "utf8")).ids.join(" "))')
+                got=$("$node" "$deps/tokenize.mjs" "$gguf" "$text" 2>&1) || true
+                if [ "$want" != "$got" ]; then
+                    echo "FAIL $name: tokens of '$text': gkq $want, llama.cpp $got"
+                    bad=1
+                fi
+            done
+            ids=$("$gkq" tokenize "$gguf" --text "The best way to" --json |
+                "$node" -e 'console.log(JSON.parse(require("fs").readFileSync(0, "utf8")).ids.join(" "))')
+            n_tok=$(wc -w <<<"$ids")
+            if ! "$node" "$deps/greedy.mjs" --f32-kv "$gguf" 16 $ids >"$work/$name.llama" 2>"$work/$name.err"; then
+                echo "FAIL $name: llama.cpp did not run $gguf: $(tail -3 "$work/$name.err")"
+                fails=$((fails + 1))
+                continue
+            fi
+            got=$(sed -n 1p "$work/$name.llama")
+            gkq_ids=$("$gkq" generate "$gguf" --ids "$(tr ' ' , <<<"$ids")" --print-ids --temp 0 \
+                -n $((n_tok + 15)) --threads 1 2>/dev/null | tr ',' ' ' | xargs | cut -d' ' -f$((n_tok + 1))-)
+            if [ "$got" != "$gkq_ids" ]; then
+                echo "FAIL $name: greedy ids: llama.cpp $got, gkq $gkq_ids"
+                bad=1
+            fi
+            if [ "$bad" -eq 0 ]; then
+                echo "ok   $name: llama.cpp tokenizes as gkq and continues with the same ids: $got"
+            else
+                fails=$((fails + 1))
+            fi
+        done
     done
 else
     echo "skipped: the forward-pass fixture models (GKQ_FORWARD_FIXTURES is not the test_forward_fixtures binary)"

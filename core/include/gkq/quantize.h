@@ -40,7 +40,8 @@ struct QuantizeOptions {
     uint32_t shard_index = 0;              // encode only shard `shard_index` of `shard_count`
     uint32_t shard_count = 1;
     int n_threads = 0;             // 0: one per hardware thread
-    Vocabulary vocab;              // stored when the model carries none (llama2.c checkpoints)
+    Vocabulary vocab;              // stored when the model carries none (llama2.c checkpoints, Hugging Face folders)
+    Metadata vocab_keys;           // with `vocab`, into the knot's metadata: FoundVocabulary::keys
     std::string producer = "gkq";  // the knot header's producer string
     // A tensor already stored block-quantized (q8_0, q4_0, llama2.c q8_g) is refused unless this is set: encoding it
     // again adds a second rounding error to the first (llama-quantize's --allow-requantize rule).

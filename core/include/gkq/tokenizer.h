@@ -157,18 +157,28 @@ private:
 // `model_path` is one), the model file excluded; sorted.
 std::vector<std::string> tokenizers_beside(const std::string& model_path);
 
-// The tokenizer of a model: the llama2.c file `given` when set, else the model's own vocabulary, else the one file
-// tokenizers_beside() finds. Errors name the model — NotFound "M has no vocabulary and no tokenizer.bin or tok*.bin is
-// next to it", InvalidArgument "M: several tokenizers next to it (A, B)" — and callers add how to choose one.
+// The tokenizer of a model: the file `given` when set (a llama2.c tokenizer .bin, a tokenizer.json or
+// tokenizer.model, a Hugging Face folder), else the model's own vocabulary with the tokenizer.ggml.* keys of the
+// model's metadata (a GGUF's, or a knot header's: what quantize stored), else the one file tokenizers_beside() finds,
+// else the Hugging Face tokenizer in the model's folder. Errors name the model — NotFound "M has no vocabulary and no
+// tokenizer.bin or tok*.bin is next to it", InvalidArgument "M: several tokenizers next to it (A, B)" — and callers add
+// how to choose one.
 Result<Tokenizer> tokenizer_for_model(const std::string& model_path, const Vocabulary& vocab, int64_t vocab_size,
                                       const std::string& given = {});
 
 // The vocabulary tokenizer_for_model() builds its tokenizer from (the one lookup, for callers that store it, as
-// quantize does in a knot), with the file it came from: `source` is the tokenizer file read, empty when it is the
-// model's own `vocab`. Same errors as tokenizer_for_model().
+// quantize does in a knot and export in a GGUF), with the file it came from: `source` is the tokenizer file or
+// Hugging Face folder read, empty when it is the model's own `vocab`. A Hugging Face tokenizer (tokenizer.model or
+// tokenizer.json, as load_hf_folder() reads it) comes as the GGUF vocabulary convert_hf_to_gguf.py writes from it:
+// `vocab` (model "llama" with scores and token types, or "gpt2" with token types) and in `keys` the other
+// tokenizer.ggml.* keys (model, merges, pre, padding / unknown ids, add_bos_token, add_eos_token,
+// add_space_prefix), from which Tokenizer::from_metadata() builds the tokenizer the folder gives; `keys` is empty
+// for the other sources. A tokenizer.json whose pre-tokenizer llama.cpp has no name for fails with Unsupported.
+// Same errors as tokenizer_for_model() otherwise.
 struct FoundVocabulary {
     Vocabulary vocab;
     std::string source;
+    Metadata keys;
 };
 Result<FoundVocabulary> vocabulary_for_model(const std::string& model_path, const Vocabulary& vocab, int64_t vocab_size,
                                              const std::string& given = {});

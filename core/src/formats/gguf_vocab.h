@@ -8,8 +8,9 @@
 namespace gkq {
 
 // Sets in `out` the source's tokenizer.* keys other than those write_gguf derives from `vocab` (model, tokens,
-// scores, token_type, bos / eos ids) when the source's tokenizer.ggml.model is `vocab`'s and it has as many tokens;
-// nothing otherwise (a llama2.c tokenizer, a vocabulary given at quantize time).
+// scores, token_type, bos / eos ids) when the source's tokenizer.ggml.model is `vocab`'s and it has as many tokens (or
+// none: the keys of a Hugging Face tokenizer read at quantize time); nothing otherwise (a llama2.c tokenizer, a
+// vocabulary given at quantize time).
 void copy_source_tokenizer_keys(const Metadata& source, const Vocabulary& vocab, Metadata& out);
 
 }  // namespace gkq

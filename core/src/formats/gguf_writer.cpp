@@ -525,8 +525,9 @@ Status write_stored_data(AtomicFile& f, const PlannedTensor& p, const ModelConfi
 void copy_source_tokenizer_keys(const Metadata& source, const Vocabulary& vocab, Metadata& out) {
     const MetaValue* model = source.find("tokenizer.ggml.model");
     const MetaValue* tokens = source.find("tokenizer.ggml.tokens");
-    if (model == nullptr || model->as_string() == nullptr || *model->as_string() != vocab.model || tokens == nullptr ||
-        tokens->array.size() != vocab.tokens.size())
+    // (a Hugging Face tokenizer's keys, FoundVocabulary::keys, come without the tokens: they are the vocabulary's)
+    if (model == nullptr || model->as_string() == nullptr || *model->as_string() != vocab.model ||
+        (tokens != nullptr && tokens->array.size() != vocab.tokens.size()))
         return;
     static constexpr std::string_view kDerived[] = {"tokenizer.ggml.model",        "tokenizer.ggml.tokens",
                                                     "tokenizer.ggml.scores",       "tokenizer.ggml.token_type",

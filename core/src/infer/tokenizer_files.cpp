@@ -1,6 +1,7 @@
 // Finding a model's tokenizer: its own vocabulary, or the llama2.c tokenizer file that sits beside it.
 #include "gkq/tokenizer.h"
 
+#include "gkq/knot.h"
 #include "gkq/model_file.h"
 
 #include "infer/tokenizer_bpe.h"
@@ -32,15 +33,73 @@ std::vector<std::string> tokenizers_beside(const std::string& model_path) {
     return found;
 }
 
+namespace {
+
+// The folder a model is in (the model itself when it is a folder).
+std::string model_folder(const std::string& model_path) {
+    std::error_code ec;
+    const fs::path dir = fs::is_directory(model_path, ec) ? fs::path(model_path) : fs::path(model_path).parent_path();
+    return dir.empty() ? std::string(".") : dir.string();
+}
+
+// Whether a --tokenizer file names a Hugging Face tokenizer: a tokenizer.json, a tokenizer.model or a folder.
+bool is_hf_tokenizer_path(const std::string& path) {
+    std::error_code ec;
+    const fs::path p(path);
+    return !path.empty() && (fs::is_directory(p, ec) || p.extension() == ".json" || p.extension() == ".model");
+}
+
+// A Hugging Face tokenizer as a FoundVocabulary, checked to make the tokenizer the folder gives.
+Result<FoundVocabulary> hf_found(const std::string& path) {
+    auto v = hf_vocabulary(path);
+    if (!v) return v.status();
+    auto t = hf_tokenizer(*v, path);
+    if (!t) return t.status();
+    return FoundVocabulary{std::move(v->vocab), path, std::move(v->keys)};
+}
+
+// The tokenizer.ggml.* keys that go with a model's own vocabulary: a GGUF's metadata, or a knot header's (the source
+// model's, with the keys quantize read from a Hugging Face folder). Empty when they name another tokenizer model
+// than `vocab`'s, or when the model cannot be opened as a file (a knot by URL): an SPM vocabulary then gets
+// llama.cpp's defaults, a gpt2 one fails for want of its merges.
+Result<Metadata> own_tokenizer_keys(const std::string& model_path, const Vocabulary& vocab) {
+    Metadata meta;
+    Status opened = Status::ok();
+    if (is_knot_path(model_path)) {
+        auto knot = KnotFile::open(model_path);
+        if (knot)
+            meta = knot->header().metadata;
+        else
+            opened = knot.status();
+    } else {
+        auto model = ModelFile::open(model_path);
+        if (model)
+            meta = model->metadata();
+        else
+            opened = model.status();
+    }
+    if (!opened && vocab.model == "gpt2") return opened;
+    const MetaValue* model = meta.find("tokenizer.ggml.model");
+    if (model == nullptr || model->as_string() == nullptr || *model->as_string() != vocab.model) return Metadata{};
+    return meta;
+}
+
+}  // namespace
+
 Result<FoundVocabulary> vocabulary_for_model(const std::string& model_path, const Vocabulary& vocab, int64_t vocab_size,
                                              const std::string& given) {
+    if (is_hf_tokenizer_path(given)) return hf_found(given);
     std::string file = given;
     if (file.empty()) {
-        if (!vocab.empty()) return FoundVocabulary{vocab, {}};
+        if (!vocab.empty()) return FoundVocabulary{vocab, {}, {}};
         const std::vector<std::string> found = tokenizers_beside(model_path);
-        if (found.empty())
+        if (found.empty()) {
+            // No vocabulary and no llama2.c file: a Hugging Face folder's tokenizer.model or tokenizer.json.
+            const std::string dir = model_folder(model_path);
+            if (Tokenizer::hf_folder_has_tokenizer(dir)) return hf_found(dir);
             return error(StatusCode::NotFound,
                          model_path + " has no vocabulary and no tokenizer.bin or tok*.bin is next to it");
+        }
         if (found.size() > 1) {
             std::string list;
             for (const std::string& f : found) list += (list.empty() ? "" : ", ") + f;
@@ -50,28 +109,27 @@ Result<FoundVocabulary> vocabulary_for_model(const std::string& model_path, cons
     }
     auto read = read_llama2c_tokenizer(file, vocab_size);
     if (!read) return read.status();
-    return FoundVocabulary{std::move(*read), file};
+    return FoundVocabulary{std::move(*read), file, {}};
 }
 
 Result<Tokenizer> tokenizer_for_model(const std::string& model_path, const Vocabulary& vocab, int64_t vocab_size,
                                       const std::string& given) {
+    if (is_hf_tokenizer_path(given)) return Tokenizer::load(given);
+    if (given.empty() && vocab.empty() && tokenizers_beside(model_path).empty()) {
+        // A Hugging Face folder's tokenizer.model or tokenizer.json, read directly (a tokenizer.json pre-tokenizer
+        // regex llama.cpp has no name for included).
+        const std::string dir = model_folder(model_path);
+        if (Tokenizer::hf_folder_has_tokenizer(dir)) return Tokenizer::load_hf_folder(dir);
+    }
     auto found = vocabulary_for_model(model_path, vocab, vocab_size, given);
-    if (!found && found.status().code() == StatusCode::NotFound && given.empty()) {
-        // No vocabulary and no llama2.c file: a Hugging Face folder's tokenizer.model or tokenizer.json.
-        std::error_code ec;
-        const fs::path dir =
-            fs::is_directory(model_path, ec) ? fs::path(model_path) : fs::path(model_path).parent_path();
-        const std::string d = dir.empty() ? std::string(".") : dir.string();
-        if (Tokenizer::hf_folder_has_tokenizer(d)) return Tokenizer::load_hf_folder(d);
-    }
     if (!found) return found.status();
-    if (found->source.empty() && found->vocab.model == "gpt2") {
-        // A byte-level BPE vocabulary needs the rest of the model's tokenizer keys (merges, pre-tokenizer).
-        auto model = ModelFile::open(model_path);
-        if (!model) return model.status();
-        return Tokenizer::from_metadata(model->metadata(), found->vocab, model_path);
+    if (found->source.empty()) {
+        // The model's own vocabulary with the rest of its tokenizer keys (merges, pre-tokenizer, add_bos_token, ...).
+        auto keys = own_tokenizer_keys(model_path, found->vocab);
+        if (!keys) return keys.status();
+        return Tokenizer::from_metadata(*keys, found->vocab, model_path);
     }
-    return Tokenizer::from_vocabulary(found->vocab, found->source.empty() ? model_path : found->source);
+    return Tokenizer::from_vocabulary(found->vocab, found->source);
 }
 
 // ----------------------------------------------------------------------------
@@ -192,6 +250,7 @@ Result<Tokenizer> Tokenizer::from_metadata(const Metadata& meta, const Vocabular
         if (!t) return t.status();
         t->m_eot_id = eot;
         t->m_pad_id = pad;
+        if (unk >= 0) t->m_unk_id = unk;
         if (Status s = meta_flag(meta, "tokenizer.ggml.add_bos_token", label, t->m_add_bos); !s) return s;
         if (Status s = meta_flag(meta, "tokenizer.ggml.add_eos_token", label, t->m_add_eos); !s) return s;
         if (Status s = meta_flag(meta, "tokenizer.ggml.add_space_prefix", label, t->m_add_space_prefix); !s) return s;
@@ -224,19 +283,11 @@ Result<Tokenizer> Tokenizer::from_metadata(const Metadata& meta, const Vocabular
     return BpeBuilder::build(std::move(spec), label);
 }
 
-Result<Tokenizer> Tokenizer::load_hf_json(const std::string& path) {
-    Status st;
-    const std::string text = read_text(path, st);
-    if (!st) return st;
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return error(StatusCode::Corrupt, path + ": not a JSON object");
-    const nlohmann::json& model = j.contains("model") ? j["model"] : nlohmann::json();
-    if (!model.is_object() || model.value("type", "") != "BPE")
-        return error(StatusCode::Unsupported, path + ": tokenizer model '" +
-                                                  (model.is_object() ? model.value("type", "") : std::string()) +
-                                                  "' is not supported (BPE is)");
-    // Sentencepiece-style BPE (Llama-2, Mistral, Gemma): the SPM family, as convert_hf_to_gguf.py's LlamaHfVocab.
-    if (model.value("byte_fallback", false)) return load_hf_byte_fallback_json(j, path);
+namespace {
+
+// The byte-level BPE tables of a tokenizer.json `j` (not byte-fallback) read from `path`.
+Result<BpeSpec> hf_bpe_spec(const nlohmann::json& j, const std::string& path) {
+    const nlohmann::json& model = j["model"];
     if (!model.contains("vocab") || !model["vocab"].is_object() || !model.contains("merges") ||
         !model["merges"].is_array())
         return error(StatusCode::Corrupt, path + ": model.vocab (object) or model.merges (array) is missing");
@@ -310,7 +361,94 @@ Result<Tokenizer> Tokenizer::load_hf_json(const std::string& path) {
         if (c.contains("add_bos_token") && c["add_bos_token"].is_boolean())
             spec.pre.add_bos = c["add_bos_token"].get<bool>();
     }
-    return BpeBuilder::build(std::move(spec), path);
+    return spec;
+}
+
+// A BPE spec as a GGUF vocabulary; Unsupported when its pre-tokenizer is none llama.cpp names (a regex of its own,
+// or ignore_merges other than the named one's), which no tokenizer.ggml.pre can say.
+Result<HfVocabulary> bpe_spec_vocabulary(const BpeSpec& spec, const std::string& path) {
+    auto named = pre_tokenizer_named(spec.pre.name, path);
+    if (!named || named->regexes != spec.pre.regexes || named->ignore_merges != spec.pre.ignore_merges)
+        return error(StatusCode::Unsupported,
+                     path +
+                         ": its pre-tokenizer is none llama.cpp names in tokenizer.ggml.pre, so no GGUF or knot "
+                         "vocabulary can hold it");
+    HfVocabulary v;
+    v.vocab.model = "gpt2";
+    v.vocab.tokens = spec.tokens;
+    v.vocab.token_types = spec.token_types;
+    v.vocab.bos_id = spec.bos_id;
+    v.vocab.eos_id = spec.eos_id;
+    v.keys.set("tokenizer.ggml.model", MetaValue::of_string("gpt2"));
+    v.keys.set("tokenizer.ggml.pre", MetaValue::of_string(spec.pre.name));
+    MetaValue merges;
+    merges.type = MetaType::Array;
+    merges.array_type = MetaType::String;
+    merges.array.reserve(spec.merges.size());
+    for (const std::string& m : spec.merges) merges.array.push_back(MetaValue::of_string(m));
+    v.keys.set("tokenizer.ggml.merges", std::move(merges));
+    v.keys.set("tokenizer.ggml.add_bos_token", MetaValue::of_bool(spec.pre.add_bos));
+    auto id = [&](const char* key, int32_t value) {
+        if (value >= 0) v.keys.set(key, MetaValue::of_uint(static_cast<uint64_t>(value), MetaType::U32));
+    };
+    id("tokenizer.ggml.eot_token_id", spec.eot_id);
+    id("tokenizer.ggml.padding_token_id", spec.pad_id);
+    id("tokenizer.ggml.unknown_token_id", spec.unk_id);
+    return v;
+}
+
+// A tokenizer.json: its JSON object, checked to be a BPE model.
+Result<nlohmann::json> read_hf_json(const std::string& path) {
+    Status st;
+    const std::string text = read_text(path, st);
+    if (!st) return st;
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return error(StatusCode::Corrupt, path + ": not a JSON object");
+    const nlohmann::json& model = j.contains("model") ? j["model"] : nlohmann::json();
+    if (!model.is_object() || model.value("type", "") != "BPE")
+        return error(StatusCode::Unsupported, path + ": tokenizer model '" +
+                                                  (model.is_object() ? model.value("type", "") : std::string()) +
+                                                  "' is not supported (BPE is)");
+    return j;
+}
+
+}  // namespace
+
+Result<HfVocabulary> hf_vocabulary(const std::string& path) {
+    std::error_code ec;
+    const fs::path p(path);
+    if (fs::is_directory(p, ec)) {
+        // convert_hf_to_gguf.py's LlamaModel (and Gemma's, Phi-3's) tries tokenizer.model first.
+        if (fs::is_regular_file(p / "tokenizer.model", ec))
+            return hf_sentencepiece_vocabulary((p / "tokenizer.model").string());
+        if (fs::is_regular_file(p / "tokenizer.json", ec)) return hf_vocabulary((p / "tokenizer.json").string());
+        return error(StatusCode::NotFound, path + ": no tokenizer.model or tokenizer.json");
+    }
+    if (p.extension() == ".model") return hf_sentencepiece_vocabulary(path);
+    auto j = read_hf_json(path);
+    if (!j) return j.status();
+    // Sentencepiece-style BPE (Llama-2, Mistral, Gemma): the SPM family, as convert_hf_to_gguf.py's LlamaHfVocab.
+    if ((*j)["model"].value("byte_fallback", false)) return hf_byte_fallback_vocabulary(*j, path);
+    auto spec = hf_bpe_spec(*j, path);
+    if (!spec) return spec.status();
+    return bpe_spec_vocabulary(*spec, path);
+}
+
+Result<Tokenizer> Tokenizer::load_hf_json(const std::string& path) {
+    auto j = read_hf_json(path);
+    if (!j) return j.status();
+    if ((*j)["model"].value("byte_fallback", false)) {
+        auto v = hf_byte_fallback_vocabulary(*j, path);
+        if (!v) return v.status();
+        return hf_tokenizer(*v, path);
+    }
+    auto spec = hf_bpe_spec(*j, path);
+    if (!spec) return spec.status();
+    // Through the GGUF keys, as a knot or GGUF made from it is read, when they can hold it; a pre-tokenizer regex of
+    // its own directly.
+    auto v = bpe_spec_vocabulary(*spec, path);
+    if (v) return hf_tokenizer(*v, path);
+    return BpeBuilder::build(std::move(*spec), path);
 }
 
 Result<Tokenizer> Tokenizer::load(const std::string& path) {
@@ -328,6 +466,13 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
             if (!v) return v.status();
             return from_vocabulary(*v, p.string());
         }
+    }
+    if (is_knot_path(p.string())) {
+        // A knot: its header's vocabulary and tokenizer keys, as generate reads them.
+        auto knot = KnotFile::open(p.string());
+        if (!knot) return knot.status();
+        if (knot->vocabulary().empty()) return error(StatusCode::NotFound, p.string() + " has no vocabulary");
+        return tokenizer_for_model(p.string(), knot->vocabulary(), knot->config().vocab_size);
     }
     auto model = ModelFile::open(p.string());
     if (!model) return model.status();

@@ -205,26 +205,38 @@ struct HfLoader {
         return s;
     }
 
-    // The SPM tokenizer of `v` with the folder's special tokens; `space_prefix` is what the tokenizer file says.
-    Result<Tokenizer> finish(Vocabulary v, const nlohmann::json& tokenizer_json, bool space_prefix, bool fuse_unk,
-                             const std::string& label) const {
+    // The SPM vocabulary `v` with the folder's special tokens, as the keys a GGUF holds them in; `space_prefix` is
+    // what the tokenizer file says.
+    HfVocabulary finish(Vocabulary v, const nlohmann::json& tokenizer_json, bool space_prefix, bool fuse_unk) const {
         const Specials s = specials(tokenizer_json, v.tokens.size());
         const auto n = static_cast<int32_t>(v.tokens.size());
         v.bos_id = s.bos >= 0 ? s.bos : (n > 1 ? 1 : -1);
         v.eos_id = s.eos >= 0 ? s.eos : (n > 2 ? 2 : -1);
-        auto t = Tokenizer::from_vocabulary(v, label);
+        HfVocabulary out;
+        out.keys.set("tokenizer.ggml.model", MetaValue::of_string(v.model));
+        out.keys.set("tokenizer.ggml.add_bos_token", MetaValue::of_bool(s.add_bos.value_or(true)));
+        out.keys.set("tokenizer.ggml.add_eos_token", MetaValue::of_bool(s.add_eos.value_or(false)));
+        out.keys.set("tokenizer.ggml.add_space_prefix", MetaValue::of_bool(s.add_space_prefix.value_or(space_prefix)));
+        if (s.pad >= 0)
+            out.keys.set("tokenizer.ggml.padding_token_id",
+                         MetaValue::of_uint(static_cast<uint64_t>(s.pad), MetaType::U32));
+        if (s.unk >= 0)
+            out.keys.set("tokenizer.ggml.unknown_token_id",
+                         MetaValue::of_uint(static_cast<uint64_t>(s.unk), MetaType::U32));
+        out.vocab = std::move(v);
+        out.fuse_unk = fuse_unk;
+        return out;
+    }
+
+    static Result<Tokenizer> tokenizer(const HfVocabulary& v, const std::string& label) {
+        auto t = Tokenizer::from_metadata(v.keys, v.vocab, label);
         if (!t) return t.status();
-        t->m_add_bos = s.add_bos.value_or(true);
-        t->m_add_eos = s.add_eos.value_or(false);
-        t->m_add_space_prefix = s.add_space_prefix.value_or(space_prefix);
-        t->m_pad_id = s.pad;
-        t->m_fuse_unk = fuse_unk;
-        if (s.unk >= 0) t->m_unk_id = s.unk;
+        t->m_fuse_unk = v.fuse_unk;
         return t;
     }
 
     // _create_vocab_sentencepiece.
-    Result<Tokenizer> from_sentencepiece(const fs::path& file) const {
+    Result<HfVocabulary> from_sentencepiece(const fs::path& file) const {
         const std::string label = file.string();
         auto sp = read_sentencepiece_model(label);
         if (!sp) return sp.status();
@@ -294,11 +306,11 @@ struct HfLoader {
         // the vocabulary came from.
         auto tokenizer_json = read_json(dir / "tokenizer.json");
         if (!tokenizer_json) return tokenizer_json.status();
-        return finish(std::move(v), *tokenizer_json, sp->add_dummy_prefix, true, label);
+        return finish(std::move(v), *tokenizer_json, sp->add_dummy_prefix, true);
     }
 
     // LlamaHfVocab over a byte-fallback BPE tokenizer.json (scores from merge ranks: see the file comment).
-    Result<Tokenizer> from_byte_fallback_json(const nlohmann::json& j, const std::string& label) const {
+    Result<HfVocabulary> from_byte_fallback_json(const nlohmann::json& j, const std::string& label) const {
         const nlohmann::json& model = j["model"];
         if (!model.contains("vocab") || !model["vocab"].is_object() || !model.contains("merges") ||
             !model["merges"].is_array())
@@ -382,7 +394,7 @@ struct HfLoader {
         };
         if (j.contains("normalizer")) scan(j["normalizer"], "normalizers", scan);
         if (j.contains("pre_tokenizer")) scan(j["pre_tokenizer"], "pretokenizers", scan);
-        return finish(std::move(v), j, prefix, model.value("fuse_unk", false), label);
+        return finish(std::move(v), j, prefix, model.value("fuse_unk", false));
     }
 };
 
@@ -395,10 +407,20 @@ bool Tokenizer::hf_folder_has_tokenizer(const std::string& dir) {
            fs::is_regular_file(fs::path(dir) / "tokenizer.json", ec);
 }
 
-Result<Tokenizer> Tokenizer::load_sentencepiece(const std::string& path) {
+Result<HfVocabulary> hf_sentencepiece_vocabulary(const std::string& path) {
     auto h = HfLoader::open(fs::path(path).parent_path());
     if (!h) return h.status();
     return h->from_sentencepiece(path);
+}
+
+Result<Tokenizer> hf_tokenizer(const HfVocabulary& v, const std::string& label) {
+    return HfLoader::tokenizer(v, label);
+}
+
+Result<Tokenizer> Tokenizer::load_sentencepiece(const std::string& path) {
+    auto v = hf_sentencepiece_vocabulary(path);
+    if (!v) return v.status();
+    return hf_tokenizer(*v, path);
 }
 
 Result<Tokenizer> Tokenizer::load_hf_folder(const std::string& dir) {
@@ -410,8 +432,9 @@ Result<Tokenizer> Tokenizer::load_hf_folder(const std::string& dir) {
     return error(StatusCode::NotFound, dir + ": no tokenizer.model or tokenizer.json");
 }
 
-// load_hf_json's byte-fallback branch (tokenizer_files.cpp reads the file and hands the JSON here).
-Result<Tokenizer> load_hf_byte_fallback_json(const nlohmann::json& j, const std::string& path) {
+// The byte-fallback branch of hf_vocabulary() and load_hf_json() (tokenizer_files.cpp reads the file and hands the
+// JSON here).
+Result<HfVocabulary> hf_byte_fallback_vocabulary(const nlohmann::json& j, const std::string& path) {
     auto h = HfLoader::open(fs::path(path).parent_path());
     if (!h) return h.status();
     return h->from_byte_fallback_json(j, path);

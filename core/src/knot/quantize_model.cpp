@@ -146,6 +146,8 @@ Result<QuantizeReport> quantize_model(const Weights& model, const QuantizeOption
     header.metadata.set("gkq.preset", MetaValue::of_string(options.preset));
     header.metadata.set("gkq.source_format", MetaValue::of_string(file ? file->format_detail() : "knot"));
     for (const auto& [key, value] : options.importance_metadata.entries) header.metadata.set(key, value);
+    if (model.vocabulary().empty())
+        for (const auto& [key, value] : options.vocab_keys.entries) header.metadata.set(key, value);
     header.shard_index = options.shard_index;
     header.shard_count = options.shard_count;
     header.n_source_tensors = model.n_tensors();

@@ -81,10 +81,12 @@ Result<ExportReport> export_gguf(const std::string& in_path, const std::string& 
         if (!file) return file.status();
         if (Status s = check_model(in_path, file->config(), file->tensors()); !s) return s;
         source_meta = file->metadata();
-        // a llama2.c checkpoint's tokenizer.bin beside it, as generate finds it
+        // a llama2.c checkpoint's tokenizer.bin beside it, or a Hugging Face folder's tokenizer (with its merges,
+        // pre-tokenizer and special-token keys), as generate finds it
         auto found = vocabulary_for_model(in_path, file->vocabulary(), file->config().vocab_size);
         if (!found) return found.status().with_context("llama.cpp needs the vocabulary in the GGUF");
         vocab = std::move(found->vocab);
+        for (const auto& [key, value] : found->keys.entries) source_meta.set(key, value);
         weights = std::make_unique<ModelFile>(std::move(*file));
     }
     const ModelConfig& config = weights->config();
