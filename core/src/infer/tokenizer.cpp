@@ -262,10 +262,14 @@ std::vector<int32_t> Tokenizer::encode_spm(std::string_view text, bool bos, bool
             tokens.push_back(id);
             return;
         }
+        // A GGUF (sentencepiece) vocabulary writes spaces as U+2581 (its pieces hold ' ' here): llama.cpp escapes the
+        // text's spaces so, and a space without a piece falls back to the bytes of U+2581, as Hugging Face's
+        // byte-fallback BPE does after its Replace normalizer.
+        const std::string_view bytes = m_drop_control && ch == " " ? std::string_view("\xE2\x96\x81") : ch;
         bool all_bytes = true;
-        for (char c : ch) all_bytes = all_bytes && m_byte_token[static_cast<uint8_t>(c)] >= 0;
+        for (char c : bytes) all_bytes = all_bytes && m_byte_token[static_cast<uint8_t>(c)] >= 0;
         if (all_bytes) {
-            for (char c : ch) tokens.push_back(m_byte_token[static_cast<uint8_t>(c)]);
+            for (char c : bytes) tokens.push_back(m_byte_token[static_cast<uint8_t>(c)]);
         } else {
             tokens.push_back(m_unk_id);
         }

@@ -4,7 +4,7 @@
 // bpe: byte-level BPE (GPT-2's pre-tokenizer): the 256 byte characters of GPT-2's bytes_to_unicode as ids 0..255,
 // one merge ("Ġ t", id 256), <|begin_of_text|> 257 and <|end_of_text|> 258 (special; BOS and EOS, add_bos_token).
 // spm: byte-fallback BPE, as Hugging Face writes a sentencepiece model: <unk> 0, <s> 1, </s> 2, <0x00>..<0xFF>,
-// no merges, a "▁" Prepend normalizer.
+// no merges and no "▁" piece (a space falls back to the bytes of U+2581), a "▁" Prepend normalizer.
 import {writeFileSync} from "node:fs";
 
 const [dir, family] = process.argv.slice(2);
