@@ -8,6 +8,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
@@ -260,6 +261,29 @@ private slots:
         QVERIFY(spm->decode(5, 2).empty());
         const Ids lit = spm->encode("<s>", false, false);
         QVERIFY(std::find(lit.begin(), lit.end(), 1) == lit.end());
+    }
+
+    // A GGUF SPM vocabulary without a "\u2581" piece: a space (and the dummy prefix) falls back to the bytes of
+    // U+2581, as llama.cpp escapes spaces before its byte fallback (the llama.cpp peer test checks it live).
+    void spmSpaceWithoutPieceIsU2581Bytes() {
+        Vocabulary v;
+        v.model = "llama";
+        v.tokens = {"<unk>", "<s>", "</s>"};
+        v.token_types = {2, 3, 3};
+        for (int b = 0; b < 256; ++b) {
+            char piece[8];
+            std::snprintf(piece, sizeof piece, "<0x%02X>", b);
+            v.tokens.push_back(piece);
+            v.token_types.push_back(6);
+        }
+        v.tokens.push_back("a");
+        v.token_types.push_back(1);
+        v.scores.assign(v.tokens.size(), 0.0f);
+        v.bos_id = 1;
+        v.eos_id = 2;
+        auto tok = Tokenizer::from_vocabulary(v, "bytes.gguf");
+        QVERIFY2(tok, tok.message().c_str());
+        QCOMPARE(ids_text(tok->encode("a a", false, false)), QString("229,153,132,259,229,153,132,259"));
     }
 
     // ---- merge order ----
