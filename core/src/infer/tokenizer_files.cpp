@@ -1,4 +1,6 @@
-// Finding a model's tokenizer: its own vocabulary, or the llama2.c tokenizer file that sits beside it.
+// Finding a model's tokenizer: its own vocabulary (with its GGUF or knot tokenizer keys), the llama2.c tokenizer file
+// that sits beside it, or the Hugging Face tokenizer of its folder (as a GGUF vocabulary for callers that store it);
+// and the GGUF and byte-level tokenizer.json loaders.
 #include "gkq/tokenizer.h"
 
 #include "gkq/knot.h"
