@@ -1162,7 +1162,7 @@ private slots:
             for (float& x : v) x = x * x + 0.01f;
             return v;
         }();
-        const Method methods[] = {Method::F32,  Method::F16,  Method::Q8_0, Method::Q4_0, Method::Q4_1,
+        const Method methods[] = {Method::F32,  Method::F16,  Method::Q8_0,   Method::Q4_0, Method::Q4_1,
                                   Method::Q5_0, Method::Q5_1, Method::IQ4_NL, Method::Q2_K, Method::Q3_K,
                                   Method::Q4_K, Method::Q5_K, Method::Q6_K};
         for (const Method m : methods)

@@ -100,8 +100,8 @@ struct QuantizeReport {
     uint64_t stored_payload_bytes() const;
     size_t n_deflated() const;  // records stored zlib-compressed
     double bits_per_weight_uncompressed() const;
-    double ratio_vs_bf16() const;    // 2 * n_params / file_bytes
-    double ratio_vs_fp32() const;    // 4 * n_params / file_bytes
+    double ratio_vs_bf16() const;  // 2 * n_params / file_bytes
+    double ratio_vs_fp32() const;  // 4 * n_params / file_bytes
 };
 
 // "quantize --preset P" and the overrides that are set, in a fixed order (no shard, no paths), as stored in the

@@ -465,7 +465,8 @@ bool encodes_by_rows(const TensorInfo& t, const CodecParams& params, uint64_t* p
     Result<EncodePlan> plan = plan_encode(t, params);
     if (!plan || is_low_rank(plan->p.method)) return false;
     if (payload_bytes != nullptr)
-        *payload_bytes = dtype_storage_bytes(method_dtype(plan->p.method), static_cast<uint64_t>(plan->ms.n)).value_or(0);
+        *payload_bytes =
+            dtype_storage_bytes(method_dtype(plan->p.method), static_cast<uint64_t>(plan->ms.n)).value_or(0);
     return true;
 }
 

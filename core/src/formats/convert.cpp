@@ -272,9 +272,9 @@ Result<std::vector<float>> tensor_to_f32(const Tensor& t) {
 bool tensor_row_bytes(const Tensor& t, int64_t row0, int64_t n_rows, uint64_t* offset, uint64_t* n_bytes) {
     const int64_t cols = t.cols();
     if (cols < 0 || row0 < 0 || n_rows < 0) return false;
-    const std::optional<uint64_t> row =
-        t.dtype == DType::Q8_G ? std::optional<uint64_t>(static_cast<uint64_t>(cols))
-                               : dtype_storage_bytes(t.dtype, static_cast<uint64_t>(cols));
+    const std::optional<uint64_t> row = t.dtype == DType::Q8_G
+                                            ? std::optional<uint64_t>(static_cast<uint64_t>(cols))
+                                            : dtype_storage_bytes(t.dtype, static_cast<uint64_t>(cols));
     if (!row) return false;
     *offset = *row * static_cast<uint64_t>(row0);
     *n_bytes = *row * static_cast<uint64_t>(n_rows);
@@ -304,8 +304,8 @@ Status tensor_rows_to_f32(const Tensor& t, int64_t row0, int64_t n_rows, float* 
     if (t.dtype == DType::Q8_G) {
         const int64_t g = t.group_size;
         if (g <= 0 || n % g != 0 || t.n_scale_bytes < static_cast<uint64_t>(n / g) * 4 || t.scales == nullptr)
-            return error(StatusCode::Corrupt, label + ": group size " + std::to_string(g) +
-                                                  " and scales do not fit " + std::to_string(n) + " elements");
+            return error(StatusCode::Corrupt, label + ": group size " + std::to_string(g) + " and scales do not fit " +
+                                                  std::to_string(n) + " elements");
         const uint64_t first = static_cast<uint64_t>(row0) * static_cast<uint64_t>(cols);
         for (uint64_t k = 0; k < count; ++k) {
             const uint64_t i = first + k;

@@ -75,8 +75,8 @@ std::string record_label(const std::string& file, size_t i, const std::string& n
 std::vector<uint8_t> encode_header_block(const KnotHeader& h);
 Status decode_header_block(const uint8_t* data, uint64_t n, KnotHeader& h, const std::string& label);
 
-// zlib deflate at `level` (kZlibLevel unless told); inflate to exactly `raw_bytes` bytes (more, less or a broken stream: Corrupt,
-// naming `what`).
+// zlib deflate at `level` (kZlibLevel unless told); inflate to exactly `raw_bytes` bytes (more, less or a broken
+// stream: Corrupt, naming `what`).
 Status deflate_bytes(const uint8_t* src, uint64_t n, std::vector<uint8_t>& out, int level = kZlibLevel);
 Status inflate_bytes(const uint8_t* src, uint64_t n, uint64_t raw_bytes, std::vector<uint8_t>& out,
                      const std::string& what);

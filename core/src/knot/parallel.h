@@ -1,7 +1,8 @@
 // Ordered parallel map for the whole-model operations: produce(i) runs on worker threads, consume(i, result) on the
 // calling thread in order i = 0, 1, ..., with at most `window` results produced ahead of consumption (memory
 // bound); run_ordered_within also holds the summed cost(i) of the items claimed and not yet consumed to `budget`
-// (an item claimed while nothing is in flight may exceed it alone). The first failure of either side, or a consume() that returns non-OK (e.g. Cancelled), stops the workers.
+// (an item claimed while nothing is in flight may exceed it alone). The first failure of either side, or a consume()
+// that returns non-OK (e.g. Cancelled), stops the workers.
 #pragma once
 
 #include "gkq/status.h"
