@@ -194,6 +194,13 @@ void print_json(const ModelFile& model, const QuantizeReport& r, const BpwPlan* 
                    {"bits_per_weight", r.bits_per_weight()},
                    {"ratio_vs_bf16", r.ratio_vs_bf16()},
                    {"ratio_vs_fp32", r.ratio_vs_fp32()}};
+    // zlib per record where a trial on the payload's start saves enough (docs/knot-format.md)
+    j["totals"]["entropy_coding"] = {{"n_deflated", r.n_deflated()},
+                                     {"raw_payload_bytes", r.raw_payload_bytes()},
+                                     {"stored_payload_bytes", r.stored_payload_bytes()},
+                                     {"saved_bytes", r.raw_payload_bytes() - r.stored_payload_bytes()},
+                                     {"bits_per_weight_uncompressed", r.bits_per_weight_uncompressed()},
+                                     {"bits_per_weight", r.bits_per_weight()}};
     const Overhead o = overhead_of(r);
     // Each part's bytes, its own bits per weight, and the bits per weight it adds to the total.
     j["totals"]["overhead"] = {
@@ -256,6 +263,14 @@ void print_table(const ModelFile& model, const QuantizeReport& r) {
         share_bpw(r.container_bytes, r),
         r.bits_per_weight() - share_bpw(o.fallback_bytes, r) - share_bpw(o.vector_bytes, r) -
             share_bpw(r.container_bytes, r));
+    const uint64_t raw = r.raw_payload_bytes(), stored = r.stored_payload_bytes();
+    std::printf(
+        "zlib     %zu of %zu payloads deflated (those whose first bytes deflated well in a trial, "
+        "docs/knot-format.md): %s raw -> %s stored bytes, %s saved (%.2f%%); %.3f bits per weight uncompressed, %.3f "
+        "on disk\n",
+        r.n_deflated(), r.tensors.size(), with_commas(raw).c_str(), with_commas(stored).c_str(),
+        with_commas(raw - stored).c_str(), raw > 0 ? 100.0 * static_cast<double>(raw - stored) / raw : 0.0,
+        r.bits_per_weight_uncompressed(), r.bits_per_weight());
 }
 
 std::string presets_help() {

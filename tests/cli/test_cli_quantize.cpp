@@ -159,9 +159,13 @@ private slots:
         auto j = nlohmann::json::parse(r.out);
         QCOMPARE(j["command"].get<std::string>(), std::string("quantize --preset paper --rank 2 --bits 8"));
         QCOMPARE(j["tensors"].size(), size_t(21));
-        uint64_t sum = 0;
+        uint64_t sum = 0, raw = 0, stored = 0;
+        size_t deflated = 0;
         for (const auto& t : j["tensors"]) {
             sum += t["bytes_on_disk"].get<uint64_t>();
+            raw += t["payload_bytes"].get<uint64_t>();
+            stored += t["stored_bytes"].get<uint64_t>();
+            deflated += t["compression"] == "zlib" ? 1 : 0;
             QCOMPARE(t["bytes_on_disk"].get<uint64_t>(),
                      t["record_bytes"].get<uint64_t>() + t["index_entry_bytes"].get<uint64_t>());
             if (t["shape"].size() == 1) {
@@ -181,6 +185,17 @@ private slots:
         QCOMPARE(sum + tot["container_bytes"].get<uint64_t>(), tot["file_bytes"].get<uint64_t>());
         QCOMPARE(tot["bits_per_weight"].get<double>(),
                  8.0 * tot["file_bytes"].get<double>() / tot["n_params"].get<double>());
+        // The entropy coding's saving: the records' payloads raw and as stored, and the file with them all raw.
+        const auto& ec = tot["entropy_coding"];
+        QCOMPARE(ec["n_deflated"].get<size_t>(), deflated);
+        QCOMPARE(ec["raw_payload_bytes"].get<uint64_t>(), raw);
+        QCOMPARE(ec["stored_payload_bytes"].get<uint64_t>(), stored);
+        QCOMPARE(ec["saved_bytes"].get<uint64_t>(), raw - stored);
+        QVERIFY(stored <= raw);
+        QCOMPARE(ec["bits_per_weight_uncompressed"].get<double>(),
+                 8.0 * static_cast<double>(tot["file_bytes"].get<uint64_t>() + raw - stored) /
+                     tot["n_params"].get<double>());
+        QCOMPARE(ec["bits_per_weight"].get<double>(), tot["bits_per_weight"].get<double>());
 
         Run v = run_gkq({"verify", q(knot)});
         QCOMPARE(v.code, 0);
@@ -217,8 +232,11 @@ private slots:
         std::string size = std::to_string(fs::file_size(knot));
         for (int i = static_cast<int>(size.size()) - 3; i > 0; i -= 3) size.insert(static_cast<size_t>(i), ",");
         VERIFY_CONTAINS(r.out, "; knot " + size + " bytes (");
-        QCOMPARE(count_lines(r.out), size_t(3 + 2 + 21 + 1 + 4));  // + the f32 vectors line, + the overhead line
-        QVERIFY(r.err.empty());                                    // no progress bar when stderr is not a terminal
+        VERIFY_CONTAINS(r.out, "\nzlib     ");
+        VERIFY_CONTAINS(r.out, " bits per weight uncompressed, ");
+        // + the f32 vectors line, + the overhead line, + the zlib line
+        QCOMPARE(count_lines(r.out), size_t(3 + 2 + 21 + 1 + 5));
+        QVERIFY(r.err.empty());  // no progress bar when stderr is not a terminal
     }
 
     // ffn_down of a model with hidden_dim 80 has rows of 80: not whole q4_0 blocks, so it is stored f16. The

@@ -138,6 +138,41 @@ double output_error(const A& w, const B& w2, const std::vector<double>& x, int64
     return e;
 }
 
+// Every field of two reports, exactly.
+void compare_reports(const TensorReport& a, const TensorReport& b) {
+    QCOMPARE(a.name, b.name);
+    QCOMPARE(a.role, b.role);
+    QCOMPARE(a.layer, b.layer);
+    QCOMPARE(a.shape, b.shape);
+    QCOMPARE(a.dtype, b.dtype);
+    QCOMPARE(a.method, b.method);
+    QCOMPARE(a.rank, b.rank);
+    QCOMPARE(a.factor_bits, b.factor_bits);
+    QCOMPARE(a.residual_bits, b.residual_bits);
+    QCOMPARE(a.flags, b.flags);
+    QCOMPARE(a.payload_bytes, b.payload_bytes);
+    QCOMPARE(a.bits_per_weight, b.bits_per_weight);
+    QCOMPARE(a.bytes_on_disk_estimate, b.bytes_on_disk_estimate);
+    QCOMPARE(a.rel_error, b.rel_error);  // exact: both sum in double in element order
+    QCOMPARE(a.max_abs_error, b.max_abs_error);
+    QCOMPARE(a.energy_kept, b.energy_kept);
+    QCOMPARE(a.fold_applied, b.fold_applied);
+    QCOMPARE(a.fold_bytes_saved, b.fold_bytes_saved);
+    QCOMPARE(a.fold_fit_error, b.fold_fit_error);
+    QCOMPARE(a.fold_note, b.fold_note);
+    QCOMPARE(a.fallback, b.fallback);
+    QCOMPARE(a.whiten_shift, b.whiten_shift);
+}
+
+// Rows of the (rows, cols) matrix w, as a RowReader reads them, counting the calls.
+RowReader rows_of(const std::vector<float>& w, int64_t cols, int* calls) {
+    return [&w, cols, calls](int64_t row0, int64_t n_rows, float* dst) {
+        ++*calls;
+        std::memcpy(dst, w.data() + row0 * cols, static_cast<size_t>(n_rows * cols) * 4);
+        return Status::ok();
+    };
+}
+
 }  // namespace
 
 class TestCodec : public QObject {
@@ -1113,6 +1148,92 @@ private slots:
         QCOMPARE(e->rank, 0);
         QCOMPARE(r.rel_error, 0.0);
         QCOMPARE(*decode_tensor(*e), zeros);
+    }
+
+    // The row-by-row encoder (quantize reads large matrices a chunk at a time) gives the whole-tensor encoder's payload
+    // and report, field for field, whatever the chunk: one row, a few, all; with and without importance; through the
+    // shape fallbacks; and its errors equal measure_encoded's over the whole decoded tensor.
+    void rowChunkedEncodingEqualsWhole() {
+        const int64_t rows = 13, cols = 512;
+        std::vector<float> w = test::random_floats(static_cast<size_t>(rows * cols), 41, 0.05f);
+        for (int64_t i = 0; i < rows * cols; i += 97) w[static_cast<size_t>(i)] *= 20.0f;  // outliers
+        const std::vector<float> importance = [&] {
+            std::vector<float> v = test::random_floats(static_cast<size_t>(cols), 42);
+            for (float& x : v) x = x * x + 0.01f;
+            return v;
+        }();
+        const Method methods[] = {Method::F32,  Method::F16,  Method::Q8_0,   Method::Q4_0, Method::Q4_1,
+                                  Method::Q5_0, Method::Q5_1, Method::IQ4_NL, Method::Q2_K, Method::Q3_K,
+                                  Method::Q4_K, Method::Q5_K, Method::Q6_K};
+        for (const Method m : methods)
+            for (const bool weighted : {false, true})
+                for (const uint64_t chunk : {uint64_t{1}, uint64_t{3 * cols * 4}, uint64_t{1} << 30}) {
+                    const QByteArray what = QByteArray(method_name(m).data()) + (weighted ? " weighted" : "") +
+                                            " chunk " + QByteArray::number(static_cast<qulonglong>(chunk));
+                    TensorInput in = input("w", TensorRole::FfnUp, {rows, cols}, w);
+                    if (weighted) in.importance = importance.data();
+                    const CodecParams p{.method = m};
+                    uint64_t payload = 0;
+                    QVERIFY2(encodes_by_rows(in, p, &payload), what.constData());
+                    TensorReport whole_r, rows_r;
+                    Result<EncodedTensor> whole = encode_tensor(in, p, &whole_r);
+                    QVERIFY2(whole.is_ok(), what.constData());
+                    int calls = 0;
+                    Result<EncodedTensor> by_rows =
+                        encode_tensor_rows(in, in.importance, rows_of(w, cols, &calls), p, &rows_r, chunk);
+                    QVERIFY2(by_rows.is_ok(), what.constData());
+                    const int64_t chunk_rows = std::max<int64_t>(static_cast<int64_t>(chunk) / (cols * 4), 1);
+                    QCOMPARE(calls, static_cast<int>((rows + chunk_rows - 1) / chunk_rows));
+                    QVERIFY2(by_rows->payload == whole->payload, what.constData());
+                    QCOMPARE(by_rows->payload.size(), payload);
+                    QCOMPARE(by_rows->method, whole->method);
+                    QCOMPARE(by_rows->dtype, whole->dtype);
+                    compare_reports(rows_r, whole_r);
+                    Result<TensorReport> measured = measure_encoded(w.data(), *by_rows);
+                    QVERIFY(measured.is_ok());
+                    QCOMPARE(rows_r.rel_error, measured->rel_error);
+                    QCOMPARE(rows_r.max_abs_error, measured->max_abs_error);
+                    QVERIFY(rows_r.rel_error > 0.0 || m == Method::F32);
+                }
+
+        // Shape fallbacks: 40 columns take no 32- or 256-element block, so q4_k becomes f16; a value f16 cannot
+        // hold in the last chunk then makes it f32, the encoding started again.
+        const int64_t r2 = 9, c2 = 40;
+        std::vector<float> v = test::random_floats(static_cast<size_t>(r2 * c2), 43);
+        for (const bool huge : {false, true}) {
+            if (huge) v[static_cast<size_t>(r2 * c2 - 3)] = 1e6f;
+            const TensorInput in = input("odd", TensorRole::FfnDown, {r2, c2}, v);
+            const CodecParams p{.method = Method::Q4_K};
+            TensorReport whole_r, rows_r;
+            Result<EncodedTensor> whole = encode_tensor(in, p, &whole_r);
+            QVERIFY(whole.is_ok());
+            int calls = 0;
+            Result<EncodedTensor> by_rows =
+                encode_tensor_rows(in, nullptr, rows_of(v, c2, &calls), p, &rows_r, uint64_t{2 * c2 * 4});
+            QVERIFY(by_rows.is_ok());
+            QCOMPARE(whole->method, huge ? Method::F32 : Method::F16);
+            QVERIFY(by_rows->payload == whole->payload);
+            compare_reports(rows_r, whole_r);
+            QVERIFY(!rows_r.fallback.empty());
+        }
+        // A requested method refuses the value, naming the same element as the whole-tensor encoder.
+        {
+            const TensorInput in = input("big", TensorRole::FfnDown, {r2, c2}, v);
+            const CodecParams p{.method = Method::F16};
+            Result<EncodedTensor> whole = encode_tensor(in, p);
+            int calls = 0;
+            Result<EncodedTensor> by_rows = encode_tensor_rows(in, nullptr, rows_of(v, c2, &calls), p, nullptr, 1);
+            QCOMPARE(whole.status().code(), StatusCode::InvalidArgument);
+            QCOMPARE(by_rows.message(), whole.message());
+            QVERIFY(by_rows.message().find("at element " + std::to_string(r2 * c2 - 3)) != std::string::npos);
+        }
+        // The low-rank methods need the whole matrix.
+        const TensorInput in = input("w", TensorRole::AttnQ, {rows, cols}, w);
+        QVERIFY(!encodes_by_rows(in, low_rank(2, 8)));
+        int calls = 0;
+        QCOMPARE(encode_tensor_rows(in, nullptr, rows_of(w, cols, &calls), low_rank(2, 8)).status().code(),
+                 StatusCode::InvalidArgument);
+        QCOMPARE(calls, 0);
     }
 };
 

@@ -7,6 +7,8 @@
 #include <zlib.h>
 #include <QtTest>
 
+#include <algorithm>
+
 #include <filesystem>
 
 using namespace gkq;
@@ -282,6 +284,46 @@ private slots:
         // record = 8-byte prefix + 44-byte descriptor + 8 per dim + name + payload + 4-byte CRC
         QCOMPARE(e[1].record_bytes, uint64_t(8 + 44 + 8 * 1 + e[1].name.size() + 256 + 4));
         QCOMPARE(e[2].record_bytes, uint64_t(8 + 44 + 8 * 4 + e[2].name.size() + 0 + 4));
+    }
+
+    // Payloads beyond the 256 KiB trial sample: deflated only where the sample deflates by 5 % or more. The same
+    // tail (all zeros, which deflates to nothing) behind a random start is stored raw: the start decides.
+    void largePayloadsAreDeflatedWhereTheirStartCompresses() {
+        auto record = [](const std::vector<uint8_t>& payload) {
+            EncodedTensor t;
+            t.name = "w";
+            t.shape = {static_cast<int64_t>(payload.size() / 4)};
+            t.method = Method::F32;
+            t.dtype = DType::F32;
+            t.payload = payload;
+            return make_knot_record(t, 0);
+        };
+        const size_t n = size_t{1} << 20;
+        std::vector<uint8_t> zeros(n, 0);
+        auto z = record(zeros);
+        QVERIFY2(z.is_ok(), z.message().c_str());
+        QCOMPARE(z->entry.compression, KnotCompression::Zlib);
+        QVERIFY(z->entry.stored_bytes < n / 100);
+        QCOMPARE(z->entry.raw_bytes, uint64_t(n));
+
+        std::vector<uint8_t> random_start(n, 0);
+        uint64_t x = 88172645463325252ull;
+        for (size_t i = 0; i < (size_t{256} << 10); ++i) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            random_start[i] = static_cast<uint8_t>(x);
+        }
+        auto r = record(random_start);
+        QVERIFY(r.is_ok());
+        QCOMPARE(r->entry.compression, KnotCompression::None);
+        QCOMPARE(r->entry.stored_bytes, uint64_t(n));
+        // Moved one sample's length later, the random bytes no longer decide: the zero start compresses.
+        std::rotate(random_start.begin(), random_start.begin() + (n - (size_t{256} << 10)), random_start.end());
+        auto later = record(random_start);
+        QVERIFY(later.is_ok());
+        QCOMPARE(later->entry.compression, KnotCompression::Zlib);
+        QVERIFY(later->entry.stored_bytes < n / 3);
     }
 
     void layoutMatchesTheDocument() {

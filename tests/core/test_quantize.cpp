@@ -232,6 +232,43 @@ private slots:
         QVERIFY(test::read_file(merged) == test::read_file(whole));
     }
 
+    // Reading rows a chunk at a time and holding fewer tensors in flight changes memory, not the knot: one-row
+    // chunks with a one-byte budget (one tensor at a time) on three threads give the file and the report of the
+    // default run on one.
+    void chunksAndTheMemoryBudgetLeaveTheKnotAsIs_data() {
+        QTest::addColumn<QString>("preset");
+        QTest::newRow("q4_0") << "q4_0";
+        QTest::newRow("q8_0") << "q8_0";
+        QTest::newRow("q4_k_m") << "q4_k_m";
+        QTest::newRow("paper") << "paper";
+    }
+    void chunksAndTheMemoryBudgetLeaveTheKnotAsIs() {
+        QFETCH(QString, preset);
+        test::TempDir dir;
+        auto model = ModelFile::open(write_tiny_gguf(dir));
+        QVERIFY(model.is_ok());
+        const std::string ref_path = dir.file("ref.knot"), small_path = dir.file("small.knot");
+        auto ref = quantize_model(*model, preset_options(preset.toStdString(), 1), ref_path);
+        QVERIFY2(ref.is_ok(), ref.message().c_str());
+        QuantizeOptions o = preset_options(preset.toStdString(), 3);
+        o.chunk_bytes = 1;
+        o.in_flight_bytes = 1;
+        auto small = quantize_model(*model, o, small_path);
+        QVERIFY2(small.is_ok(), small.message().c_str());
+        QVERIFY(test::read_file(small_path) == test::read_file(ref_path));
+        QCOMPARE(small->tensors.size(), ref->tensors.size());
+        for (size_t i = 0; i < ref->tensors.size(); ++i) {
+            const TensorReport &a = small->tensors[i].codec, &b = ref->tensors[i].codec;
+            QCOMPARE(a.rel_error, b.rel_error);
+            QCOMPARE(a.max_abs_error, b.max_abs_error);
+            QCOMPARE(a.payload_bytes, b.payload_bytes);
+            QCOMPARE(a.fallback, b.fallback);
+        }
+        QCOMPARE(small->raw_payload_bytes(), ref->raw_payload_bytes());
+        QVERIFY(ref->stored_payload_bytes() <= ref->raw_payload_bytes());
+        QVERIFY(ref->bits_per_weight_uncompressed() >= ref->bits_per_weight());
+    }
+
     // A knot is Weights too: quantize_model decodes its records and encodes them again, refusing each lossy record
     // unless allow_requantize; kept as f32, every record decodes to exactly what the first knot's does, and the new
     // knot carries the first one's metadata with its own preset and source format. A shard is refused.

@@ -82,6 +82,7 @@ bool model_sizes(const std::string& model, const std::string& knot, ModelSizes& 
     for (size_t i = 0; i < (*weights)->n_tensors(); ++i) {
         const uint64_t f32 = static_cast<uint64_t>((*weights)->tensor_info(i).n_elements()) * 4;
         out.stored_bytes += (*weights)->stored_bytes(i);
+        out.largest_stored = std::max(out.largest_stored, (*weights)->stored_bytes(i));
         out.f32_bytes += f32;
         out.largest_f32 = std::max(out.largest_f32, f32);
     }

@@ -29,12 +29,13 @@ void write_llama2c_tokenizer(const std::string& path, int n);
 // of it: its file (mapped as stored) and its records inflated into their blocks (float32 where a record has no block
 // type), with the largest tensor of each.
 struct ModelSizes {
-    ModelConfig config;         // the model's
-    uint64_t stored_bytes = 0;  // every tensor as the model file stores it
-    uint64_t f32_bytes = 0;     // every tensor in float32
-    uint64_t largest_f32 = 0;   // the largest tensor in float32
-    uint64_t knot_file = 0;     // the knot's file size
-    uint64_t knot_blocks = 0;   // every record inflated into its blocks
+    ModelConfig config;           // the model's
+    uint64_t stored_bytes = 0;    // every tensor as the model file stores it
+    uint64_t largest_stored = 0;  // the largest tensor as stored
+    uint64_t f32_bytes = 0;       // every tensor in float32
+    uint64_t largest_f32 = 0;     // the largest tensor in float32
+    uint64_t knot_file = 0;       // the knot's file size
+    uint64_t knot_blocks = 0;     // every record inflated into its blocks
     uint64_t largest_knot_blocks = 0;
 };
 

@@ -16,6 +16,7 @@
 #include "gkq/tensor.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -194,6 +195,28 @@ double bits_per_weight_on_disk(const TensorReport& r, uint64_t record_header_byt
 // Encodes `in` with `params`; fills `report` (when given) by decoding the result and measuring it against `in`.
 // InvalidArgument for bad params, shapes or non-finite inputs to the SVD; never Corrupt.
 Result<EncodedTensor> encode_tensor(const TensorInput& in, const CodecParams& params, TensorReport* report = nullptr);
+
+// ---- row by row, for matrices too large to hold in float32 ------------------------------------------------------
+
+// Rows [row0, row0 + n_rows) of a tensor's (rows, cols) matrix view (gkq/matrix_shape.h: rows = n / last dimension)
+// as float32, into dst of n_rows * cols floats.
+using RowReader = std::function<Status(int64_t row0, int64_t n_rows, float* dst)>;
+
+// Float32 bytes of rows encode_tensor_rows reads at a time (at least one row) when not told otherwise.
+inline constexpr uint64_t kEncodeChunkBytes = uint64_t{16} << 20;
+
+// Whether encode_tensor stores `t` under `params` with a method that encodes each row on its own (f32, f16 and the
+// block methods, after its shape fallbacks; not the low-rank methods, which need the whole matrix). Then, when given,
+// *payload_bytes is that method's payload size (a value too large for f16 can still turn it into f32, or an error).
+bool encodes_by_rows(const TensorInfo& t, const CodecParams& params, uint64_t* payload_bytes = nullptr);
+
+// encode_tensor for a tensor encodes_by_rows accepts, reading its rows through `read` about chunk_bytes of float32
+// at a time (whole rows, at least one), with `importance` as TensorInput::importance: the same payload and the same
+// report field for field (errors accumulated in double in element order, as measure_encoded does) whatever the
+// chunk size. InvalidArgument for a tensor encodes_by_rows refuses; read's errors are passed on.
+Result<EncodedTensor> encode_tensor_rows(const TensorInfo& t, const float* importance, const RowReader& read,
+                                         const CodecParams& params, TensorReport* report = nullptr,
+                                         uint64_t chunk_bytes = kEncodeChunkBytes);
 
 // Decodes to float32 in the tensor's shape, row-major. Corrupt naming the tensor when the payload does not match
 // its header fields (size, rank, bits, flags, counts inside the payload).

@@ -34,4 +34,12 @@ void encode_bf16(const float* src, uint64_t n, uint16_t* dst);
 // The whole tensor as float32, row-major in the tensor's shape. Names the tensor in errors.
 Result<std::vector<float>> tensor_to_f32(const Tensor& t);
 
+// Rows [row0, row0 + n_rows) of the tensor's (rows, cols) view (rows = n / last dimension) as float32 into dst
+// (n_rows * cols floats): the same values tensor_to_f32 gives them. Names the tensor in errors.
+Status tensor_rows_to_f32(const Tensor& t, int64_t row0, int64_t n_rows, float* dst);
+
+// Where rows [row0, row0 + n_rows) lie in t.data: *offset and *n_bytes (Q8_G: its codes, one byte a value).
+// False when the type has no fixed row size.
+bool tensor_row_bytes(const Tensor& t, int64_t row0, int64_t n_rows, uint64_t* offset, uint64_t* n_bytes);
+
 }  // namespace gkq

@@ -47,6 +47,11 @@ public:
     const Vocabulary& vocabulary() const override;
     uint64_t file_bytes() const;  // total bytes of all files read
     uint64_t n_tensor_bytes() const;
+    // A hint that bytes [offset, offset + n) of tensor i's data will not be read again soon: the whole pages among
+    // them leave the process's resident set (the file's page cache keeps them; a later read maps them again), so a
+    // pass over a model larger than memory does not keep what it has read. Nothing happens for bytes that are not
+    // mapped from a file.
+    void drop_resident(size_t i, uint64_t offset, uint64_t n) const;
 
     // ---- Weights
     std::string_view kind() const override { return "model-file"; }

@@ -60,6 +60,13 @@ struct QuantizeOptions {
     // the codec as TensorInput::gram for the whitened methods. `gram_command` is appended to the command line.
     std::vector<std::shared_ptr<const std::vector<double>>> gram;
     std::string gram_command;
+    // Memory, not output: a model file's matrix that the codec encodes row by row (f32, f16, the block methods:
+    // encodes_by_rows) is read from the mapping chunk_bytes of float32 at a time, the mapped pages dropped once read;
+    // a worker starts the next tensor only while the estimated memory of the tensors in flight (its float32 chunks or
+    // whole matrix, payload, record) stays within in_flight_bytes (a tensor alone may exceed it). The knot is the
+    // same byte for byte whatever the two (and the thread count).
+    uint64_t chunk_bytes = kEncodeChunkBytes;
+    uint64_t in_flight_bytes = uint64_t{1} << 30;
 };
 
 struct QuantizedTensor {
@@ -88,8 +95,14 @@ struct QuantizeReport {
     double seconds = 0.0;
 
     double bits_per_weight() const;  // 8 * file_bytes / n_params
-    double ratio_vs_bf16() const;    // 2 * n_params / file_bytes
-    double ratio_vs_fp32() const;    // 4 * n_params / file_bytes
+    // Entropy coding (zlib per record, where it pays): the payloads as the codec made them and as stored, and the
+    // bits per weight the file would have with every payload stored raw (8 * (file_bytes + raw - stored) / n_params).
+    uint64_t raw_payload_bytes() const;
+    uint64_t stored_payload_bytes() const;
+    size_t n_deflated() const;  // records stored zlib-compressed
+    double bits_per_weight_uncompressed() const;
+    double ratio_vs_bf16() const;  // 2 * n_params / file_bytes
+    double ratio_vs_fp32() const;  // 4 * n_params / file_bytes
 };
 
 // "quantize --preset P" and the overrides that are set, in a fixed order (no shard, no paths), as stored in the

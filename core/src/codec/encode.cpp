@@ -4,6 +4,7 @@
 
 #include "codec/llama_mix.h"
 
+#include "codec/accounting.h"
 #include "codec/factor_quant.h"
 #include "codec/folding.h"
 #include "codec/lowrank.h"
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <optional>
 
@@ -281,14 +283,144 @@ Status encode_low_rank(const TensorInput& in, const MatrixShape& ms, const Codec
     return Status::ok();
 }
 
-Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& params, TensorReport* report) {
-    const std::string label = "tensor '" + in.name + "'";
+// What encode_tensor decides before it reads a value: the parameters after the shape fallbacks, and why.
+struct EncodePlan {
+    MatrixShape ms;
+    CodecParams p;
+    std::string fallback;
+    std::string requested;
+    std::optional<DType> blocks;  // the block type the payload stores: the method's own, or the residual's
+};
+
+Result<EncodePlan> plan_encode(const TensorInfo& t, const CodecParams& params) {
+    const std::string label = "tensor '" + t.name + "'";
     if (Status s = validate_params(params); !s) return s.with_context(label);
-    const std::optional<MatrixShape> shape = matrix_shape(in.shape);
+    const std::optional<MatrixShape> shape = matrix_shape(t.shape);
     if (!shape)
         return error(StatusCode::InvalidArgument,
-                     label + ": shape " + shape_to_string(in.shape) + " has a negative dimension or too many elements");
-    const MatrixShape ms = *shape;
+                     label + ": shape " + shape_to_string(t.shape) + " has a negative dimension or too many elements");
+    EncodePlan plan;
+    plan.ms = *shape;
+    const MatrixShape& ms = plan.ms;
+    CodecParams& p = plan.p;
+    p = params;
+    if (p.method == Method::LowRank && p.residual != ResidualKind::None) p.method = Method::LowRankResidual;
+    if (!is_low_rank(p.method)) p.residual = ResidualKind::None;
+    plan.requested = std::string(method_name(p.method));
+    if (is_low_rank(p.method) && (t.shape.size() < 2 || ms.n == 0)) {
+        plan.fallback = std::string(t.shape.size() < 2 ? "fewer than 2 dimensions" : "no elements") +
+                        ": stored f32 instead of " + plan.requested;
+        p.method = Method::F32;
+    }
+    if (is_block_method(p.method)) plan.blocks = method_dtype(p.method);
+    if (p.method == Method::LowRankResidual) plan.blocks = residual_dtype(p.residual);
+    if (plan.blocks && ms.cols % dtype_block_elements(*plan.blocks) != 0) {
+        // As llama-quantize: a 256-element k-quant falls back to its 32-element type, then (or a 32-element type at
+        // once) to f16.
+        const DType smaller = is_block_method(p.method) ? llama_fallback_type(*plan.blocks, ms.cols) : DType::F16;
+        const std::optional<Method> m = block_method_for(smaller);
+        const bool fits = m.has_value();
+        plan.fallback = "row length " + std::to_string(ms.cols) + " is not a multiple of " +
+                        std::to_string(dtype_block_elements(*plan.blocks)) + ": stored " +
+                        std::string(fits ? method_name(*m) : "f16") + " instead of " + plan.requested;
+        p.method = fits ? *m : Method::F16;
+    }
+    return plan;
+}
+
+// Rows [row0, row0 + n_rows) as float32: a pointer valid until the next call.
+using RowFetch = std::function<Result<const float*>(int64_t row0, int64_t n_rows)>;
+
+// The methods that encode row by row (f32, f16, the block methods), `chunk_rows` rows at a time from `fetch`,
+// with the errors measured chunk by chunk against the decoded chunk. f16 (and the f16 block scales of q8_0 / q4_0)
+// cannot hold magnitudes above 65504: such a value would be stored as infinity. The first one, in element order,
+// turns a fallback to f16 into f32 (the encoding starts again); a requested method is refused, naming the value.
+Status encode_rows(const std::string& label, EncodePlan& plan, const RowFetch& fetch, const float* importance,
+                   int64_t chunk_rows, EncodedTensor& e, ErrorSums* sums) {
+    const MatrixShape& ms = plan.ms;
+    const int64_t cols = ms.cols;
+    chunk_rows = std::max<int64_t>(chunk_rows, 1);
+    std::vector<float> decoded;
+    std::vector<uint16_t> halves;
+    for (;;) {
+        const Method m = plan.p.method;
+        const DType t = method_dtype(m);
+        const bool limited = m == Method::F16 || is_block_method(m);
+        const double limit = block_value_limit(m);
+        const uint64_t row_bytes = *dtype_storage_bytes(t, static_cast<uint64_t>(cols));
+        e.payload.assign(static_cast<size_t>(*dtype_storage_bytes(t, static_cast<uint64_t>(ms.n))), 0);
+        if (sums != nullptr) *sums = {};
+        bool restart = false;
+        for (int64_t row0 = 0; ms.n > 0 && row0 < ms.rows && !restart; row0 += chunk_rows) {
+            const int64_t nr = std::min(chunk_rows, ms.rows - row0);
+            const auto count = static_cast<uint64_t>(nr * cols);
+            Result<const float*> got = fetch(row0, nr);
+            if (!got) return got.status().with_context(label);
+            const float* x = *got;
+            if (limited) {
+                uint64_t at = count;
+                for (uint64_t i = 0; i < count && at == count; ++i)
+                    if (std::isfinite(x[i]) && std::fabs(static_cast<double>(x[i])) > limit) at = i;
+                if (at < count) {
+                    char v[48];
+                    std::snprintf(v, sizeof v, "%g", static_cast<double>(x[at]));
+                    const std::string why = "value " + std::string(v) + " at element " +
+                                            std::to_string(static_cast<uint64_t>(row0 * cols) + at) +
+                                            " is beyond what " + std::string(method_name(m)) + " stores (|x| <= " +
+                                            (m == Method::Q8_0   ? "65504 x 127"
+                                             : m == Method::Q4_0 ? "65504 x 8"
+                                                                 : "65504") +
+                                            ")";
+                    if (plan.fallback.empty())
+                        return error(StatusCode::InvalidArgument, label + ": " + why + "; choose f32 for it");
+                    plan.fallback = "row length " + std::to_string(cols) + " is not a multiple of " +
+                                    std::to_string(dtype_block_elements(*plan.blocks)) + " and " + why +
+                                    ": stored f32 instead of " + plan.requested;
+                    plan.p.method = Method::F32;
+                    restart = true;
+                    break;
+                }
+            }
+            uint8_t* dst = e.payload.data() + static_cast<uint64_t>(row0) * row_bytes;
+            switch (m) {
+                case Method::F32: std::memcpy(dst, x, count * 4); break;
+                case Method::F16:
+                    halves.resize(static_cast<size_t>(count));
+                    encode_f16(x, count, halves.data());
+                    std::memcpy(dst, halves.data(), count * 2);
+                    break;
+                default: quantize_blocks(t, x, MatrixShape{nr * cols, nr, cols}, importance, dst); break;
+            }
+            if (sums != nullptr) {
+                decoded.resize(static_cast<size_t>(count));
+                if (Status s = convert_to_f32(t, dst, count, decoded.data()); !s) return s.with_context(label);
+                sums->add(x, decoded.data(), count);
+            }
+        }
+        if (!restart) break;
+    }
+    e.method = plan.p.method;
+    e.dtype = method_dtype(e.method);
+    return Status::ok();
+}
+
+int64_t rows_per_chunk(const MatrixShape& ms, uint64_t chunk_bytes) {
+    const uint64_t row = static_cast<uint64_t>(std::max<int64_t>(ms.cols, 1)) * 4;
+    return static_cast<int64_t>(std::max<uint64_t>(chunk_bytes / row, 1));
+}
+
+void fill_report(TensorReport& report, const EncodedTensor& e, const ErrorSums& sums, const std::string& fallback) {
+    report = size_fields(e);
+    sums.finish(report);
+    report.fallback = fallback;
+}
+
+Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& params, TensorReport* report) {
+    const std::string label = "tensor '" + in.name + "'";
+    Result<EncodePlan> planned = plan_encode(in, params);
+    if (!planned) return planned.status();
+    EncodePlan& plan = *planned;
+    const MatrixShape ms = plan.ms;
     if (ms.n > 0 && in.data == nullptr) return error(StatusCode::InvalidArgument, label + ": no data");
 
     EncodedTensor e;
@@ -297,81 +429,19 @@ Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& para
     e.layer = in.layer;
     e.shape = in.shape;
 
-    CodecParams p = params;
-    if (p.method == Method::LowRank && p.residual != ResidualKind::None) p.method = Method::LowRankResidual;
-    if (!is_low_rank(p.method)) p.residual = ResidualKind::None;
-    std::string fallback;
-    const std::string requested(method_name(p.method));
-    if (is_low_rank(p.method) && (in.shape.size() < 2 || ms.n == 0)) {
-        fallback = std::string(in.shape.size() < 2 ? "fewer than 2 dimensions" : "no elements") +
-                   ": stored f32 instead of " + requested;
-        p.method = Method::F32;
-    }
-    std::optional<DType> blocks;  // the block type the payload stores: the method's own, or the residual's
-    if (is_block_method(p.method)) blocks = method_dtype(p.method);
-    if (p.method == Method::LowRankResidual) blocks = residual_dtype(p.residual);
-    if (blocks && ms.cols % dtype_block_elements(*blocks) != 0) {
-        // As llama-quantize: a 256-element k-quant falls back to its 32-element type, then (or a 32-element type at
-        // once) to f16.
-        const DType smaller = is_block_method(p.method) ? llama_fallback_type(*blocks, ms.cols) : DType::F16;
-        const std::optional<Method> m = block_method_for(smaller);
-        const bool fits = m.has_value();
-        fallback = "row length " + std::to_string(ms.cols) + " is not a multiple of " +
-                   std::to_string(dtype_block_elements(*blocks)) + ": stored " +
-                   std::string(fits ? method_name(*m) : "f16") + " instead of " + requested;
-        p.method = fits ? *m : Method::F16;
-    }
-    // f16 (and the f16 block scales of q8_0 / q4_0) cannot hold magnitudes above 65504: such a value would be stored
-    // as infinity. A fallback to f16 becomes f32; a requested method is refused, naming the value.
-    const uint64_t n_values = static_cast<uint64_t>(ms.n);
-    if (p.method == Method::F16 || is_block_method(p.method)) {
-        const double limit = block_value_limit(p.method);
-        uint64_t at = n_values;
-        for (uint64_t i = 0; i < n_values && at == n_values; ++i)
-            if (std::isfinite(in.data[i]) && std::fabs(static_cast<double>(in.data[i])) > limit) at = i;
-        if (at < n_values) {
-            char v[48];
-            std::snprintf(v, sizeof v, "%g", static_cast<double>(in.data[at]));
-            const std::string why = "value " + std::string(v) + " at element " + std::to_string(at) +
-                                    " is beyond what " + std::string(method_name(p.method)) + " stores (|x| <= " +
-                                    (p.method == Method::Q8_0   ? "65504 x 127"
-                                     : p.method == Method::Q4_0 ? "65504 x 8"
-                                                                : "65504") +
-                                    ")";
-            if (fallback.empty()) return error(StatusCode::InvalidArgument, label + ": " + why + "; choose f32 for it");
-            fallback = "row length " + std::to_string(ms.cols) + " is not a multiple of " +
-                       std::to_string(dtype_block_elements(*blocks)) + " and " + why + ": stored f32 instead of " +
-                       requested;
-            p.method = Method::F32;
-        }
+    if (!is_low_rank(plan.p.method)) {
+        const RowFetch fetch = [&](int64_t row0, int64_t) -> Result<const float*> { return in.data + row0 * ms.cols; };
+        ErrorSums sums;
+        if (Status s = encode_rows(label, plan, fetch, in.importance, rows_per_chunk(ms, kEncodeChunkBytes), e,
+                                   report != nullptr ? &sums : nullptr);
+            !s)
+            return s;
+        if (report != nullptr) fill_report(*report, e, sums, plan.fallback);
+        return e;
     }
 
     LowRankNotes notes;
-    const auto n = static_cast<uint64_t>(ms.n);
-    switch (p.method) {
-        case Method::F32:
-            e.payload.resize(n * 4);
-            if (n > 0) std::memcpy(e.payload.data(), in.data, n * 4);
-            break;
-        case Method::F16: {
-            std::vector<uint16_t> halves(n);
-            encode_f16(in.data, n, halves.data());
-            e.payload.resize(n * 2);
-            if (n > 0) std::memcpy(e.payload.data(), halves.data(), n * 2);
-            break;
-        }
-        case Method::LowRank:
-        case Method::LowRankResidual:
-            if (Status s = encode_low_rank(in, ms, p, e, notes); !s) return s;
-            break;
-        default: {  // the block methods
-            const DType t = method_dtype(p.method);
-            e.payload.resize(*dtype_storage_bytes(t, n));
-            quantize_blocks(t, in.data, ms, in.importance, e.payload.data());
-            break;
-        }
-    }
-    e.method = is_low_rank(p.method) ? e.method : p.method;
+    if (Status s = encode_low_rank(in, ms, plan.p, e, notes); !s) return s;
     e.dtype = method_dtype(e.method);
 
     if (report != nullptr) {
@@ -384,12 +454,54 @@ Result<EncodedTensor> encode_impl(const TensorInput& in, const CodecParams& para
         report->fold_fit_error = notes.fold_fit_error;
         report->fold_note = notes.fold_note;
         report->whiten_shift = notes.whiten_shift;
-        report->fallback = fallback;
+        report->fallback = plan.fallback;
     }
     return e;
 }
 
 }  // namespace
+
+bool encodes_by_rows(const TensorInfo& t, const CodecParams& params, uint64_t* payload_bytes) {
+    Result<EncodePlan> plan = plan_encode(t, params);
+    if (!plan || is_low_rank(plan->p.method)) return false;
+    if (payload_bytes != nullptr)
+        *payload_bytes =
+            dtype_storage_bytes(method_dtype(plan->p.method), static_cast<uint64_t>(plan->ms.n)).value_or(0);
+    return true;
+}
+
+Result<EncodedTensor> encode_tensor_rows(const TensorInfo& t, const float* importance, const RowReader& read,
+                                         const CodecParams& params, TensorReport* report, uint64_t chunk_bytes) {
+    const std::string label = "tensor '" + t.name + "'";
+    try {
+        Result<EncodePlan> planned = plan_encode(t, params);
+        if (!planned) return planned.status();
+        EncodePlan& plan = *planned;
+        if (is_low_rank(plan.p.method))
+            return error(StatusCode::InvalidArgument,
+                         label + ": " + plan.requested + " needs the whole matrix; it does not encode row by row");
+        EncodedTensor e;
+        e.name = t.name;
+        e.role = t.role;
+        e.layer = t.layer;
+        e.shape = t.shape;
+        const int64_t chunk_rows = rows_per_chunk(plan.ms, chunk_bytes);
+        std::vector<float> buffer(
+            static_cast<size_t>(std::min(chunk_rows, std::max<int64_t>(plan.ms.rows, 1)) * plan.ms.cols));
+        const RowFetch fetch = [&](int64_t row0, int64_t n_rows) -> Result<const float*> {
+            if (Status s = read(row0, n_rows, buffer.data()); !s) return s;
+            return static_cast<const float*>(buffer.data());
+        };
+        ErrorSums sums;
+        if (Status s = encode_rows(label, plan, fetch, importance, chunk_rows, e, report != nullptr ? &sums : nullptr);
+            !s)
+            return s;
+        if (report != nullptr) fill_report(*report, e, sums, plan.fallback);
+        return e;
+    } catch (const std::bad_alloc&) {
+        return error(StatusCode::Unsupported, label + ": does not fit in memory while encoding");
+    }
+}
 
 int32_t fold_head_count(TensorRole role, const ModelConfig& config) {
     switch (role) {

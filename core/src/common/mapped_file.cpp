@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -56,6 +57,17 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
         m_size = std::exchange(other.m_size, 0);
     }
     return *this;
+}
+
+bool MappedFile::drop_resident(const void* p, uint64_t n) const {
+    const auto* b = static_cast<const uint8_t*>(p);
+    if (m_data == nullptr || b < m_data || n > m_size || static_cast<uint64_t>(b - m_data) > m_size - n) return false;
+    const long page_size = ::sysconf(_SC_PAGESIZE);
+    const auto page = static_cast<uintptr_t>(page_size > 0 ? page_size : 4096);
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
+    const uintptr_t last = (reinterpret_cast<uintptr_t>(b) + n) / page * page;
+    if (last <= first) return false;
+    return ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) == 0;
 }
 
 MappedFile::~MappedFile() {

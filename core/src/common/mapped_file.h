@@ -24,6 +24,11 @@ public:
     uint64_t size() const { return m_size; }
     const std::string& path() const { return m_path; }
 
+    // Drops the whole pages inside [p, p + n) from this process's resident set (madvise MADV_DONTNEED: the map is
+    // read-only and private, so a later read faults the same bytes in again from the file or its page cache).
+    // Bytes outside this map are left alone; false when nothing was dropped.
+    bool drop_resident(const void* p, uint64_t n) const;
+
 private:
     std::string m_path;
     const uint8_t* m_data = nullptr;

@@ -9,6 +9,8 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <string>
 
 namespace gkq {
 
@@ -265,6 +267,56 @@ Result<std::vector<float>> tensor_to_f32(const Tensor& t) {
     if (Status s = convert_to_f32(t.dtype, t.data, static_cast<uint64_t>(n), out.data()); !s)
         return s.with_context("tensor '" + t.name + "'");
     return out;
+}
+
+bool tensor_row_bytes(const Tensor& t, int64_t row0, int64_t n_rows, uint64_t* offset, uint64_t* n_bytes) {
+    const int64_t cols = t.cols();
+    if (cols < 0 || row0 < 0 || n_rows < 0) return false;
+    const std::optional<uint64_t> row = t.dtype == DType::Q8_G
+                                            ? std::optional<uint64_t>(static_cast<uint64_t>(cols))
+                                            : dtype_storage_bytes(t.dtype, static_cast<uint64_t>(cols));
+    if (!row) return false;
+    *offset = *row * static_cast<uint64_t>(row0);
+    *n_bytes = *row * static_cast<uint64_t>(n_rows);
+    return true;
+}
+
+Status tensor_rows_to_f32(const Tensor& t, int64_t row0, int64_t n_rows, float* dst) {
+    const int64_t n = t.n_elements();
+    const std::string label = "tensor '" + t.name + "'";
+    if (n < 0) return error(StatusCode::Corrupt, label + ": invalid shape");
+    if (!dtype_is_float_convertible(t.dtype))
+        return error(StatusCode::Unsupported, label + ": type " + t.type_name + " cannot be converted to float32");
+    const int64_t cols = t.cols();
+    const int64_t rows = cols > 0 ? n / cols : 0;
+    if (row0 < 0 || n_rows < 0 || row0 > rows || n_rows > rows - row0)
+        return error(StatusCode::InvalidArgument, label + ": rows " + std::to_string(row0) + " + " +
+                                                      std::to_string(n_rows) + " of " + std::to_string(rows));
+    auto need = dtype_storage_bytes(t.dtype, static_cast<uint64_t>(n));
+    uint64_t offset = 0, bytes = 0;
+    if (!need || *need > t.n_bytes || (n > 0 && t.data == nullptr) ||
+        !tensor_row_bytes(t, row0, n_rows, &offset, &bytes))
+        return error(StatusCode::Corrupt, label + ": data size " + std::to_string(t.n_bytes) +
+                                              " does not fit its shape " + shape_to_string(t.shape) + " and type " +
+                                              t.type_name);
+    const uint64_t count = static_cast<uint64_t>(n_rows) * static_cast<uint64_t>(cols);
+    if (count == 0) return Status::ok();
+    if (t.dtype == DType::Q8_G) {
+        const int64_t g = t.group_size;
+        if (g <= 0 || n % g != 0 || t.n_scale_bytes < static_cast<uint64_t>(n / g) * 4 || t.scales == nullptr)
+            return error(StatusCode::Corrupt, label + ": group size " + std::to_string(g) + " and scales do not fit " +
+                                                  std::to_string(n) + " elements");
+        const uint64_t first = static_cast<uint64_t>(row0) * static_cast<uint64_t>(cols);
+        for (uint64_t k = 0; k < count; ++k) {
+            const uint64_t i = first + k;
+            float s;
+            std::memcpy(&s, t.scales + 4 * (i / static_cast<uint64_t>(g)), 4);
+            dst[k] = static_cast<float>(static_cast<int8_t>(t.data[i])) * s;
+        }
+        return Status::ok();
+    }
+    if (Status s = convert_to_f32(t.dtype, t.data + offset, count, dst); !s) return s.with_context(label);
+    return Status::ok();
 }
 
 }  // namespace gkq

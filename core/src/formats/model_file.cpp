@@ -206,6 +206,14 @@ uint64_t ModelFile::n_tensor_bytes() const {
     return n;
 }
 
+void ModelFile::drop_resident(size_t i, uint64_t offset, uint64_t n) const {
+    if (i >= m_data->tensors.size()) return;
+    const Tensor& t = m_data->tensors[i];
+    if (t.data == nullptr || offset > t.n_bytes || n > t.n_bytes - offset) return;
+    for (const MappedFile& m : m_data->maps)
+        if (m.drop_resident(t.data + offset, n)) return;
+}
+
 // ---- Weights
 
 uint64_t ModelFile::stored_bytes(size_t i) const {

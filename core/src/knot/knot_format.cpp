@@ -422,9 +422,9 @@ Status decode_header_block(const uint8_t* data, uint64_t n, KnotHeader& h, const
 // ---------------------------------------------------------------------------------------------------------
 // zlib
 
-Status deflate_bytes(const uint8_t* src, uint64_t n, std::vector<uint8_t>& out) {
+Status deflate_bytes(const uint8_t* src, uint64_t n, std::vector<uint8_t>& out, int level) {
     z_stream z{};
-    if (deflateInit(&z, kZlibLevel) != Z_OK) return error(StatusCode::Internal, "zlib deflateInit failed");
+    if (deflateInit(&z, level) != Z_OK) return error(StatusCode::Internal, "zlib deflateInit failed");
     out.resize(static_cast<size_t>(deflateBound(&z, static_cast<uLong>(n))));
     z.next_in = const_cast<Bytef*>(src);
     z.next_out = out.data();

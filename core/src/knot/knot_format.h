@@ -30,6 +30,12 @@ inline constexpr uint64_t kMaxZlibRatio = 1032;
 inline constexpr uint64_t kMaxRawHeaderBytes = uint64_t{1} << 31;
 inline constexpr uint64_t kMaxRawPayloadBytes = uint64_t{1} << 40;
 inline constexpr int kZlibLevel = 6;  // fixed: the same input gives the same bytes (shard + merge == one run)
+// A record's payload is deflated only where a trial on its first kZlibSampleBytes (at the fast kZlibTrialLevel)
+// saves at least kZlibMinSaving of them (docs/knot-format.md has the measurement); a payload no larger than the
+// sample is deflated whole at kZlibLevel and kept so when smaller.
+inline constexpr uint64_t kZlibSampleBytes = uint64_t{256} << 10;
+inline constexpr int kZlibTrialLevel = 1;
+inline constexpr double kZlibMinSaving = 0.05;
 inline constexpr int kMaxMetaDepth = 4;
 
 // Little-endian append-only buffer.
@@ -69,9 +75,9 @@ std::string record_label(const std::string& file, size_t i, const std::string& n
 std::vector<uint8_t> encode_header_block(const KnotHeader& h);
 Status decode_header_block(const uint8_t* data, uint64_t n, KnotHeader& h, const std::string& label);
 
-// zlib deflate at kZlibLevel; inflate to exactly `raw_bytes` bytes (more, less or a broken stream: Corrupt,
-// naming `what`).
-Status deflate_bytes(const uint8_t* src, uint64_t n, std::vector<uint8_t>& out);
+// zlib deflate at `level` (kZlibLevel unless told); inflate to exactly `raw_bytes` bytes (more, less or a broken
+// stream: Corrupt, naming `what`).
+Status deflate_bytes(const uint8_t* src, uint64_t n, std::vector<uint8_t>& out, int level = kZlibLevel);
 Status inflate_bytes(const uint8_t* src, uint64_t n, uint64_t raw_bytes, std::vector<uint8_t>& out,
                      const std::string& what);
 

@@ -25,13 +25,26 @@ Result<KnotRecord> make_knot_record(const EncodedTensor& t, uint64_t source_inde
     e.source_index = source_index;
     e.raw_bytes = t.payload.size();
 
-    // Store zlib output only when it is smaller: quantized codes are often near-incompressible.
+    // Store zlib output only where it pays: quantized codes are often near-incompressible, and deflating them
+    // costs more time than encoding them. A trial on the first kZlibSampleBytes decides (a smaller payload is that
+    // trial itself); zlib is then kept only when smaller.
     std::vector<uint8_t> packed;
+    const std::string label = "tensor '" + t.name + "'";
     if (!t.payload.empty()) {
-        if (Status s = knot::deflate_bytes(t.payload.data(), t.payload.size(), packed); !s)
-            return s.with_context("tensor '" + t.name + "'");
+        bool worth = true;
+        if (t.payload.size() > knot::kZlibSampleBytes) {
+            std::vector<uint8_t> trial;
+            if (Status s = knot::deflate_bytes(t.payload.data(), knot::kZlibSampleBytes, trial, knot::kZlibTrialLevel);
+                !s)
+                return s.with_context(label);
+            worth = static_cast<double>(trial.size()) <=
+                    (1.0 - knot::kZlibMinSaving) * static_cast<double>(knot::kZlibSampleBytes);
+        }
+        if (worth)
+            if (Status s = knot::deflate_bytes(t.payload.data(), t.payload.size(), packed); !s)
+                return s.with_context(label);
     }
-    const bool use_zlib = !t.payload.empty() && packed.size() < t.payload.size();
+    const bool use_zlib = !packed.empty() && packed.size() < t.payload.size();
     e.compression = use_zlib ? KnotCompression::Zlib : KnotCompression::None;
     const std::vector<uint8_t>& stored = use_zlib ? packed : t.payload;
     e.stored_bytes = stored.size();

@@ -1,6 +1,8 @@
 // Ordered parallel map for the whole-model operations: produce(i) runs on worker threads, consume(i, result) on the
 // calling thread in order i = 0, 1, ..., with at most `window` results produced ahead of consumption (memory
-// bound). The first failure of either side, or a consume() that returns non-OK (e.g. Cancelled), stops the workers.
+// bound); run_ordered_within also holds the summed cost(i) of the items claimed and not yet consumed to `budget`
+// (an item claimed while nothing is in flight may exceed it alone). The first failure of either side, or a consume()
+// that returns non-OK (e.g. Cancelled), stops the workers.
 #pragma once
 
 #include "gkq/status.h"
@@ -9,6 +11,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -24,8 +27,9 @@ inline int worker_count(int requested, size_t n_items) {
     return static_cast<int>(std::min<size_t>(static_cast<size_t>(n), std::max<size_t>(n_items, 1)));
 }
 
-template <class R, class Produce, class Consume>
-Status run_ordered(size_t n, int n_threads, size_t window, Produce produce, Consume consume) {
+template <class R, class Cost, class Produce, class Consume>
+Status run_ordered_within(size_t n, int n_threads, size_t window, Cost cost, uint64_t budget, Produce produce,
+                          Consume consume) {
     auto guarded = [&](size_t i) -> Result<R> {
         try {
             return produce(i);
@@ -46,14 +50,19 @@ Status run_ordered(size_t n, int n_threads, size_t window, Produce produce, Cons
     std::condition_variable cv_claim, cv_done;
     std::vector<std::optional<Result<R>>> slots(n);
     size_t next_claim = 0, next_consume = 0;
+    uint64_t in_flight = 0;  // cost of the items claimed and not yet consumed
     bool stop = false;
+    auto may_claim = [&] {
+        return next_claim < next_consume + window && (in_flight == 0 || in_flight + cost(next_claim) <= budget);
+    };
     auto worker = [&] {
         while (true) {
             size_t i = 0;
             {
                 std::unique_lock<std::mutex> lock(m);
-                cv_claim.wait(lock, [&] { return stop || next_claim >= n || next_claim < next_consume + window; });
+                cv_claim.wait(lock, [&] { return stop || next_claim >= n || may_claim(); });
                 if (stop || next_claim >= n) return;
+                in_flight += cost(next_claim);
                 i = next_claim++;
             }
             Result<R> r = guarded(i);
@@ -79,11 +88,17 @@ Status run_ordered(size_t n, int n_threads, size_t window, Produce produce, Cons
             slots[i].reset();
             next_consume = i + 1;
         }
-        cv_claim.notify_all();
+        cv_claim.notify_all();  // the window moved on; the budget follows once the result is gone
         if (!*r)
             status = r->status();
         else
             status = consume(i, std::move(*r).value());
+        r.reset();
+        {
+            std::lock_guard<std::mutex> lock(m);
+            in_flight -= cost(i);
+        }
+        cv_claim.notify_all();
     }
     {
         std::lock_guard<std::mutex> lock(m);
@@ -92,6 +107,12 @@ Status run_ordered(size_t n, int n_threads, size_t window, Produce produce, Cons
     cv_claim.notify_all();
     for (auto& t : threads) t.join();
     return status;
+}
+
+template <class R, class Produce, class Consume>
+Status run_ordered(size_t n, int n_threads, size_t window, Produce produce, Consume consume) {
+    return run_ordered_within<R>(
+        n, n_threads, window, [](size_t) { return uint64_t{0}; }, 0, produce, consume);
 }
 
 }  // namespace gkq::knot

@@ -45,6 +45,25 @@ double QuantizedTensor::bits_per_weight() const {
 double QuantizeReport::bits_per_weight() const {
     return n_params > 0 ? 8.0 * static_cast<double>(file_bytes) / static_cast<double>(n_params) : 0.0;
 }
+uint64_t QuantizeReport::raw_payload_bytes() const {
+    uint64_t n = 0;
+    for (const QuantizedTensor& q : tensors) n += q.codec.payload_bytes;
+    return n;
+}
+uint64_t QuantizeReport::stored_payload_bytes() const {
+    uint64_t n = 0;
+    for (const QuantizedTensor& q : tensors) n += q.stored_bytes;
+    return n;
+}
+size_t QuantizeReport::n_deflated() const {
+    return static_cast<size_t>(std::count_if(tensors.begin(), tensors.end(), [](const QuantizedTensor& q) {
+        return q.compression == KnotCompression::Zlib;
+    }));
+}
+double QuantizeReport::bits_per_weight_uncompressed() const {
+    const uint64_t raw = raw_payload_bytes(), stored = stored_payload_bytes();
+    return n_params > 0 ? 8.0 * static_cast<double>(file_bytes + raw - stored) / static_cast<double>(n_params) : 0.0;
+}
 double QuantizeReport::ratio_vs_bf16() const {
     return file_bytes > 0 ? 2.0 * static_cast<double>(n_params) / static_cast<double>(file_bytes) : 0.0;
 }
@@ -164,11 +183,47 @@ Result<QuantizeReport> quantize_model(const Weights& model, const QuantizeOption
     std::optional<SingleThreadedBlas> one_blas_thread;
     if (n_threads > 1) one_blas_thread.emplace();
 
+    // Row by row (model files only: a knot's records decode whole) where the codec allows it; each tensor's
+    // estimated peak memory, for the in-flight budget.
+    std::vector<uint8_t> by_rows(selected.size(), 0);
+    std::vector<uint64_t> cost(selected.size(), 0);
+    for (size_t j = 0; j < selected.size(); ++j) {
+        const TensorInfo& t = model.tensor_info(selected[j]);
+        const uint64_t f32 = static_cast<uint64_t>(std::max<int64_t>(t.n_elements(), 0)) * 4;
+        uint64_t payload = 0;
+        by_rows[j] = file != nullptr && encodes_by_rows(t, params[j], &payload) ? 1 : 0;
+        // row by row: a float32 chunk and its decoded copy, the payload, the record built from it and zlib's output;
+        // whole: the matrix, its decoded copy and the low-rank working copies, and the same payload terms
+        const uint64_t chunk = std::min(f32, std::max<uint64_t>(options.chunk_bytes, 1));
+        cost[j] = by_rows[j] ? 2 * chunk + 3 * payload : 4 * f32 + 3 * (payload > 0 ? payload : f32);
+    }
+
     int64_t done_elements = 0;
     auto produce = [&](size_t j) -> Result<Encoded> {
         const TensorInfo& t = model.tensor_info(selected[j]);
+        const float* importance = !options.importance.empty() && !options.importance[selected[j]].empty()
+                                      ? options.importance[selected[j]].data()
+                                      : nullptr;
+        Encoded out;
+        if (by_rows[j]) {
+            const Tensor& ft = file->tensors()[selected[j]];
+            const RowReader read = [&](int64_t row0, int64_t n_rows, float* dst) -> Status {
+                if (Status s = tensor_rows_to_f32(ft, row0, n_rows, dst); !s) return s.with_context(path);
+                uint64_t offset = 0, n_bytes = 0;
+                if (tensor_row_bytes(ft, row0, n_rows, &offset, &n_bytes))
+                    file->drop_resident(selected[j], offset, n_bytes);
+                return Status::ok();
+            };
+            auto enc = encode_tensor_rows(t, importance, read, params[j], &out.report, options.chunk_bytes);
+            if (!enc) return enc.status().with_context(path);
+            auto rec = make_knot_record(*enc, selected[j]);
+            if (!rec) return rec.status().with_context(path);
+            out.record = std::move(rec).value();
+            return out;
+        }
         auto data = file ? tensor_to_f32(file->tensors()[selected[j]]) : model.read_f32(selected[j]);
         if (!data) return data.status();
+        if (file) file->drop_resident(selected[j], 0, file->tensors()[selected[j]].n_bytes);
         TensorInput in;
         in.name = t.name;
         in.role = t.role;
@@ -176,8 +231,7 @@ Result<QuantizeReport> quantize_model(const Weights& model, const QuantizeOption
         in.shape = t.shape;
         in.data = data->data();
         in.n_heads = fold_head_count(t.role, model.config());
-        if (!options.importance.empty() && !options.importance[selected[j]].empty())
-            in.importance = options.importance[selected[j]].data();
+        in.importance = importance;
         if (!options.gram.empty() && options.gram[selected[j]]) {
             const std::vector<double>& g = *options.gram[selected[j]];
             if (static_cast<int64_t>(g.size()) != t.cols() * t.cols())
@@ -186,7 +240,6 @@ Result<QuantizeReport> quantize_model(const Weights& model, const QuantizeOption
                                                               std::to_string(t.cols()) + " columns");
             in.gram = g.data();
         }
-        Encoded out;
         auto enc = encode_tensor(in, params[j], &out.report);
         if (!enc) return enc.status().with_context(path);
         auto rec = make_knot_record(*enc, selected[j]);
@@ -212,9 +265,11 @@ Result<QuantizeReport> quantize_model(const Weights& model, const QuantizeOption
             return error(StatusCode::Cancelled, out_path + ": cancelled at tensor '" + name + "'");
         return Status::ok();
     };
-    // Window: a few tensors per worker in flight, so memory stays a small multiple of the largest tensor.
-    if (Status s = knot::run_ordered<Encoded>(selected.size(), n_threads, 2 * static_cast<size_t>(n_threads), produce,
-                                              consume);
+    // Window: a few tensors per worker in flight, and no more of them than the memory budget holds, so two large
+    // tensors are not in memory at once.
+    if (Status s = knot::run_ordered_within<Encoded>(
+            selected.size(), n_threads, 2 * static_cast<size_t>(n_threads), [&](size_t j) { return cost[j]; },
+            options.in_flight_bytes, produce, consume);
         !s)
         return s;
     if (Status s = writer->finish(); !s) return s;
