@@ -3,9 +3,11 @@
 // and File > Close (asking first when something would be lost); Open Recent lists the knots and models exported;
 // every spin box, combo box, check box and line edit of the views says what it means (a tooltip, or a placeholder
 // for a line edit); the spectrum legend names every overlay in full and the saturation histogram shows every bin
-// label in full; the Undo button and the spectrum metrics column keep their size while their text changes; the
-// layers x roles heat map of a 32-layer model has every cell, each big enough to point at and click.
+// label in full, and every Compare point its preset's name; the Undo button and the spectrum metrics column keep their
+// size while their text changes; the layers x roles heat map of a 32-layer model has every cell, each big enough to
+// point at and click.
 #include "charts/layer_role_heat_map.h"
+#include "charts/pareto_chart.h"
 #include "charts/saturation_histogram.h"
 #include "charts/spectrum_chart.h"
 #include "gkq/model_file.h"
@@ -43,6 +45,7 @@
 #include <QMenu>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QScatterSeries>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStatusBar>
@@ -373,6 +376,29 @@ private slots:
                      qPrintable(n + QStringLiteral(" not in: ") + drawn.join(QStringLiteral(" | "))));
         for (const QString& text : drawn)  // titles and tick labels too
             QVERIFY2(!text.endsWith(QStringLiteral("...")), qPrintable(text));
+    }
+
+    // Compare's points: q8_0 and q8_0-lqer land on the same spot; each point carries its preset's name.
+    void paretoPointsAreLabelled() {
+        ui::ParetoChart pareto;
+        std::vector<ui::ComparePoint> points;
+        const QStringList names = {QStringLiteral("q8_0"), QStringLiteral("q8_0-lqer"), QStringLiteral("q4_0")};
+        for (int i = 0; i < names.size(); ++i) {
+            ui::ComparePoint p;
+            p.preset = names[i];
+            p.bitsPerWeight = i < 2 ? 8.5 : 4.5;
+            p.meanKld = i < 2 ? 0.0012 : 0.02;
+            points.push_back(p);
+        }
+        pareto.setPoints(points);
+        QStringList labelled;
+        for (QAbstractSeries* s : pareto.chart()->series())
+            if (auto* scatter = qobject_cast<QScatterSeries*>(s)) {
+                QVERIFY(scatter->pointLabelsVisible());
+                QVERIFY(!scatter->pointLabelsClipping());
+                labelled << scatter->pointLabelsFormat();
+            }
+        QCOMPARE(labelled, names);
     }
 
     void histogramShowsEveryBinLabel() {
