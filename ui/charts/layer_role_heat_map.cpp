@@ -18,10 +18,22 @@ void LayerRoleHeatMap::setModel(LayerRoleModel* model) {
     if (m_model) disconnect(m_model, nullptr, this, nullptr);
     m_model = model;
     if (m_model) {
+        connect(m_model, &QAbstractItemModel::modelReset, this, &QWidget::updateGeometry);  // rows: minimum height
         connect(m_model, &QAbstractItemModel::modelReset, this, qOverload<>(&QWidget::update));
         connect(m_model, &QAbstractItemModel::dataChanged, this, qOverload<>(&QWidget::update));
     }
+    updateGeometry();
     update();
+}
+
+int LayerRoleHeatMap::minimumRowHeight() const {
+    return (fontMetrics().height() + 1) / 2;
+}
+
+QSize LayerRoleHeatMap::minimumSizeHint() const {
+    const int rows = m_model ? m_model->rowCount() : 0;
+    const int top = fontMetrics().height() + 6;  // as plotRect()
+    return {360, std::max(200, top + rows * minimumRowHeight() + legendHeight() + 6 + 1)};
 }
 
 int LayerRoleHeatMap::legendHeight() const {
@@ -110,6 +122,9 @@ void LayerRoleHeatMap::paintEvent(QPaintEvent*) {
     const QFontMetrics fm = fontMetrics();
     const int rows = m_model->rowCount();
     const int columns = m_model->columnCount();
+    // Row labels a line high, centred on their row: every `stride`-th row (and the last) where rows are lower.
+    const int rowHeight = std::max(1, cellRect(0, 0).height());
+    const int stride = std::max(1, (fm.height() + rowHeight - 1) / rowHeight);
     for (int c = 0; c < columns; ++c) {
         const QRect cell = cellRect(0, c);
         p.setPen(palette().text().color());
@@ -119,9 +134,9 @@ void LayerRoleHeatMap::paintEvent(QPaintEvent*) {
     for (int r = 0; r < rows; ++r) {
         const QRect first = cellRect(r, 0);
         p.setPen(palette().text().color());
-        if (first.height() >= fm.height() / 2 || r == rows - 1 || r % 4 == 0)
-            p.drawText(QRect(0, first.top(), plot.left() - 5, first.height()), Qt::AlignRight | Qt::AlignVCenter,
-                       m_model->headerData(r, Qt::Vertical).toString());
+        if (r % stride == 0 ? r + stride <= rows - 1 || r == rows - 1 : r == rows - 1)
+            p.drawText(QRect(0, first.center().y() - fm.height() / 2, plot.left() - 5, fm.height()),
+                       Qt::AlignRight | Qt::AlignVCenter, m_model->headerData(r, Qt::Vertical).toString());
         for (int c = 0; c < columns; ++c) {
             const QRect cell = cellRect(r, c).adjusted(0, 0, -1, -1);
             const QModelIndex index = m_model->index(r, c);

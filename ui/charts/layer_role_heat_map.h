@@ -3,6 +3,9 @@
 // where it fits; an empty cell (a role the model lacks, or a value not measured) only outlined. Below: the legend
 // of the methods present (categorical measure) or a colour bar from the grid's smallest to largest value
 // (numeric measures). A cell's tooltip is the model's; a click on a filled cell emits tensorClicked(name).
+// However many layers, a cell is never lower than half a line of text (minimumSizeHint grows with the rows: a
+// 32-layer model's grid asks for its height, and the Quantize view scrolls it on a small window); the row labels
+// skip rows where they would overlap.
 #pragma once
 
 #include <QWidget>
@@ -26,7 +29,9 @@ public:
     std::pair<int, int> cellAt(const QPoint& pos) const;
     // The legend's text: the methods with their colours, or the colour bar's ends ("0.5 .. 8.5 bits per weight").
     QString legendText() const;
-    QSize minimumSizeHint() const override { return {360, 200}; }
+    QSize minimumSizeHint() const override;
+    // The lowest a row of cells is drawn: half a line of the widget's font.
+    int minimumRowHeight() const;
 
 signals:
     void tensorClicked(const QString& name);

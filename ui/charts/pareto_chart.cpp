@@ -66,6 +66,11 @@ void ParetoChart::setPoints(const std::vector<ComparePoint>& points) {
                        .arg(p.bitsPerWeight, 0, 'f', 2)
                        .arg(p.meanKld, 0, 'g', 3));
         s->setMarkerSize(12);
+        // The preset's name beside its point: where points overlap, their colours alone do not say which is which.
+        // (A label format is the literal text but for @xPoint / @yPoint; a preset name has no '@'.)
+        s->setPointLabelsFormat(QString(p.preset).replace(QLatin1Char('@'), QLatin1Char('_')));
+        s->setPointLabelsVisible(true);
+        s->setPointLabelsClipping(false);  // a point at the plot's edge keeps its whole name
         s->append(p.bitsPerWeight, p.meanKld);
         c->addSeries(s);
         s->attachAxis(x);

@@ -1,6 +1,8 @@
 // SaturationHistogram: the core's activation-frequency histogram (kSaturationHistogramBins bins, edges of
 // saturation_histogram_bin) as a Qt Charts bar chart — one bar per bin, the values exactly the core's counts of
-// neurons (one block's, or the sum over all blocks). Bin labels name the core's edges.
+// neurons (one block's, or the sum over all blocks). Bin labels name the core's edges. The bars lie horizontal, one
+// bin a row from "0" at the top: each label has the chart's width beside it, where eight upright bars would share
+// a narrow view's width and shorten every label to "≤0....".
 #pragma once
 
 #include <QChartView>

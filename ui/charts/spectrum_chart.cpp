@@ -5,6 +5,7 @@
 #include "gkq/spectrum.h"
 
 #include <QChart>
+#include <QFont>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QPen>
@@ -18,7 +19,12 @@ namespace gkq::ui {
 SpectrumChart::SpectrumChart(QWidget* parent) : QChartView(parent) {
     auto* chart = new QChart();
     chart->setTitle(tr("Singular values"));
-    chart->legend()->setAlignment(Qt::AlignBottom);
+    // A column beside the plot, one entry a line: a row below it splits the chart's width between the entries and
+    // shortens each overlay's name to "layer 0 att...", the same for every role of a layer.
+    chart->legend()->setAlignment(Qt::AlignRight);
+    QFont legendFont = chart->legend()->font();  // a column at most 0.4 of the chart wide: a point smaller
+    legendFont.setPointSizeF(legendFont.pointSizeF() - 1.0);
+    chart->legend()->setFont(legendFont);
     chart->legend()->setShowToolTips(true);  // an entry the legend had to shorten shows in full on hover
     setChart(chart);                         // the view owns the chart
     setRenderHint(QPainter::Antialiasing);

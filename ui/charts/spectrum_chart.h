@@ -1,5 +1,6 @@
 // SpectrumChart: singular values against their index on a log axis, for one or several tensors (overlay), with
 // the first tensor's cumulative energy on a second (linear, 0..1) axis and a vertical marker at the chosen rank.
+// The legend is a column to the right of the plot, so that every curve's name shows in full.
 #pragma once
 
 #include <QChartView>

@@ -68,16 +68,24 @@ ComparePanel::ComparePanel(JobRunner* runner, QWidget* parent) : QWidget(parent)
     m_svgButton = new QPushButton(tr("Export SVG..."), this);
     connect(m_runButton, &QPushButton::clicked, this, &ComparePanel::run);
     connect(m_cancelButton, &QPushButton::clicked, this, &ComparePanel::cancel);
-    connect(m_csvButton, &QPushButton::clicked, this, [this] {
-        const QString p = QFileDialog::getSaveFileName(this, tr("Export CSV"), QString(), tr("CSV (*.csv)"));
+    // The dialogs propose "<model>-compare.<suffix>" beside the model (or in a folder the user can write to).
+    const auto suggested = [this](const QString& suffix) {
+        return suggestedOutputPath(m_model ? QString::fromStdString(m_model->label()) : QString(),
+                                   QStringLiteral("compare"), suffix);
+    };
+    connect(m_csvButton, &QPushButton::clicked, this, [this, suggested] {
+        const QString p =
+            QFileDialog::getSaveFileName(this, tr("Export CSV"), suggested(QStringLiteral("csv")), tr("CSV (*.csv)"));
         if (!p.isEmpty() && !exportCsv(p)) m_status->setText(tr("Cannot write %1").arg(p));
     });
-    connect(m_pngButton, &QPushButton::clicked, this, [this] {
-        const QString p = QFileDialog::getSaveFileName(this, tr("Export chart"), QString(), tr("PNG (*.png)"));
+    connect(m_pngButton, &QPushButton::clicked, this, [this, suggested] {
+        const QString p =
+            QFileDialog::getSaveFileName(this, tr("Export chart"), suggested(QStringLiteral("png")), tr("PNG (*.png)"));
         if (!p.isEmpty() && !exportPng(p)) m_status->setText(tr("Cannot write %1").arg(p));
     });
-    connect(m_svgButton, &QPushButton::clicked, this, [this] {
-        const QString p = QFileDialog::getSaveFileName(this, tr("Export chart"), QString(), tr("SVG (*.svg)"));
+    connect(m_svgButton, &QPushButton::clicked, this, [this, suggested] {
+        const QString p =
+            QFileDialog::getSaveFileName(this, tr("Export chart"), suggested(QStringLiteral("svg")), tr("SVG (*.svg)"));
         QString error;
         if (!p.isEmpty() && !exportSvg(p, &error)) m_status->setText(error);
     });

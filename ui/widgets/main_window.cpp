@@ -52,6 +52,9 @@ namespace {
 constexpr int kMaxRecentFiles = 8;
 constexpr int kCentralMinWidth = 420;  // px: on a small screen the views give way before the model browser does
 const QString kLoadKey = QStringLiteral("load");
+QString noModelSummary() {
+    return QObject::tr("No model open. Use File > Open (Ctrl+O), or drop a model file here.");
+}
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
@@ -68,7 +71,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     m_tensorModel = new TensorTableModel(this);
     auto* overview = new QWidget(this);
     auto* overviewLayout = new QVBoxLayout(overview);
-    m_summary = new QLabel(tr("No model open. Use File > Open (Ctrl+O), or drop a model file here."), overview);
+    m_summary = new QLabel(noModelSummary(), overview);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_summary->setWordWrap(true);
     auto* tensorTable = new ResultTable(overview);
@@ -140,8 +143,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     connect(m_tabs, &QTabWidget::currentChanged, this, &MainWindow::refreshViewNotice);
     connect(m_quantize, &QuantizePanel::quantized, this, &MainWindow::refreshViewNotice);
     connect(m_serve, &ServerPanel::stopped, this, &MainWindow::refreshViewNotice);
-    connect(m_quantize, &QuantizePanel::exported, this,
-            [this](const QString& path) { statusBar()->showMessage(tr("Wrote %1").arg(path)); });
+    // An exported knot or model is one to open again: Open Recent lists it.
+    connect(m_quantize, &QuantizePanel::exported, this, [this](const QString& path) {
+        statusBar()->showMessage(tr("Wrote %1").arg(path));
+        addRecentFile(path);
+    });
 
     m_browser = new ModelBrowser(this);
     auto* dock = new QDockWidget(tr("Model browser"), this);
@@ -237,6 +243,13 @@ void MainWindow::buildMenus() {
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     if (!demoModelPath().isEmpty())
         file->addAction(tr("Open &Demo Model"), this, [this] { openModel(demoModelPath()); });
+    file->addSeparator();
+    QMenu* exports = file->addMenu(tr("&Export"));
+    exports->addAction(tr("&Knot..."), QKeySequence(Qt::CTRL | Qt::Key_E), this, [this] { exportDialog(false); })
+        ->setStatusTip(tr("Write the Quantize view's last knot"));
+    exports->addAction(tr("&Reconstructed model..."), this, [this] { exportDialog(true); })
+        ->setStatusTip(tr("Reconstruct the Quantize view's last knot to safetensors, GGUF or a llama2.c checkpoint"));
+    file->addAction(tr("&Close"), QKeySequence::Close, this, &MainWindow::closeModel);
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
     rebuildRecentMenu();
@@ -342,15 +355,42 @@ QStringList MainWindow::switchLosses() const {
     return out;
 }
 
+void MainWindow::exportDialog(bool reconstructed) {
+    const QString why = m_quantize->exportUnavailableReason();
+    if (!why.isEmpty()) {
+        m_tabs->setCurrentWidget(m_quantize);
+        statusBar()->showMessage(why);
+        return;
+    }
+    reconstructed ? m_quantize->exportReconstructedDialog() : m_quantize->exportKnotDialog();
+}
+
 quint64 MainWindow::openModel(const QString& path) {
+    if (switchLosses().isEmpty()) return loadModel(path, Tuning::Keep);
+    confirmLeaving(tr("Open %1 instead of %2?").arg(QFileInfo(path).fileName(), QFileInfo(m_modelPath).fileName()),
+                   tr("open"), QStringLiteral("open"), tr("Opening %1: answer the question first").arg(path),
+                   [this, path](Tuning tuning) { loadModel(path, tuning); });
+    return 0;
+}
+
+void MainWindow::closeModel() {
+    if (!m_model) {
+        statusBar()->showMessage(tr("No model open"));
+        return;
+    }
+    if (switchLosses().isEmpty()) return unloadModel(Tuning::Keep);
+    confirmLeaving(tr("Close %1?").arg(QFileInfo(m_modelPath).fileName()), tr("close"), QStringLiteral("close"),
+                   tr("Closing %1: answer the question first").arg(m_modelPath),
+                   [this](Tuning tuning) { unloadModel(tuning); });
+}
+
+void MainWindow::confirmLeaving(const QString& question, const QString& verb, const QString& acceptName,
+                                const QString& waiting, std::function<void(Tuning)> proceed) {
     const QStringList losses = switchLosses();
-    if (losses.isEmpty()) return loadModel(path, Tuning::Keep);
     if (m_switchPrompt) m_switchPrompt->close();  // a newer request replaces the one not answered yet
     const bool tuning = m_tuning->isModified();
-    auto* box =
-        new QMessageBox(QMessageBox::Question, tr("Open another model"),
-                        tr("Open %1 instead of %2?").arg(QFileInfo(path).fileName(), QFileInfo(m_modelPath).fileName()),
-                        QMessageBox::NoButton, this);
+    auto* box = new QMessageBox(QMessageBox::Question, tr("Leave %1").arg(QFileInfo(m_modelPath).fileName()), question,
+                                QMessageBox::NoButton, this);
     box->setObjectName(QStringLiteral("switchModelPrompt"));
     box->setInformativeText(
         losses.join(QLatin1Char('\n')) +
@@ -358,29 +398,31 @@ quint64 MainWindow::openModel(const QString& path) {
                      "discarded, it goes back to its file.")
                 : QString()));
     if (tuning) {
-        box->addButton(tr("Keep tuning and open"), QMessageBox::AcceptRole)->setObjectName(QStringLiteral("keep"));
-        box->addButton(tr("Discard tuning and open"), QMessageBox::DestructiveRole)
+        box->addButton(tr("Keep tuning and %1").arg(verb), QMessageBox::AcceptRole)
+            ->setObjectName(QStringLiteral("keep"));
+        box->addButton(tr("Discard tuning and %1").arg(verb), QMessageBox::DestructiveRole)
             ->setObjectName(QStringLiteral("discard"));
     } else {
-        box->addButton(tr("Open"), QMessageBox::AcceptRole)->setObjectName(QStringLiteral("open"));
+        QString label = verb;
+        label[0] = label[0].toUpper();
+        box->addButton(label, QMessageBox::AcceptRole)->setObjectName(acceptName);
     }
     box->addButton(QMessageBox::Cancel)->setObjectName(QStringLiteral("cancel"));
     box->setAttribute(Qt::WA_DeleteOnClose);
     m_switchPrompt = box;
-    connect(box, &QMessageBox::finished, this, [this, box, path](int) {
+    connect(box, &QMessageBox::finished, this, [this, box, acceptName, proceed = std::move(proceed)](int) {
         if (m_switchPrompt == box) m_switchPrompt = nullptr;
         const QAbstractButton* clicked = box->clickedButton();
         const QString name = clicked ? clicked->objectName() : QString();
-        if (name == QLatin1String("keep") || name == QLatin1String("open"))
-            loadModel(path, Tuning::Keep);
+        if (name == QLatin1String("keep") || name == acceptName)
+            proceed(Tuning::Keep);
         else if (name == QLatin1String("discard"))
-            loadModel(path, Tuning::Discard);
+            proceed(Tuning::Discard);
         else
             statusBar()->showMessage(tr("Kept %1 open").arg(m_modelPath));
     });
-    statusBar()->showMessage(tr("Opening %1: answer the question first").arg(path));
+    statusBar()->showMessage(waiting);
     box->open();  // window-modal, no nested event loop: jobs keep reporting
-    return 0;
 }
 
 quint64 MainWindow::loadModel(const QString& path, Tuning tuning) {
@@ -398,10 +440,9 @@ quint64 MainWindow::loadModel(const QString& path, Tuning tuning) {
     return m_loadJob;
 }
 
-void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weights> model) {
-    // What belonged to the model that was open: its server stops (it would serve the old knot under the new
-    // title), its unsaved tuning is kept or discarded as the prompt was answered.
-    const QString previous = m_modelPath;
+void MainWindow::releaseOpenModel(const QString& previous) {
+    // Its server stops (it would serve the old knot under the new title), its unsaved tuning is kept or discarded
+    // as the prompt was answered.
     if (m_serve->isRunning()) m_serve->stop();
     m_serve->setKnotPath(QString());
     if (m_tuning->isModified()) {
@@ -411,6 +452,34 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weight
             m_tuning->noteCarriedOver(previous);
     }
     m_loadTuning = Tuning::Keep;
+}
+
+void MainWindow::unloadModel(Tuning tuning) {
+    m_runner->cancelKey(kLoadKey);  // a load still on its way would open a model after all
+    m_loadTuning = tuning;
+    const QString closed = m_modelPath;
+    releaseOpenModel(closed);
+    m_model.reset();
+    m_knot.reset();
+    m_modelPath.clear();
+    m_tensorModel->clear();
+    m_browser->treeModel()->clear();
+    m_spectrum->setModel(nullptr);
+    m_quantize->setModel(nullptr);
+    m_compare->setModel(nullptr);
+    m_tuning->setModel(nullptr, QString());
+    m_saturation->setModel(nullptr);
+    for (QWidget* measures : {static_cast<QWidget*>(m_quantize), static_cast<QWidget*>(m_compare)})
+        m_tabs->setTabToolTip(m_tabs->indexOf(measures), QString());
+    m_summary->setText(noModelSummary());
+    setWindowTitle(tr("GKQ Workbench"));
+    refreshViewNotice();
+    statusBar()->showMessage(tr("Closed %1").arg(closed));
+}
+
+void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weights> model) {
+    // What belonged to the model that was open goes.
+    releaseOpenModel(m_modelPath);
     m_model = std::move(model);
     m_modelPath = path;
     m_tensorModel->setWeights(*m_model);

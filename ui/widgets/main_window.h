@@ -2,10 +2,14 @@
 // and Compare views (tabs); a status bar with the running job, its progress and a Cancel button; a Help menu
 // (help_content.h: F1 help on the current view, the manual, keyboard shortcuts, About).
 // Models open from the command line, File > Open, File > Open Recent, or by dropping a file on any view; the
-// load runs through the JobRunner, then the spectra are analyzed in the background. Window layout, recent files
-// and the last directory persist in QSettings. Errors show in the window (status bar and a message box on a real
+// load runs through the JobRunner, then the spectra are analyzed in the background. File > Export writes the
+// Quantize view's last knot or a model reconstructed from it (the dialogs propose "<model>-<preset>.<suffix>" in
+// a folder the user can write to); File > Close closes the open model. Open Recent lists the files opened and
+// the knots and models exported, newest first. Window layout, recent files and the last directory persist in
+// QSettings. Errors show in the window (status bar and a message box on a real
 // display) and never take the app down.
-// Opening another model while the open one has a running server, unsaved tuning or Compare results asks first
+// Opening another model (or closing it) while the open one has a running server, unsaved tuning or Compare results
+// asks first
 // (switchPrompt(): a window-modal, non-blocking box, also under the offscreen platform): it names what stops (the
 // server), what is cleared (Compare's results) and offers to keep or discard the unsaved tuning; nothing changes
 // until the new model has loaded, so a failed open keeps all of it.
@@ -21,6 +25,7 @@
 #include <QMainWindow>
 #include <QStringList>
 
+#include <functional>
 #include <memory>
 
 class QLabel;
@@ -61,14 +66,19 @@ public:
     // would stop or drop (switchLosses()), it asks first and returns 0: the load starts when switchPrompt() is
     // answered Open (Keep tuning / Discard tuning with unsaved tuning), and never on Cancel.
     quint64 openModel(const QString& path);
+    // Closes the open model: every view goes back to "no model open". Asks first as openModel() does (switchPrompt(),
+    // with Close for Open); without a model only the status bar says so.
+    void closeModel();
     // What opening another model stops or drops of the open one's, one line each (empty: nothing).
     QStringList switchLosses() const;
-    // The question openModel() is waiting on (nullptr when none).
+    // The question openModel() or closeModel() is waiting on (nullptr when none).
     QMessageBox* switchPrompt() const { return m_switchPrompt; }
     QString lastError() const { return m_lastError; }
     QString modelPath() const { return m_modelPath; }
     std::shared_ptr<const Weights> model() const { return m_model; }
+    // Open Recent's files, newest first: the models and knots opened and the knots and models exported.
     QStringList recentFiles() const;
+    QMenu* recentMenu() const { return m_recentMenu; }
 
     JobRunner* runner() const { return m_runner; }
     TensorTableModel* tensorModel() const { return m_tensorModel; }
@@ -107,9 +117,19 @@ protected:
 private:
     void buildMenus();
     void openDialog();
+    // File > Export: the Quantize view's export dialogs; without a knot yet the status bar says how to make one.
+    void exportDialog(bool reconstructed);
     // What happens to the open model's things once the new one has loaded.
     enum class Tuning { Keep, Discard };
+    // Asks `question` (what switchLosses() lists, and for unsaved tuning whether to keep it), window-modal and
+    // non-blocking; `proceed` runs once answered with `verb`'s button (object name `acceptName`), never on Cancel.
+    void confirmLeaving(const QString& question, const QString& verb, const QString& acceptName, const QString& waiting,
+                        std::function<void(Tuning)> proceed);
     quint64 loadModel(const QString& path, Tuning tuning);
+    // What belonged to the open model goes: its server stops and forgets its knot, its unsaved tuning is kept or
+    // discarded (`previous` names the model it was made on).
+    void releaseOpenModel(const QString& previous);
+    void unloadModel(Tuning tuning);
     void onModelOpened(const QString& path, std::shared_ptr<const Weights> model);
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();

@@ -27,6 +27,7 @@
 #include <QLocale>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSettings>
 #include <QSpinBox>
 #include <QTabWidget>
@@ -41,6 +42,9 @@ namespace gkq::ui {
 
 QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(parent), m_runner(runner) {
     m_presetCombo = new QComboBox(this);
+    m_presetCombo->setToolTip(
+        tr("The preset's method and parameters (gkq quantize --preset); the rows below override "
+           "them, and the text beside it describes the preset"));
     for (const std::string& name : preset_names()) {
         m_presetCombo->addItem(QString::fromStdString(name));
         if (const QString why = presetUnavailableReason(name); !why.isEmpty()) {
@@ -97,6 +101,7 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     m_threads = new QSpinBox(this);
     m_threads->setRange(0, 256);
     m_threads->setSpecialValueText(tr("all cores"));
+    m_threads->setToolTip(tr("Threads that encode the tensors (gkq quantize --threads); 0: all cores"));
 
     auto* form = new QFormLayout();
     form->setFieldGrowthPolicy(QFormLayout::FieldsStayAtSizeHint);
@@ -163,6 +168,9 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     m_heatMap = new LayerRoleHeatMap(this);
     m_heatMap->setModel(m_layerRoles);
     m_measureCombo = new QComboBox(this);
+    m_measureCombo->setToolTip(
+        tr("What each cell's colour and text say: the method, the bits per weight (the "
+           "tensor's bytes x 8 over its weights) or the relative error ||W - W'||_F / ||W||_F"));
     m_measureCombo->addItem(tr("Method"), static_cast<int>(LayerRoleModel::Measure::Method));
     m_measureCombo->addItem(tr("Bits per weight"), static_cast<int>(LayerRoleModel::Measure::BitsPerWeight));
     m_measureCombo->addItem(tr("Relative error"), static_cast<int>(LayerRoleModel::Measure::RelError));
@@ -187,7 +195,13 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     auto* heatLayout = new QVBoxLayout(heatPage);
     heatLayout->setContentsMargins(0, 0, 0, 0);
     heatLayout->addLayout(heatControls);
-    heatLayout->addWidget(m_heatMap, 1);
+    // A model of many layers asks for more height than a small window has: the grid scrolls, its cells keep a
+    // height a pointer can hit.
+    auto* heatScroll = new QScrollArea(heatPage);
+    heatScroll->setWidget(m_heatMap);
+    heatScroll->setWidgetResizable(true);
+    heatScroll->setFrameShape(QFrame::NoFrame);
+    heatLayout->addWidget(heatScroll, 1);
     m_resultTabs = new QTabWidget(this);
     m_resultTabs->addTab(resultTable, tr("Tensors"));
     m_resultTabs->addTab(heatPage, tr("Layers x roles"));
@@ -560,6 +574,16 @@ void QuantizePanel::updateButtons() {
     m_exportKnotButton->setEnabled(!m_knotPath.isEmpty() && !busy);
     m_exportModelButton->setEnabled(!m_knotPath.isEmpty() && !busy);
     m_evaluateButton->setEnabled(!m_knotPath.isEmpty() && !busy);
+}
+
+QString QuantizePanel::exportUnavailableReason() const {
+    if (m_exportJob != 0) return tr("An export is running: wait for it, or cancel it");
+    if (m_job != 0) return tr("A quantization is running: its knot can be exported once it has finished");
+    if (m_evalJob != 0) return tr("An evaluation is running: export once it has finished, or cancel it");
+    if (m_knotPath.isEmpty())
+        return m_model ? tr("No knot to export yet: quantize the open model first (Quantize, Ctrl+R)")
+                       : tr("No knot to export yet: open a model and quantize it (Quantize, Ctrl+R)");
+    return {};
 }
 
 }  // namespace gkq::ui

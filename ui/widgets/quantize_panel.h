@@ -85,6 +85,11 @@ public:
     QString lastKnotPath() const { return m_knotPath; }
     // What the export dialogs propose: "<model>-<preset>.<suffix>" beside the open model (suggestedOutputPath).
     QString suggestedExportPath(const QString& suffix) const;
+    // The save dialogs of Export knot and Export model (File > Export too), proposing suggestedExportPath().
+    void exportKnotDialog();
+    void exportReconstructedDialog();
+    // Why neither export can start now (no knot yet, a job running); empty when they can.
+    QString exportUnavailableReason() const;
     QString totalsText() const;
     QString statusText() const;  // the line under the progress bar
     QProgressBar* progressBar() const { return m_progress; }
@@ -104,10 +109,8 @@ signals:
 private:
     void onJobEnded(quint64 id, JobEnd how);
     void updateButtons();
-    void exportKnotDialog();
     // The files an export must not replace: the model's (gkq::model_input_files) and the knot being exported.
     std::vector<std::string> exportInputs() const;
-    void exportReconstructedDialog();
     void evaluateDialog();
 
     JobRunner* m_runner = nullptr;

@@ -4,6 +4,7 @@
 #include "jobs/job_runner.h"
 #include "jobs/job_watch.h"
 #include "models/rknot_tree_model.h"
+#include "widgets/output_guard.h"
 #include "widgets/quantize_panel.h"
 
 #include <QAbstractButton>
@@ -76,10 +77,27 @@ RknotEditor::RknotEditor(JobRunner* runner, QuantizePanel* quantize, QWidget* pa
     split->setStretchFactor(1, 1);
 
     // Undo / redo / save act while focus is anywhere in this view (the other views have shortcuts of their own).
-    m_undoAction = m_undo->createUndoAction(this, tr("Undo"));
+    // The buttons keep their one-word text (QUndoStack's own actions grow with the edit, "Undo set rank of
+    // blk.3.ffn_up to 8", and squeeze the row); what they undo or redo is in the tooltip.
+    m_undoAction = new QAction(tr("Undo"), this);
     m_undoAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Z));
-    m_redoAction = m_undo->createRedoAction(this, tr("Redo"));
+    m_redoAction = new QAction(tr("Redo"), this);
     m_redoAction->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Z));
+    const auto follow = [this](QAction* action, const QString& verb, bool can, const QString& what) {
+        action->setEnabled(can);
+        action->setToolTip(can ? tr("%1 %2 (%3)").arg(verb, what, action->shortcut().toString(QKeySequence::NativeText))
+                               : tr("Nothing to %1").arg(verb.toLower()));
+    };
+    connect(m_undoAction, &QAction::triggered, m_undo, &QUndoStack::undo);
+    connect(m_redoAction, &QAction::triggered, m_undo, &QUndoStack::redo);
+    const auto refreshUndo = [this, follow] {
+        follow(m_undoAction, tr("Undo"), m_undo->canUndo(), m_undo->undoText());
+        follow(m_redoAction, tr("Redo"), m_undo->canRedo(), m_undo->redoText());
+    };
+    connect(m_undo, &QUndoStack::indexChanged, this, refreshUndo);
+    connect(m_undo, &QUndoStack::canUndoChanged, this, refreshUndo);
+    connect(m_undo, &QUndoStack::canRedoChanged, this, refreshUndo);
+    refreshUndo();
     auto* saveAction = new QAction(tr("Save"), this);
     saveAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_S));
     connect(saveAction, &QAction::triggered, this, [this] { m_path.isEmpty() ? saveAsDialog() : void(save()); });
@@ -312,7 +330,12 @@ void RknotEditor::openDialog() {
 }
 
 void RknotEditor::saveAsDialog() {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Save rknot"), m_path, tr("rknot (*.rknot)"));
+    // A new rknot: "<model>-<preset>.rknot" beside the open model (or in a folder the user can write to).
+    const QString proposed =
+        !m_path.isEmpty() ? m_path
+                          : suggestedOutputPath(m_model ? QString::fromStdString(m_model->label()) : QString(),
+                                                m_quantize ? m_quantize->preset() : QString(), QStringLiteral("rknot"));
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save rknot"), proposed, tr("rknot (*.rknot)"));
     if (!path.isEmpty()) saveAs(path);
 }
 

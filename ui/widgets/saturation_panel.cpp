@@ -157,7 +157,12 @@ SaturationPanel::SaturationPanel(JobRunner* runner, QWidget* parent) : QWidget(p
         if (!p.isEmpty()) loadMasks(p);
     });
     connect(m_saveButton, &QPushButton::clicked, this, [this] {
-        const QString p = QFileDialog::getSaveFileName(this, tr("Save masks"), QString(), tr("Masks (*.json)"));
+        // "<model>-masks.json" beside the model (or in a folder the user can write to)
+        const QString p = QFileDialog::getSaveFileName(
+            this, tr("Save masks"),
+            suggestedOutputPath(m_model ? QString::fromStdString(m_model->label()) : QString(), QStringLiteral("masks"),
+                                QStringLiteral("json")),
+            tr("Masks (*.json)"));
         if (!p.isEmpty()) saveMasks(p);
     });
     const ProgressWidgets progress = makeProgressWidgets(this);
@@ -227,9 +232,9 @@ SaturationPanel::SaturationPanel(JobRunner* runner, QWidget* parent) : QWidget(p
     legendLabel->setWordWrap(true);
 
     m_histLayer = new QComboBox(this);
+    m_histLayer->setToolTip(tr("The layer whose neurons the histogram counts, or the sum over all layers"));
     connect(m_histLayer, &QComboBox::currentIndexChanged, this, [this] { refreshHistogram(); });
     m_histogram = new SaturationHistogram(this);
-    m_histogram->setMinimumHeight(220);
     m_table = new QTableWidget(this);
     m_table->setColumnCount(7);
     m_table->setHorizontalHeaderLabels(

@@ -54,8 +54,12 @@ ServerPanel::ServerPanel(QWidget* parent) : QWidget(parent) {
     m_port->setRange(0, 65535);
     m_port->setValue(0);
     m_port->setSpecialValueText(tr("any free port"));
+    m_port->setToolTip(tr("TCP port on 127.0.0.1 (gkq serve --port); 0: a free port the system picks"));
     m_ioBackend = new QComboBox(this);
     for (const char* name : {"auto", "io_uring", "io_uring_basic", "epoll"}) m_ioBackend->addItem(QLatin1String(name));
+    m_ioBackend->setToolTip(
+        tr("The server's event loop (gkq serve --io-backend): auto tries io_uring and steps down to epoll where the "
+           "kernel refuses it; io_uring refuses to start instead; io_uring_basic uses single-shot operations only"));
     m_startButton = new QPushButton(tr("Start server"), this);
     m_stopButton = new QPushButton(tr("Stop"), this);
     connect(m_startButton, &QPushButton::clicked, this, [this] { start(); });
@@ -95,18 +99,23 @@ ServerPanel::ServerPanel(QWidget* parent) : QWidget(parent) {
     charts->addWidget(m_hitChart);
 
     m_prompt = new QLineEdit(tr("Once upon a time"), this);
+    m_prompt->setToolTip(tr("The prompt Send posts to the server's /infer (Enter sends it)"));
     m_maxTokens = new QSpinBox(this);
     m_maxTokens->setRange(1, 4096);
     m_maxTokens->setValue(32);
+    m_maxTokens->setToolTip(tr("Tokens to generate at most (max_tokens of /infer)"));
     m_temperature = new QDoubleSpinBox(this);
     m_temperature->setRange(0.0, 2.0);
     m_temperature->setSingleStep(0.1);
     m_temperature->setValue(0.0);
-    m_temperature->setToolTip(tr("0: greedy"));
+    m_temperature->setToolTip(tr("Sampling temperature (temperature of /infer); 0: greedy, the most likely token"));
     m_seed = new QSpinBox(this);
     m_seed->setRange(-1, std::numeric_limits<int>::max());
     m_seed->setValue(-1);
     m_seed->setSpecialValueText(tr("server's choice"));
+    m_seed->setToolTip(
+        tr("The sampler's seed (seed of /infer), for a repeatable answer; -1: the server picks one "
+           "and reports it"));
     m_sendButton = new QPushButton(tr("Send"), this);
     connect(m_sendButton, &QPushButton::clicked, this, &ServerPanel::sendPrompt);
     connect(m_prompt, &QLineEdit::returnPressed, this, &ServerPanel::sendPrompt);

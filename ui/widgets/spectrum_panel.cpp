@@ -78,8 +78,11 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     for (const QString& format : {QStringLiteral("PNG"), QStringLiteral("SVG")}) {
         auto* button = new QPushButton(tr("Export %1...").arg(format), this);
         connect(button, &QPushButton::clicked, this, [this, format] {
-            const QString p = QFileDialog::getSaveFileName(this, tr("Export chart"), QString(),
-                                                           QStringLiteral("%1 (*.%2)").arg(format, format.toLower()));
+            const QString p = QFileDialog::getSaveFileName(
+                this, tr("Export chart"),
+                suggestedOutputPath(m_model ? QString::fromStdString(m_model->label()) : QString(),
+                                    QStringLiteral("spectrum"), format.toLower()),
+                QStringLiteral("%1 (*.%2)").arg(format, format.toLower()));
             QString error;
             if (!p.isEmpty() && !(format == QLatin1String("SVG") ? exportSvg(p, &error) : exportPng(p, &error)))
                 m_title->setText(error);
@@ -95,6 +98,9 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     m_rankSpin = new QSpinBox(this);
     m_rankSpin->setRange(0, 0);
     m_rankSpin->setPrefix(tr("rank k = "));
+    m_rankSpin->setToolTip(
+        tr("Keep the k largest singular values: the line below gives the rank-k truncation's "
+           "relative error, the energy it keeps and its bits per weight"));
     connect(m_slider, &QSlider::valueChanged, m_rankSpin, &QSpinBox::setValue);
     connect(m_rankSpin, &QSpinBox::valueChanged, m_slider, &QSlider::setValue);
     connect(m_rankSpin, &QSpinBox::valueChanged, this, &SpectrumPanel::refreshRank);
@@ -106,12 +112,16 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     rankRow->addWidget(m_slider, 1);
 
     m_metrics = new QLabel(this);
+    m_metrics->setObjectName(QStringLiteral("spectrumMetrics"));
     m_metrics->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_metrics->setAlignment(Qt::AlignTop | Qt::AlignLeft);
-    m_metrics->setMinimumWidth(300);
+    // One width whatever it says: a word-wrapped label's size hint follows its text, and the column would jump (and
+    // the chart beside it) each time another tensor or an overlay changes the metrics.
+    m_metrics->setFixedWidth(std::max(300, fontMetrics().averageCharWidth() * 44));
     m_metrics->setWordWrap(true);
 
     m_roleCombo = new QComboBox(this);
+    m_roleCombo->setToolTip(tr("The matrix role whose spectra the heat map shows, one row per layer"));
     connect(m_roleCombo, &QComboBox::currentIndexChanged, this, &SpectrumPanel::refreshHeatMap);
     m_heatMap = new SpectrumHeatMap(this);
     m_heatMap->setMinimumHeight(180);
