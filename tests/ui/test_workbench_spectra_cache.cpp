@@ -1,0 +1,229 @@
+// The workbench's spectra cache (issues #16 and #19), offscreen in the real window: the first open computes the
+// spectra and writes them beside the model; a second open (same window or a new one) reads them from that file
+// without computing (the panel's compute counter stays, the store says Cache and names the file, the values are
+// the same); touching the model or rewriting it makes the next open compute again, and a rewritten model shows its
+// own spectra, never the old ones; an analysis cancelled shows none. The tree is there when modelLoaded fires, before
+// any spectrum. With GKQ_OPEN_MEASURE_MODEL=PATH set, one more slot opens that model and prints the time to the tree
+// and the worst event-loop stall (a measurement to report, not an assertion).
+#include "gkq/model_file.h"
+#include "gkq/model_writer.h"
+#include "jobs/job_runner.h"
+#include "jobs/stall_meter.h"
+#include "models/model_tree_model.h"
+#include "models/spectrum_store.h"
+#include "test_support.h"
+#include "tiny_model.h"
+#include "widgets/main_window.h"
+#include "widgets/model_browser.h"
+#include "widgets/spectrum_panel.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QtTest>
+#include <cstdio>
+
+using namespace gkq;
+using ui::MainWindow;
+using Source = ui::SpectrumStore::Source;
+
+#define VERIFY_CONTAINS(haystack, needle)        \
+    QVERIFY2(QString(haystack).contains(needle), \
+             qPrintable(QString(haystack) + QStringLiteral("  [expected: ") + (needle) + "]"))
+
+class TestWorkbenchSpectraCache : public QObject {
+    Q_OBJECT
+    test::TempDir m_dir;
+    test::TempDir m_home;  // XDG_CACHE_HOME: nothing lands in the user's own cache
+    QString m_model;
+
+    // Opens `path` and waits for its spectra; false when either does not come.
+    static bool openAndAnalyze(MainWindow& w, const QString& path) {
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        QSignalSpy analyzed(w.spectrumPanel(), &ui::SpectrumPanel::analyzed);
+        if (w.openModel(path) == 0) return false;
+        if (!loaded.wait(60000)) return false;
+        return analyzed.count() > 0 || analyzed.wait(120000);
+    }
+
+    std::vector<double> valuesOf(const MainWindow& w, const QString& name) {
+        auto s = w.spectrumPanel()->store()->find(name);
+        return s ? s->singular_values : std::vector<double>{};
+    }
+
+    static void writeModel(const QString& path, uint64_t seed) {
+        const test::TinyModel m = test::make_tiny_model(test::tiny_config(true), seed);
+        QVERIFY(write_safetensors(path.toStdString(), m.config, m.tensors).is_ok());
+    }
+
+private slots:
+    void initTestCase() {
+        qputenv("XDG_CACHE_HOME", QByteArray::fromStdString(m_home.path()));
+        QCoreApplication::setOrganizationName(QStringLiteral("gkq-tests"));
+        QCoreApplication::setApplicationName(QStringLiteral("test_workbench_spectra_cache"));
+        QSettings().clear();
+        m_model = QString::fromStdString(m_dir.file("tiny.safetensors"));
+        writeModel(m_model, 1);
+    }
+
+    void treeComesBeforeSpectra() {
+        MainWindow w;
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        bool treeAtLoad = false, spectraAtLoad = true;
+        connect(&w, &MainWindow::modelLoaded, this, [&] {
+            treeAtLoad = w.browser()->treeModel()->rowCount() > 0;
+            spectraAtLoad = !w.spectrumPanel()->store()->isEmpty();
+        });
+        QVERIFY(w.openModel(m_model) != 0);
+        QVERIFY(loaded.wait(60000));
+        QVERIFY(treeAtLoad);
+        QVERIFY(!spectraAtLoad);  // the spectra come from their own job, after the tree
+        QSignalSpy analyzed(w.spectrumPanel(), &ui::SpectrumPanel::analyzed);
+        QVERIFY(analyzed.count() > 0 || analyzed.wait(120000));
+    }
+
+    void secondOpenReadsTheCache() {
+        const QString cache = m_model + QStringLiteral(".gkq-spectra");
+        QFile::remove(cache);
+        MainWindow w;
+        ui::SpectrumPanel* panel = w.spectrumPanel();
+        QVERIFY(openAndAnalyze(w, m_model));
+        QCOMPARE(panel->computeCount(), 1);
+        QCOMPARE(panel->store()->source(), Source::Computed);
+        QCOMPARE(panel->store()->cacheFile(), cache);
+        QVERIFY(QFileInfo::exists(cache));
+        VERIFY_CONTAINS(panel->statusText(), QStringLiteral("cached in ") + cache);
+        const QString name = QStringLiteral("blk.1.ffn_up.weight");
+        const std::vector<double> computed = valuesOf(w, name);
+        QVERIFY(!computed.empty());
+
+        // Again in the same window: read, not computed.
+        QVERIFY(openAndAnalyze(w, m_model));
+        QCOMPARE(panel->computeCount(), 1);
+        QCOMPARE(panel->store()->source(), Source::Cache);
+        QCOMPARE(panel->store()->cacheFile(), cache);
+        VERIFY_CONTAINS(panel->statusText(), QStringLiteral("read from the cache ") + cache);
+        QVERIFY(valuesOf(w, name) == computed);
+
+        // And in a new window (the next session).
+        MainWindow w2;
+        QVERIFY(openAndAnalyze(w2, m_model));
+        QCOMPARE(w2.spectrumPanel()->computeCount(), 0);
+        QCOMPARE(w2.spectrumPanel()->store()->source(), Source::Cache);
+        QVERIFY(valuesOf(w2, name) == computed);
+    }
+
+    void touchedModelIsComputedAgain() {
+        MainWindow w;
+        ui::SpectrumPanel* panel = w.spectrumPanel();
+        QVERIFY(openAndAnalyze(w, m_model));
+        QCOMPARE(panel->store()->source(), Source::Cache);
+        const std::string p = m_model.toStdString();
+        struct stat st {};
+        QCOMPARE(::stat(p.c_str(), &st), 0);
+        struct timespec times[2] = {st.st_atim, st.st_mtim};
+        times[1].tv_sec -= 10;  // the same bytes, another modification time
+        QCOMPARE(::utimensat(AT_FDCWD, p.c_str(), times, 0), 0);
+        QVERIFY(openAndAnalyze(w, m_model));
+        QCOMPARE(panel->computeCount(), 1);
+        QCOMPARE(panel->store()->source(), Source::Computed);
+        VERIFY_CONTAINS(panel->statusText(), QStringLiteral("made for other data"));
+        // Written under the new key: the next open reads it.
+        QVERIFY(openAndAnalyze(w, m_model));
+        QCOMPARE(panel->computeCount(), 1);
+        QCOMPARE(panel->store()->source(), Source::Cache);
+    }
+
+    void rewrittenModelShowsItsOwnSpectra() {
+        MainWindow w;
+        ui::SpectrumPanel* panel = w.spectrumPanel();
+        QVERIFY(openAndAnalyze(w, m_model));
+        QCOMPARE(panel->store()->source(), Source::Cache);
+        const QString name = QStringLiteral("blk.0.attn_q.weight");
+        const std::vector<double> before = valuesOf(w, name);
+        QVERIFY(!before.empty());
+        // Other weights, same shapes, same size on disk, same tensor index: only the file's time tells them apart.
+        const QString other = QString::fromStdString(m_dir.file("other.safetensors"));
+        writeModel(other, 2);
+        QCOMPARE(QFileInfo(other).size(), QFileInfo(m_model).size());
+        struct stat st {};
+        QCOMPARE(::stat(m_model.toStdString().c_str(), &st), 0);
+        QVERIFY(QFile::remove(m_model));
+        QVERIFY(QFile::rename(other, m_model));
+        struct timespec times[2] = {st.st_atim, st.st_mtim};
+        times[1].tv_nsec = (times[1].tv_nsec + 1) % 1000000000;  // one nanosecond off is enough
+        QCOMPARE(::utimensat(AT_FDCWD, m_model.toStdString().c_str(), times, 0), 0);
+        QVERIFY(openAndAnalyze(w, m_model));
+        QCOMPARE(panel->store()->source(), Source::Computed);
+        QCOMPARE(panel->computeCount(), 1);
+        const std::vector<double> after = valuesOf(w, name);
+        QCOMPARE(after.size(), before.size());
+        QVERIFY(after != before);
+        // What was computed is what the core computes for this file now.
+        auto model = ModelFile::open(m_model.toStdString());
+        QVERIFY2(model.is_ok(), model.message().c_str());
+        const int64_t i = model->index_of(name.toStdString());
+        QVERIFY(i >= 0);
+        auto values = model->read_f32(static_cast<size_t>(i));
+        QVERIFY(values.is_ok());
+        std::vector<double> exact;
+        const TensorInfo& t = model->tensor_info(static_cast<size_t>(i));
+        QVERIFY(singular_values(values->data(), t.shape[0], t.shape[1], exact).is_ok());
+        QVERIFY(exact == after);
+    }
+
+    void analysisCanBeCancelled() {
+        QVERIFY(QFile::remove(m_model + QStringLiteral(".gkq-spectra")));
+        MainWindow w;
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        // Cancel the moment the window has the model: the analysis job has started; it ends cancelled, and no
+        // spectrum is shown.
+        connect(&w, &MainWindow::modelLoaded, this, [&] { w.runner()->cancelKey(QStringLiteral("analyze")); });
+        QVERIFY(w.openModel(m_model) != 0);
+        QVERIFY(loaded.wait(60000));
+        QTRY_VERIFY_WITH_TIMEOUT(!w.runner()->isKeyBusy(QStringLiteral("analyze")), 60000);
+        QVERIFY(w.spectrumPanel()->store()->isEmpty());
+        QCOMPARE(w.spectrumPanel()->computeCount(), 0);
+        VERIFY_CONTAINS(w.spectrumPanel()->statusText(), QStringLiteral("cancelled"));
+    }
+
+    void measureOpen() {
+        const QByteArray path = qgetenv("GKQ_OPEN_MEASURE_MODEL");
+        if (path.isEmpty()) QSKIP("GKQ_OPEN_MEASURE_MODEL is not set (a measurement to run by hand)");
+        MainWindow w;
+        w.show();
+        ui::StallMeter meter;
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        QSignalSpy analyzed(w.spectrumPanel(), &ui::SpectrumPanel::analyzed);
+        QElapsedTimer clock;
+        meter.start();
+        clock.start();
+        QVERIFY(w.openModel(QString::fromLocal8Bit(path)) != 0);
+        QVERIFY(loaded.wait(600000));
+        const qint64 treeMs = clock.elapsed();
+        const int rows = w.browser()->treeModel()->rowCount();
+        // A few seconds more with the analysis running (or the cache read) behind it.
+        QTest::qWait(3000);
+        const bool haveSpectra = !w.spectrumPanel()->store()->isEmpty();
+        std::printf(
+            "measure: %s: tree (%d top-level rows) after %lld ms; worst event-loop stall %.1f ms over %.1f s "
+            "(%lld ticks); spectra after 3 s: %s; status: %s\n",
+            path.constData(), rows, static_cast<long long>(treeMs), meter.worstStallMs(), clock.elapsed() / 1000.0,
+            static_cast<long long>(meter.ticks()), haveSpectra ? "present" : "not yet",
+            qPrintable(w.spectrumPanel()->statusText()));
+        if (!haveSpectra && qEnvironmentVariableIsSet("GKQ_OPEN_MEASURE_WAIT")) {
+            QVERIFY(analyzed.count() > 0 || analyzed.wait(3600000));
+            std::printf("measure: spectra after %lld ms; worst stall %.1f ms; status: %s\n",
+                        static_cast<long long>(clock.elapsed()), meter.worstStallMs(),
+                        qPrintable(w.spectrumPanel()->statusText()));
+        }
+        w.runner()->cancelAll();
+    }
+};
+
+QTEST_MAIN(TestWorkbenchSpectraCache)
+#include "test_workbench_spectra_cache.moc"
