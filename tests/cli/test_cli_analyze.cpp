@@ -1,6 +1,7 @@
 // `gkq analyze` through the real binary: options, exit codes, the per-tensor table and its JSON.
 #include "cli_run.h"
 #include "test_support.h"
+#include "tiny_model.h"
 
 #include <QDateTime>
 #include <QFile>
