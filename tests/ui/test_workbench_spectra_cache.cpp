@@ -25,6 +25,7 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QtTest>
+#include <cmath>
 #include <cstdio>
 
 using namespace gkq;
@@ -50,9 +51,11 @@ class TestWorkbenchSpectraCache : public QObject {
         return analyzed.count() > 0 || analyzed.wait(120000);
     }
 
-    std::vector<double> valuesOf(const MainWindow& w, const QString& name) {
-        auto s = w.spectrumPanel()->store()->find(name);
-        return s ? s->singular_values : std::vector<double>{};
+    // The spectrum of the (role, layer) matrix the window shows; empty when it has none.
+    static std::vector<double> valuesOf(const MainWindow& w, TensorRole role, int32_t layer) {
+        for (const auto& s : w.spectrumPanel()->store()->byRole(role))
+            if (s->layer == layer) return s->singular_values;
+        return {};
     }
 
     static void writeModel(const QString& path, uint64_t seed) {
@@ -97,8 +100,7 @@ private slots:
         QCOMPARE(panel->store()->cacheFile(), cache);
         QVERIFY(QFileInfo::exists(cache));
         VERIFY_CONTAINS(panel->statusText(), QStringLiteral("cached in ") + cache);
-        const QString name = QStringLiteral("blk.1.ffn_up.weight");
-        const std::vector<double> computed = valuesOf(w, name);
+        const std::vector<double> computed = valuesOf(w, TensorRole::FfnUp, 1);
         QVERIFY(!computed.empty());
 
         // Again in the same window: read, not computed.
@@ -107,14 +109,14 @@ private slots:
         QCOMPARE(panel->store()->source(), Source::Cache);
         QCOMPARE(panel->store()->cacheFile(), cache);
         VERIFY_CONTAINS(panel->statusText(), QStringLiteral("read from the cache ") + cache);
-        QVERIFY(valuesOf(w, name) == computed);
+        QVERIFY(valuesOf(w, TensorRole::FfnUp, 1) == computed);
 
         // And in a new window (the next session).
         MainWindow w2;
         QVERIFY(openAndAnalyze(w2, m_model));
         QCOMPARE(w2.spectrumPanel()->computeCount(), 0);
         QCOMPARE(w2.spectrumPanel()->store()->source(), Source::Cache);
-        QVERIFY(valuesOf(w2, name) == computed);
+        QVERIFY(valuesOf(w2, TensorRole::FfnUp, 1) == computed);
     }
 
     void touchedModelIsComputedAgain() {
@@ -143,8 +145,7 @@ private slots:
         ui::SpectrumPanel* panel = w.spectrumPanel();
         QVERIFY(openAndAnalyze(w, m_model));
         QCOMPARE(panel->store()->source(), Source::Cache);
-        const QString name = QStringLiteral("blk.0.attn_q.weight");
-        const std::vector<double> before = valuesOf(w, name);
+        const std::vector<double> before = valuesOf(w, TensorRole::AttnQ, 0);
         QVERIFY(!before.empty());
         // Other weights, same shapes, same size on disk, same tensor index: only the file's time tells them apart.
         const QString other = QString::fromStdString(m_dir.file("other.safetensors"));
@@ -160,20 +161,28 @@ private slots:
         QVERIFY(openAndAnalyze(w, m_model));
         QCOMPARE(panel->store()->source(), Source::Computed);
         QCOMPARE(panel->computeCount(), 1);
-        const std::vector<double> after = valuesOf(w, name);
+        const std::vector<double> after = valuesOf(w, TensorRole::AttnQ, 0);
         QCOMPARE(after.size(), before.size());
         QVERIFY(after != before);
         // What was computed is what the core computes for this file now.
         auto model = ModelFile::open(m_model.toStdString());
         QVERIFY2(model.is_ok(), model.message().c_str());
-        const int64_t i = model->index_of(name.toStdString());
+        const int64_t i = model->index_of(TensorRole::AttnQ, 0);
         QVERIFY(i >= 0);
         auto values = model->read_f32(static_cast<size_t>(i));
         QVERIFY(values.is_ok());
         std::vector<double> exact;
         const TensorInfo& t = model->tensor_info(static_cast<size_t>(i));
         QVERIFY(singular_values(values->data(), t.shape[0], t.shape[1], exact).is_ok());
-        QVERIFY(exact == after);
+        // (The same values up to the rounding of another BLAS thread count; the old spectrum is nowhere near.)
+        const auto worst = [&exact](const std::vector<double>& v) {
+            double d = 0.0;
+            for (size_t k = 0; k < v.size(); ++k) d = std::max(d, std::fabs(v[k] - exact[k]) / exact[0]);
+            return d;
+        };
+        QCOMPARE(exact.size(), after.size());
+        QVERIFY2(worst(after) < 1e-9, qPrintable(QString::number(worst(after))));
+        QVERIFY2(worst(before) > 1e-3, qPrintable(QString::number(worst(before))));
     }
 
     void analysisCanBeCancelled() {

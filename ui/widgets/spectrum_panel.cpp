@@ -261,10 +261,11 @@ quint64 SpectrumPanel::analyze() {
         [this](AnalyzedSpectra& result) {
             const QString file = QString::fromStdString(result.cacheFile);
             if (result.fromCache) {
-                m_analyzedText = tr("The spectra of %1 matrices, read from the cache %2 (made for these files as "
-                                    "they are now)")
-                                     .arg(result.spectra.size())
-                                     .arg(file);
+                m_analyzedText =
+                    tr("Analyzed earlier: the spectra of %1 matrices, read from the cache %2 (made for these "
+                       "files as they are now)")
+                        .arg(result.spectra.size())
+                        .arg(file);
             } else {
                 ++m_computeCount;
                 m_analyzedText = tr("Analyzed: the spectra of %1 matrices, computed in %2")
