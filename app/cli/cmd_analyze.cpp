@@ -360,8 +360,8 @@ int cmd_analyze(int argc, char** argv) {
         "rank-1/3/8/32/128 approximation; a mean per role ends the table. The spectrum is exact (all singular\n"
         "values) unless --topk is given alone: then ranks beyond K, the effective rank and alpha are unknown; with\n"
         "--full as well, a column shows the top-K values' largest relative error against the exact ones.\n"
-        "Spectra are cached beside the model (MODEL.gkq-spectra, or .gkq-spectra inside a model folder; else under\n"
-        "$XDG_CACHE_HOME/gkq/spectra), keyed by the model files' sizes and modification times, its tensor index and\n"
+        "Spectra are cached beside the model file (FILE.gkq-spectra; for a folder, beside the file it holds; else\n"
+        "under $XDG_CACHE_HOME/gkq/spectra), keyed by the files' sizes and modification times, the tensor index and\n"
         "the options: a second run with the same options reads them (and says so on stderr) instead of computing.\n"
         "A progress bar goes to stderr when it is a terminal; SIGINT or SIGTERM cancels (exit 130 or 143).");
     p.positional("MODEL", "model file or folder (safetensors, GGUF, llama2.c)", &path);
@@ -419,10 +419,12 @@ int cmd_analyze(int argc, char** argv) {
     std::optional<SpectrumCacheKey> cache_key;
     std::string cache_hit;  // the cache file the spectra came from
     if (!no_cache) {
-        auto key = spectrum_cache_key(*model, path, opt);
+        // The file a folder resolves to (as the workbench names it), so both share one cache.
+        const std::string& model_path = model->path();
+        auto key = spectrum_cache_key(*model, model_path, opt);
         if (key) {
             cache_key = std::move(key).value();
-            SpectrumCacheLookup found = read_spectrum_cache(path, *cache_key);
+            SpectrumCacheLookup found = read_spectrum_cache(model_path, *cache_key);
             for (const std::string& note : found.notes) std::fprintf(stderr, "gkq analyze: cache: %s\n", note.c_str());
             if (found.spectra) {
                 cache_hit = found.path;
@@ -438,7 +440,7 @@ int cmd_analyze(int argc, char** argv) {
         ProgressBar bar("analyze");
         result = analyze_model(*model, opt, bar.callback());
         if (result && cache_key)
-            if (auto written = write_spectrum_cache(path, *cache_key, *result); !written)
+            if (auto written = write_spectrum_cache(model->path(), *cache_key, *result); !written)
                 std::fprintf(stderr, "gkq analyze: warning: the spectra cache was not written: %s\n",
                              written.message().c_str());
     }
