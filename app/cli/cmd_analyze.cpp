@@ -1,5 +1,6 @@
 // gkq analyze MODEL [--topk K] [--full] [--json|--csv] [-o FILE]: the singular-value spectrum of every 2-D weight,
-// with what each rank would cost (exact Eckart-Young errors) and WeightWatcher-style heavy-tail metrics.
+// with what each rank would cost (exact Eckart-Young errors) and WeightWatcher-style heavy-tail metrics. Spectra are
+// read from and written to the spectra cache (gkq/spectrum_cache.h) unless --no-cache.
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/output_check.h"
@@ -12,6 +13,7 @@
 #include "gkq/model_check.h"
 #include "gkq/model_file.h"
 #include "gkq/spectrum.h"
+#include "gkq/spectrum_cache.h"
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace gkq::cli {
@@ -140,14 +143,16 @@ std::string whitened_table(const std::vector<TensorSpectrum>& r, const Whitened&
     return out;
 }
 
-std::string table(const ModelFile& m, const AnalyzeOptions& o, const std::vector<TensorSpectrum>& r, double seconds) {
+std::string table(const ModelFile& m, const AnalyzeOptions& o, const std::vector<TensorSpectrum>& r, double seconds,
+                  const std::string& cache_hit) {
     std::string out;
     char line[2048];  // one row; a longer tensor name is cut, never overflowed
     size_t name_w = 4;
     for (const auto& t : r) name_w = std::max(name_w, t.name.size());
     const int nw = int(name_w);
-    std::snprintf(line, sizeof line, "model    %s (%s)\nmethod   %s\ntime     %.2f s for %zu matrices\n\n",
-                  m.path().c_str(), m.format_detail().c_str(), method_text(o).c_str(), seconds, r.size());
+    std::snprintf(line, sizeof line, "model    %s (%s)\nmethod   %s\ntime     %.2f s for %zu matrices%s\n\n",
+                  m.path().c_str(), m.format_detail().c_str(), method_text(o).c_str(), seconds, r.size(),
+                  cache_hit.empty() ? "" : (", read from the spectra cache " + cache_hit).c_str());
     out += line;
     std::snprintf(line, sizeof line, "%-*s  %-10s %5s  %-12s %8s %8s %5s %5s %6s %7s %6s %9s %7s %7s %7s %7s %7s", nw,
                   "name", "role", "layer", "shape", "st.rank", "eff.rank", "r@90", "r@99", "r@99.9", "s1/s2", "alpha",
@@ -272,11 +277,12 @@ nlohmann::ordered_json tensor_json(const TensorSpectrum& t) {
 }
 
 std::string json_text(const ModelFile& m, const AnalyzeOptions& o, const std::vector<TensorSpectrum>& r, double seconds,
-                      const Whitened& wh) {
+                      const Whitened& wh, const std::string& cache_hit) {
     nlohmann::ordered_json j;
     j["path"] = m.path();
     j["format"] = m.format_detail();
     j["method"] = method_text(o);
+    if (!cache_hit.empty()) j["from_cache"] = cache_hit;  // the spectra were read from this file, not computed
     j["options"] = {{"full", o.full},
                     {"top_k", o.top_k},
                     {"oversampling", o.randomized.oversampling},
@@ -343,7 +349,7 @@ std::string csv_text(const std::vector<TensorSpectrum>& r) {
 
 int cmd_analyze(int argc, char** argv) {
     std::string path, output, gram_path;
-    bool json = false, csv = false, full = false;
+    bool json = false, csv = false, full = false, no_cache = false;
     int64_t top_k = 0, threads = 0, oversampling = RandomizedSvdOptions{}.oversampling,
             power_iterations = RandomizedSvdOptions{}.n_power_iterations;
     ArgParser p(
@@ -354,6 +360,9 @@ int cmd_analyze(int argc, char** argv) {
         "rank-1/3/8/32/128 approximation; a mean per role ends the table. The spectrum is exact (all singular\n"
         "values) unless --topk is given alone: then ranks beyond K, the effective rank and alpha are unknown; with\n"
         "--full as well, a column shows the top-K values' largest relative error against the exact ones.\n"
+        "Spectra are cached beside the model file (FILE.gkq-spectra; for a folder, beside the file it holds; else\n"
+        "under $XDG_CACHE_HOME/gkq/spectra), keyed by the files' sizes and modification times, the tensor index and\n"
+        "the options: a second run with the same options reads them (and says so on stderr) instead of computing.\n"
         "A progress bar goes to stderr when it is a terminal; SIGINT or SIGTERM cancels (exit 130 or 143).");
     p.positional("MODEL", "model file or folder (safetensors, GGUF, llama2.c)", &path);
     p.option_int("--topk", "K",
@@ -368,6 +377,7 @@ int cmd_analyze(int argc, char** argv) {
              "the Cholesky factor of each matrix's inputs' X^T X, whose ranks and errors are the layer output's on the "
              "calibration text (table and --json; not --csv)",
              &gram_path);
+    p.flag("--no-cache", "neither read nor write the spectra cache: compute every spectrum", &no_cache);
     p.option_int("--threads", "N", "matrices analyzed at once (default: one per CPU core)", &threads, 1, 1024);
     p.option_int("--oversampling", "P", "randomized SVD: extra sketch columns (default 10)", &oversampling, 0, 100000);
     p.option_int("--power-iterations", "Q", "randomized SVD: power iterations (default 2)", &power_iterations, 0, 100);
@@ -406,9 +416,33 @@ int cmd_analyze(int argc, char** argv) {
         std::fprintf(stderr, "gkq analyze: warning: %s: %s\n", model->path().c_str(), w.c_str());
     const auto t0 = std::chrono::steady_clock::now();
     Result<std::vector<TensorSpectrum>> result = error(StatusCode::Internal, "not run");
-    {
+    std::optional<SpectrumCacheKey> cache_key;
+    std::string cache_hit;  // the cache file the spectra came from
+    if (!no_cache) {
+        // The file a folder resolves to (as the workbench names it), so both share one cache.
+        const std::string& model_path = model->path();
+        auto key = spectrum_cache_key(*model, model_path, opt);
+        if (key) {
+            cache_key = std::move(key).value();
+            SpectrumCacheLookup found = read_spectrum_cache(model_path, *cache_key);
+            for (const std::string& note : found.notes) std::fprintf(stderr, "gkq analyze: cache: %s\n", note.c_str());
+            if (found.spectra) {
+                cache_hit = found.path;
+                result = std::move(*found.spectra);
+                std::fprintf(stderr, "gkq analyze: spectra read from the cache %s (--no-cache computes them)\n",
+                             cache_hit.c_str());
+            }
+        } else {
+            std::fprintf(stderr, "gkq analyze: cache not used: %s\n", key.message().c_str());
+        }
+    }
+    if (cache_hit.empty()) {
         ProgressBar bar("analyze");
         result = analyze_model(*model, opt, bar.callback());
+        if (result && cache_key)
+            if (auto written = write_spectrum_cache(model->path(), *cache_key, *result); !written)
+                std::fprintf(stderr, "gkq analyze: warning: the spectra cache was not written: %s\n",
+                             written.message().c_str());
     }
     if (!result && result.status().code() == StatusCode::Cancelled) {
         std::fprintf(stderr, "gkq analyze: %s; %s\n", interrupted_text().c_str(),
@@ -449,9 +483,9 @@ int cmd_analyze(int argc, char** argv) {
         }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const std::string text = json  ? json_text(*model, opt, *result, seconds, whitened)
+    const std::string text = json  ? json_text(*model, opt, *result, seconds, whitened, cache_hit)
                              : csv ? csv_text(*result)
-                                   : table(*model, opt, *result, seconds) +
+                                   : table(*model, opt, *result, seconds, cache_hit) +
                                          (whitened.empty() ? "" : whitened_table(*result, whitened, gram_path));
     if (output.empty()) {
         std::fwrite(text.data(), 1, text.size(), stdout);

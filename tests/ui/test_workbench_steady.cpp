@@ -335,7 +335,7 @@ private slots:
         ui::SpectrumPanel* spectrum = w.spectrumPanel();
         const int n = spectrum->store()->size();
         QVERIFY(n > 0);
-        QCOMPARE(spectrum->statusText(), QStringLiteral("Analyzed: the spectra of %1 matrices").arg(n));
+        VERIFY_CONTAINS(spectrum->statusText(), QStringLiteral("the spectra of %1 matrices").arg(n));
         QCOMPARE(spectrum->analyze(), quint64{0});
         QVERIFY(!w.runner()->isKeyBusy(QStringLiteral("analyze")));
         QCOMPARE(spectrum->statusText(),

@@ -6,9 +6,11 @@ namespace gkq::ui {
 
 SpectrumStore::SpectrumStore(QObject* parent) : QObject(parent) {}
 
-void SpectrumStore::setSpectra(std::vector<TensorSpectrum> spectra) {
+void SpectrumStore::setSpectra(std::vector<TensorSpectrum> spectra, Source source, const QString& cacheFile) {
     m_byName.clear();
     m_ordered.clear();
+    m_source = source;
+    m_cacheFile = cacheFile;
     for (TensorSpectrum& s : spectra) {
         if (!s.skipped.empty() || s.singular_values.empty()) continue;
         auto p = std::make_shared<const TensorSpectrum>(std::move(s));
@@ -23,6 +25,8 @@ void SpectrumStore::setSpectra(std::vector<TensorSpectrum> spectra) {
 void SpectrumStore::clear() {
     m_byName.clear();
     m_ordered.clear();
+    m_source = Source::None;
+    m_cacheFile.clear();
     emit changed();
 }
 

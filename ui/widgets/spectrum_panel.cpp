@@ -9,6 +9,8 @@
 #include "models/spectrum_store.h"
 #include "widgets/output_guard.h"
 
+#include "gkq/spectrum_cache.h"
+
 #include <QComboBox>
 #include <QFileDialog>
 #include <QHBoxLayout>
@@ -19,6 +21,7 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <chrono>
 #include <cmath>
 
 namespace gkq::ui {
@@ -35,6 +38,74 @@ QString roleText(TensorRole r) {
 QString curveName(const TensorSpectrum& s) {
     return s.layer >= 0 ? QStringLiteral("layer %1 %2").arg(s.layer).arg(roleText(s.role))
                         : QString::fromStdString(s.name);
+}
+
+// What the analysis job hands back: the spectra, and whether they came from the cache or were computed (and
+// written to it).
+struct AnalyzedSpectra {
+    std::vector<TensorSpectrum> spectra;
+    bool fromCache = false;
+    std::string cacheFile;           // read from (hit), or written to (miss; empty when it could not be)
+    std::vector<std::string> notes;  // cache files not used and why, a cache write that failed
+    double seconds = 0.0;            // wall time of the computation (0 for a hit)
+};
+
+// "1 min 05 s" / "42 s": a duration measured or extrapolated from a measurement.
+std::string durationText(double s) {
+    const auto total = static_cast<long long>(std::llround(std::max(0.0, s)));
+    char buf[48];
+    if (total >= 60)
+        std::snprintf(buf, sizeof buf, "%lld min %02lld s", total / 60, total % 60);
+    else
+        std::snprintf(buf, sizeof buf, "%lld s", total);
+    return buf;
+}
+
+// On the job's thread: the cache first (a stat per file and a hash of the tensor index, no tensor data), then,
+// on a miss, every spectrum, reporting per tensor how many are done and the time left at the rate so far (the
+// fraction analyze_model reports weighs each tensor by its cost), then the result written to the cache.
+Result<AnalyzedSpectra> analyzeOrLoad(const Weights& model, const std::string& path, const ProgressFn& progress) {
+    const AnalyzeOptions options;  // the exact full spectrum, everything the views show
+    AnalyzedSpectra out;
+    auto key = spectrum_cache_key(model, path, options);
+    if (key) {
+        SpectrumCacheLookup found = read_spectrum_cache(path, *key);
+        out.notes = std::move(found.notes);
+        if (found.spectra) {
+            out.spectra = std::move(*found.spectra);
+            out.fromCache = true;
+            out.cacheFile = found.path;
+            return out;
+        }
+    } else {
+        out.notes.push_back("cache not used: " + key.message());
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < model.n_tensors(); ++i) {
+        const TensorInfo& t = model.tensor_info(i);
+        if (t.n_dims() == 2 && t.shape[0] > 0 && t.shape[1] > 0) ++total;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    size_t done = 0;
+    auto r = analyze_model(model, options, [&](double fraction, std::string_view what) {
+        if (!what.empty()) ++done;  // once per finished tensor
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::string text =
+            "tensor " + std::to_string(done) + " of " + std::to_string(total) + " (" + std::string(what) + ")";
+        if (fraction > 0.0 && fraction < 1.0)
+            text += ", about " + durationText(elapsed * (1.0 - fraction) / fraction) + " left at the rate so far";
+        return report_progress(progress, fraction, text);
+    });
+    if (!r) return r.status();
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    out.spectra = std::move(r).value();
+    if (key) {
+        if (auto written = write_spectrum_cache(path, *key, out.spectra))
+            out.cacheFile = *written;
+        else
+            out.notes.push_back("the spectra cache was not written: " + written.message());
+    }
+    return out;
 }
 }  // namespace
 
@@ -62,7 +133,7 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
             m_analyzeJob = 0;
             m_analyzeButton->setEnabled(true);
             if (how == JobEnd::Finished)
-                m_status->setText(tr("Analyzed: the spectra of %1 matrices").arg(m_store->size()));
+                m_status->setText(m_analyzedText);
             else if (how == JobEnd::Failed)
                 m_status->setText(tr("Analysis failed: %1").arg(message));
             else
@@ -168,6 +239,7 @@ void SpectrumPanel::setModel(std::shared_ptr<const Weights> model) {
     m_store->clear();
     m_analyzeJob = 0;
     m_analyzeButton->setEnabled(true);
+    m_analyzedText.clear();
     m_status->clear();
     m_progress->setValue(0);
 }
@@ -190,13 +262,32 @@ quint64 SpectrumPanel::analyze() {
     }
     m_analyzeButton->setEnabled(false);
     m_progress->setValue(0);
-    m_status->setText(tr("Analyzing..."));
+    m_status->setText(tr("Looking for cached spectra, else analyzing..."));
     std::shared_ptr<const Weights> model = m_model;
-    const quint64 id = m_runner->run<std::vector<TensorSpectrum>>(
+    const std::string path = m_model->label();
+    const quint64 id = m_runner->run<AnalyzedSpectra>(
         QStringLiteral("analyze"), tr("Analyzing spectra"),
-        [model](const ProgressFn& progress) { return analyze_model(*model, AnalyzeOptions{}, progress); },
-        [this](std::vector<TensorSpectrum>& spectra) {
-            m_store->setSpectra(std::move(spectra));
+        [model, path](const ProgressFn& progress) { return analyzeOrLoad(*model, path, progress); },
+        [this](AnalyzedSpectra& result) {
+            const QString file = QString::fromStdString(result.cacheFile);
+            if (result.fromCache) {
+                m_analyzedText =
+                    tr("Analyzed earlier: the spectra of %1 matrices, read from the cache %2 (made for these "
+                       "files as they are now)")
+                        .arg(result.spectra.size())
+                        .arg(file);
+            } else {
+                ++m_computeCount;
+                m_analyzedText = tr("Analyzed: the spectra of %1 matrices, computed in %2")
+                                     .arg(result.spectra.size())
+                                     .arg(QString::fromStdString(durationText(result.seconds)));
+                if (!file.isEmpty()) m_analyzedText += tr("; cached in %1").arg(file);
+            }
+            for (const std::string& note : result.notes)
+                m_analyzedText += QStringLiteral("\n") + QString::fromStdString(note);
+            m_store->setSpectra(std::move(result.spectra),
+                                result.fromCache ? SpectrumStore::Source::Cache : SpectrumStore::Source::Computed,
+                                file);
             emit analyzed();
         });
     m_analyzeJob = id;

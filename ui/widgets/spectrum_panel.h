@@ -1,8 +1,11 @@
 // SpectrumPanel: the selected tensor's singular values (log) and cumulative energy, a rank slider that shows the
 // exact relative error, energy kept and bits per weight at that rank (rank_stats.h), an overlay of pinned tensors,
 // the WeightWatcher metrics with their reliability flags, and a heat map of one role across all layers.
-// Spectra come from one analyze_model job (through the JobRunner, with a progress bar and a status line that ends in
-// its final state) and are cached per tensor in a SpectrumStore; Analyze again says they are already there.
+// Spectra come from one job (through the JobRunner, with a progress bar and a status line that ends in its final
+// state): the spectra cache beside the model when it holds them for the files as they are now
+// (gkq/spectrum_cache.h), else analyze_model, whose per-tensor progress says how many tensors are done and the time
+// left at the rate so far, and whose result is written to the cache. They are kept per tensor in a SpectrumStore,
+// which says where they came from; Analyze again says they are already there. Cancel stops the job.
 #pragma once
 
 #include "gkq/weights.h"
@@ -45,6 +48,8 @@ public:
     bool exportSvg(const QString& path, QString* error = nullptr) const;
 
     SpectrumStore* store() const { return m_store; }
+    // Analyses that computed spectra (not read them from the cache) since this panel was made.
+    int computeCount() const { return m_computeCount; }
     SpectrumChart* chart() const { return m_chart; }
     SpectrumHeatMap* heatMap() const { return m_heatMap; }
     QString currentTensor() const { return m_current; }
@@ -69,6 +74,8 @@ private:
     QString m_current;
     quint64 m_analyzeJob = 0;
     QStringList m_overlay;
+    QString m_analyzedText;  // the status line of the last finished analysis
+    int m_computeCount = 0;
 
     QLabel* m_title = nullptr;
     QProgressBar* m_progress = nullptr;
