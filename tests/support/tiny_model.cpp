@@ -1,6 +1,9 @@
 #include "tiny_model.h"
 
 #include "gkq/arch.h"
+#include "gkq/model_file.h"
+#include "gkq/quantize.h"
+#include "gkq/rknot.h"
 
 #include "test_support.h"
 
@@ -123,6 +126,22 @@ std::string write_tiny_gguf(const std::string& path, bool shared_classifier, uin
         std::abort();
     }
     return path;
+}
+
+Status write_knot_and_rknot(const std::string& model_path, const std::string& preset, const std::string& knot_path,
+                            const std::string& rknot_path, const std::string& model_name) {
+    auto model = ModelFile::open(model_path);
+    if (!model) return model.status();
+    QuantizeOptions qo;
+    qo.preset = preset;
+    if (auto q = quantize_model(*model, qo, knot_path); !q) return q.status();
+    RknotEncodeOptions eo;
+    eo.knot_path = knot_path;
+    eo.model_path = model_path;
+    eo.model_name = model_name;
+    auto r = encode_rknot(eo);
+    if (!r) return r.status();
+    return write_rknot(rknot_path, *r);
 }
 
 SaturationProfile small_saturation_profile() {

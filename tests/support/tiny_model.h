@@ -73,6 +73,12 @@ Vocabulary byte_vocabulary();
 std::string write_tiny_gguf(const std::string& path, bool shared_classifier = true, uint64_t seed = 1,
                             const Vocabulary& vocab = {});
 
+// The knot of the model at `model_path` by `preset` (written to `knot_path`) and its rknot, encoded against the model
+// under the name `model_name` and written to `rknot_path`: the files a Tuning-view test opens. The first failing
+// step's message, or ok.
+Status write_knot_and_rknot(const std::string& model_path, const std::string& preset, const std::string& knot_path,
+                            const std::string& rknot_path, const std::string& model_name = "tiny");
+
 // A one-layer saturation profile of 3 neurons (counts 0, 2, 4 of 4 tokens; the last two hot), for tests of
 // masks files.
 SaturationProfile small_saturation_profile();

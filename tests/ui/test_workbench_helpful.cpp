@@ -163,20 +163,10 @@ private slots:
         QVERIFY(write_safetensors(path, m.config, m.tensors).is_ok());
         m_model = QString::fromStdString(path);
 
-        auto model = ModelFile::open(path);
-        QVERIFY2(model.is_ok(), model.message().c_str());
-        QuantizeOptions qo;
-        qo.preset = "q8_0";
-        const std::string knot = m_dir.file("for-rknot.knot");
-        QVERIFY(quantize_model(*model, qo, knot).is_ok());
-        RknotEncodeOptions eo;
-        eo.knot_path = knot;
-        eo.model_path = path;
-        eo.model_name = "tiny";
-        auto r = encode_rknot(eo);
-        QVERIFY2(r.is_ok(), r.message().c_str());
         m_rknot = QString::fromStdString(m_dir.file("tiny.rknot"));
-        QVERIFY(write_rknot(m_rknot.toStdString(), *r).is_ok());
+        const Status files =
+            test::write_knot_and_rknot(path, "q8_0", m_dir.file("for-rknot.knot"), m_rknot.toStdString());
+        QVERIFY2(files.is_ok(), files.message().c_str());
     }
 
     void fileMenuExportsAndOpenRecentListsTheExports() {

@@ -99,20 +99,10 @@ private slots:
         QVERIFY(write_safetensors(tiny, m.config, m.tensors).is_ok());
         m_tiny = QString::fromStdString(tiny);
 
-        auto model = ModelFile::open(tiny);
-        QVERIFY2(model.is_ok(), model.message().c_str());
-        QuantizeOptions qo;
-        qo.preset = "paper";
-        const std::string knot = m_dir.file("tiny-paper.knot");
-        QVERIFY(quantize_model(*model, qo, knot).is_ok());
-        RknotEncodeOptions eo;
-        eo.knot_path = knot;
-        eo.model_path = tiny;
-        eo.model_name = "tiny";
-        auto r = encode_rknot(eo);
-        QVERIFY2(r.is_ok(), r.message().c_str());
         m_rknot = QString::fromStdString(m_dir.file("tiny.rknot"));
-        QVERIFY(write_rknot(m_rknot.toStdString(), *r).is_ok());
+        const Status files =
+            test::write_knot_and_rknot(tiny, "paper", m_dir.file("tiny-paper.knot"), m_rknot.toStdString());
+        QVERIFY2(files.is_ok(), files.message().c_str());
 
         m_demo = MainWindow::demoModelPath();
         if (m_demo.isEmpty()) return;
