@@ -91,9 +91,13 @@ private slots:
         QVERIFY(analyzed.count() > 0 || analyzed.wait(120000));
         QVERIFY(!w.spectrumPanel()->store()->isEmpty());
 
-        // The knot itself, read in place: nothing written beside it, nothing in the scratch folders (no decoded
-        // model), once it is open and every matrix's spectrum has been computed from its records.
-        QCOMPARE(filesUnder(QFileInfo(m_knot).absolutePath()), QStringList{QFileInfo(m_knot).absoluteFilePath()});
+        // The knot itself, read in place: beside it only the spectra cache (docs/spectrum-cache.md), nothing in the
+        // scratch folders (no decoded model), once it is open and every matrix's spectrum has been computed from its
+        // records.
+        QStringList beside = filesUnder(QFileInfo(m_knot).absolutePath());
+        beside.sort();
+        const QString knotFile = QFileInfo(m_knot).absoluteFilePath();
+        QCOMPARE(beside, (QStringList{knotFile, knotFile + QStringLiteral(".gkq-spectra")}));
         QCOMPARE(filesUnder(m_scratch), QStringList{});
         const Weights& weights = *w.model();
         QCOMPARE(weights.kind(), std::string_view("on-disk"));
