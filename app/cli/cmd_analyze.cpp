@@ -469,6 +469,7 @@ int cmd_analyze(int argc, char** argv) {
                 std::fprintf(stderr, "gkq analyze: %s\n", values.message().c_str());
                 return exit_code(values.status());
             }
+            model->drop_resident(i, 0, t.n_bytes);
             auto w = whitened_spectrum(values->data(), t.rows(), t.cols(), gram->by_tensor[i]->data(),
                                        model->path() + ": tensor '" + t.name + "'");
             if (!w) {

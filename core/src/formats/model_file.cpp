@@ -238,6 +238,9 @@ Result<std::vector<float>> ModelFile::read_f32(size_t i) const {
         return error(StatusCode::InvalidArgument, path() + ": no tensor " + std::to_string(i));
     auto v = tensor_to_f32(m_data->tensors[i]);
     if (!v) return v.status().with_context(path());
+    // The caller has its own copy: the mapped bytes leave the resident set, so a pass over every tensor of a model
+    // larger than memory keeps only what it holds.
+    drop_resident(i, 0, m_data->tensors[i].n_bytes);
     return v;
 }
 

@@ -30,7 +30,13 @@ double work_of(const TensorInfo& t) {
 // Tensor i as float32: a model file's tensor converted as stored (an unsupported type's message names the file's
 // type), anything else (a knot record) as its Weights decodes it.
 Result<std::vector<float>> values_of(const Weights& weights, size_t i) {
-    if (const auto* file = dynamic_cast<const ModelFile*>(&weights)) return tensor_to_f32(file->tensors()[i]);
+    if (const auto* file = dynamic_cast<const ModelFile*>(&weights)) {
+        auto v = tensor_to_f32(file->tensors()[i]);
+        // Converted: the mapped bytes leave the resident set (without this, analyzing an 8 B bf16 model kept all
+        // 16 GB it had read resident).
+        if (v) file->drop_resident(i, 0, file->tensors()[i].n_bytes);
+        return v;
+    }
     return weights.read_f32(i);
 }
 

@@ -141,6 +141,9 @@ Result<ExportReport> export_gguf(const std::string& in_path, const std::string& 
                 auto s = w.read_stored(i);
                 if (!s) return s.status();
                 bytes.assign(s->data.begin(), s->data.end());
+                // Copied: the mapped bytes leave the resident set (a model file), so exporting a model larger than
+                // memory keeps only the tensor in hand.
+                if (const auto* file = dynamic_cast<const ModelFile*>(&w)) file->drop_resident(i, 0, bytes.size());
                 return step(name);
             };
         } else {
