@@ -1,4 +1,5 @@
-// Peak memory of `gkq quantize --preset q4_0` (row chunks: bounded by the largest tensor, not the model) and `gkq
+// Peak memory of `gkq quantize --preset q4_0` (row chunks: bounded by the largest tensor, not the model), `gkq analyze
+// --topk` (one tensor at a time, its mapped pages dropped once converted) and `gkq
 // generate` on a model-shaped checkpoint: a TinyLlama-1.1B-shaped model cut to 2 layers, written in bf16 by `gkq
 // synth`, and its q4_0 knot. The transformer runs the weights as stored
 // (bf16 from the mapping, the knot's Q4_0 blocks), so a child's peak RSS (wait4's ru_maxrss) stays under a bound
@@ -13,6 +14,7 @@
 
 #include <QtTest>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -87,6 +89,24 @@ private slots:
         qInfo("%s", qPrintable(qline));
         QVERIFY2(quant.max_rss_bytes < quant_bound, qPrintable(qline));
         QVERIFY2(quant_bound < bf16_bytes, qPrintable(qline));  // the bound excludes the whole mapping
+
+        // analyze converts one tensor at a time (one worker) and drops its mapped pages once converted: the largest
+        // tensor stored and in float32, the randomized sketch (a few (rows, k + 10) float32 and double blocks) and the
+        // same 64 MiB. Keeping the mapping (as analyze did before) holds the whole bf16 file and fails it.
+        ChildRun an = run_child(
+            {gkq, "analyze", model, "--topk", "8", "--threads", "1", "--no-cache", "--json", "-o", dir.file("a.json")},
+            log);
+        QVERIFY2(an.code == 0, slurp(log).c_str());
+        const uint64_t sketch =
+            4 * 12 * 18 * static_cast<uint64_t>(std::max(sz.config.vocab_size, sz.config.hidden_dim));
+        const uint64_t analyze_bound = sz.largest_stored + sz.largest_f32 + sketch + (uint64_t{64} << 20);
+        const QString aline = QString("analyze --topk 8: peak RSS %1 MiB, bound %2 MiB, mapped input %3 MiB")
+                                  .arg(mib(an.max_rss_bytes), 0, 'f', 1)
+                                  .arg(mib(analyze_bound), 0, 'f', 1)
+                                  .arg(mib(bf16_bytes), 0, 'f', 1);
+        qInfo("%s", qPrintable(aline));
+        QVERIFY2(an.max_rss_bytes < analyze_bound, qPrintable(aline));
+        QVERIFY2(analyze_bound < bf16_bytes + sz.largest_f32, qPrintable(aline));  // excludes mapping + a tensor
 
         struct Case {
             const char* what;
