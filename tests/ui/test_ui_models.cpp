@@ -13,7 +13,9 @@
 #include <QAbstractItemModelTester>
 #include <QSortFilterProxyModel>
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 using namespace gkq;
 
@@ -115,6 +117,70 @@ private slots:
         }
         model.clear();
         QCOMPARE(model.rowCount(), 0);
+    }
+
+    void quantResultsGroupByLayerAndRole() {
+        test::TempDir dir;
+        const std::string path = dir.file("tiny.safetensors");
+        auto m = test::make_tiny_model(test::tiny_config(true));
+        QVERIFY(write_safetensors(path, m.config, m.tensors).is_ok());
+        auto file = ModelFile::open(path);
+        QVERIFY2(file.is_ok(), file.message().c_str());
+        QuantizeOptions options;
+        options.preset = "q4_0";
+        options.n_threads = 1;
+        auto report = quantize_model(*file, options, dir.file("tiny.knot"));
+        QVERIFY2(report.is_ok(), report.message().c_str());
+
+        ui::QuantResultModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setReport(*report);
+        using Group = ui::QuantResultModel::GroupBy;
+        // What each grouping must add up to, from the core's report.
+        std::map<int, quint64> layerBytes;
+        std::map<int, double> layerMaxError;
+        std::map<QString, int> roleTensors;
+        quint64 allBytes = 0;
+        for (const QuantizedTensor& q : report->tensors) {
+            layerBytes[q.codec.layer] += q.bytes_on_disk();
+            layerMaxError[q.codec.layer] = std::max(layerMaxError[q.codec.layer], q.codec.rel_error);
+            roleTensors[QString::fromLatin1(role_name(q.codec.role).data())] += 1;
+            allBytes += q.bytes_on_disk();
+        }
+        const auto raw = [&](int r, int c, int role = ui::QuantResultModel::RawRole) {
+            return model.index(r, c).data(role);
+        };
+
+        model.setGroupBy(Group::Layer);
+        QCOMPARE(model.rowCount(), static_cast<int>(layerBytes.size()));  // layers 0, 1 and "not in a layer"
+        QCOMPARE(model.headerData(ui::QuantResultModel::Name, Qt::Horizontal).toString(), QStringLiteral("Layer"));
+        quint64 shownBytes = 0;
+        int shownTensors = 0;
+        for (int r = 0; r < model.rowCount(); ++r) {
+            const int layer = raw(r, ui::QuantResultModel::Name).toInt();
+            QVERIFY(layerBytes.count(layer));
+            QCOMPARE(raw(r, ui::QuantResultModel::Bytes).toULongLong(), layerBytes[layer]);
+            QCOMPARE(raw(r, ui::QuantResultModel::RelError).toDouble(), layerMaxError[layer]);
+            const double elements = raw(r, 0, ui::QuantResultModel::ElementsRole).toDouble();
+            QCOMPARE(raw(r, ui::QuantResultModel::Bpw).toDouble(), 8.0 * double(layerBytes[layer]) / elements);
+            shownBytes += raw(r, ui::QuantResultModel::Bytes).toULongLong();
+            shownTensors += raw(r, 0, ui::QuantResultModel::TensorsRole).toInt();
+        }
+        QCOMPARE(shownBytes, allBytes);
+        QCOMPARE(shownTensors, static_cast<int>(report->tensors.size()));
+
+        model.setGroupBy(Group::Role);
+        QCOMPARE(model.rowCount(), static_cast<int>(roleTensors.size()));
+        for (int r = 0; r < model.rowCount(); ++r) {
+            const QString role = raw(r, ui::QuantResultModel::Name).toString();
+            QCOMPARE(raw(r, 0, ui::QuantResultModel::TensorsRole).toInt(), roleTensors[role]);
+            QVERIFY(model.index(r, 0).data().toString().startsWith(role + QStringLiteral(" (")));
+        }
+        QCOMPARE(raw(0, ui::QuantResultModel::Method).toString(), QStringLiteral("q4_0"));
+
+        model.setGroupBy(Group::Tensor);
+        QCOMPARE(model.rowCount(), static_cast<int>(report->tensors.size()));
+        QCOMPARE(raw(0, ui::QuantResultModel::Name).toString(), QString::fromStdString(report->tensors[0].codec.name));
     }
 
     void rankStatsAreExact() {

@@ -152,7 +152,8 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
         QStringList cells(QuantResultModel::ColumnCount);
         const double bytes = columnSum(rows, QuantResultModel::Bytes, QuantResultModel::RawRole);
         const double elements = columnSum(rows, QuantResultModel::Name, QuantResultModel::ElementsRole);
-        cells[QuantResultModel::Name] = totalsLabel(rows.rowCount());
+        cells[QuantResultModel::Name] =
+            totalsLabel(static_cast<int>(columnSum(rows, QuantResultModel::Name, QuantResultModel::TensorsRole)));
         cells[QuantResultModel::Bytes] = formatCount(static_cast<quint64>(bytes));
         if (elements > 0) cells[QuantResultModel::Bpw] = formatNumber(8.0 * bytes / elements);
         return cells;
@@ -203,7 +204,27 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     heatScroll->setFrameShape(QFrame::NoFrame);
     heatLayout->addWidget(heatScroll, 1);
     m_resultTabs = new QTabWidget(this);
-    m_resultTabs->addTab(resultTable, tr("Tensors"));
+    // Group by: one row per tensor, per layer or per role (a 7-8 B model's 291 tensors read as 32 layers or 7 roles).
+    m_groupCombo = new QComboBox(this);
+    m_groupCombo->setToolTip(
+        tr("One row per tensor, or per layer or matrix role: its tensors' methods, summed bytes, bits per weight "
+           "(their bytes x 8 over their weights) and the largest relative error among them"));
+    m_groupCombo->addItem(tr("Tensor"), static_cast<int>(QuantResultModel::GroupBy::Tensor));
+    m_groupCombo->addItem(tr("Layer"), static_cast<int>(QuantResultModel::GroupBy::Layer));
+    m_groupCombo->addItem(tr("Role"), static_cast<int>(QuantResultModel::GroupBy::Role));
+    connect(m_groupCombo, &QComboBox::currentIndexChanged, this, [this] {
+        m_results->setGroupBy(static_cast<QuantResultModel::GroupBy>(m_groupCombo->currentData().toInt()));
+    });
+    auto* tensorsPage = new QWidget(this);
+    auto* tensorsLayout = new QVBoxLayout(tensorsPage);
+    tensorsLayout->setContentsMargins(0, 0, 0, 0);
+    auto* groupRow = new QHBoxLayout();
+    groupRow->addWidget(new QLabel(tr("Group by"), tensorsPage));
+    groupRow->addWidget(m_groupCombo);
+    groupRow->addStretch(1);
+    tensorsLayout->addLayout(groupRow);
+    tensorsLayout->addWidget(resultTable, 1);
+    m_resultTabs->addTab(tensorsPage, tr("Tensors"));
     m_resultTabs->addTab(heatPage, tr("Layers x roles"));
 
     auto* top = new QHBoxLayout();
@@ -273,6 +294,7 @@ QString QuantizePanel::totalsText() const {
 }
 
 bool QuantizePanel::selectTensor(const QString& name) {
+    m_groupCombo->setCurrentIndex(0);                   // a tensor is a row of the ungrouped table
     const QAbstractItemModel* rows = m_table->model();  // sorted rows, then the totals row
     for (int r = 0; r < rows->rowCount(); ++r) {
         if (rows->index(r, QuantResultModel::Name).data(QuantResultModel::RawRole).toString() != name) continue;
@@ -290,6 +312,7 @@ bool QuantizePanel::selectTensor(const QString& name) {
 QString QuantizePanel::selectedTensor() const {
     const QModelIndex current = m_table->currentIndex();
     if (!current.isValid()) return {};
+    if (m_results->groupBy() != QuantResultModel::GroupBy::Tensor) return {};  // a group is no tensor
     return current.siblingAtColumn(QuantResultModel::Name).data(QuantResultModel::RawRole).toString();
 }
 

@@ -76,6 +76,7 @@ public:
     LayerRoleModel* layerRoleModel() const { return m_layerRoles; }
     LayerRoleHeatMap* heatMap() const { return m_heatMap; }
     QComboBox* measureCombo() const { return m_measureCombo; }
+    QComboBox* groupCombo() const { return m_groupCombo; }
     QCheckBox* logScaleCheck() const { return m_logScale; }
     QTabWidget* resultTabs() const { return m_resultTabs; }
     // Selects tensor `name`'s row in the result table (false when no row shows it) and emits tensorSelected.
@@ -153,6 +154,7 @@ private:
     LayerRoleModel* m_layerRoles = nullptr;
     LayerRoleHeatMap* m_heatMap = nullptr;
     QComboBox* m_measureCombo = nullptr;
+    QComboBox* m_groupCombo = nullptr;
     QCheckBox* m_logScale = nullptr;
 };
 
