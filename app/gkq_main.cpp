@@ -2,6 +2,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
+#include "gkq/libraries.h"
 
 #include <cstdio>
 #include <cstring>
@@ -72,6 +73,8 @@ int main(int argc, char** argv) {
     }
     if (!std::strcmp(cmd, "--version")) {
         std::printf("gkq %s\n", GKQ_VERSION);
+        for (const gkq::LibraryVersion& l : gkq::library_versions())
+            std::printf("  %s %s%s\n", l.name.c_str(), l.version.c_str(), l.run_time ? "" : " (headers)");
         return gkq::cli::kExitOk;
     }
     for (const auto& c : kCommands)
