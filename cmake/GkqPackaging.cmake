@@ -3,7 +3,8 @@
 #   cmake --build build && cpack --config build/CPackConfig.cmake -B build/package
 #
 # The package installs gkq and gkq-workbench into /usr/bin, the demo model into /usr/share/gkq/demo (found by both
-# programs relative to their own location, ../share/gkq/demo), a desktop entry and a scalable icon. Its Depends line
+# programs relative to their own location, ../share/gkq/demo), the manual into /usr/share/doc/gkq (README.md and
+# docs/), a desktop entry and a scalable icon. Its Depends line
 # is computed by dpkg-shlibdeps from the binaries (Qt, zlib, OpenBLAS, LAPACKE, liburing, libstdc++...), plus
 # qt6-qpa-plugins, which the workbench loads at run time and so no shared-library scan can see.
 if(NOT GKQ_BUILD_APP)
@@ -15,6 +16,10 @@ install(FILES ${PROJECT_SOURCE_DIR}/packaging/deb/gkq-workbench.desktop
         DESTINATION ${CMAKE_INSTALL_DATADIR}/applications)
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/deb/gkq-workbench.svg
         DESTINATION ${CMAKE_INSTALL_DATADIR}/icons/hicolor/scalable/apps)
+
+# The manual (Help > Manual renders it in the workbench): README.md and docs/, with the screenshots the README shows.
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/gkq)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/gkq/docs)
 
 set(CPACK_GENERATOR "DEB")
 set(CPACK_PACKAGE_NAME "gkq-workbench")

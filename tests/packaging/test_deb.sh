@@ -40,7 +40,8 @@ grep -q "Description: spectral compression" "$tmp/info.txt" || fail "dpkg-deb -I
 dpkg-deb -c "$deb" | awk '{print $6}' >"$tmp/files"
 for f in ./usr/bin/gkq ./usr/bin/gkq-workbench ./usr/share/gkq/demo/model.safetensors ./usr/share/gkq/demo/config.json \
          ./usr/share/gkq/demo/tokenizer.bin ./usr/share/gkq/demo/heldout.txt ./usr/share/gkq/demo/MODEL_CARD.md \
-         ./usr/share/applications/gkq-workbench.desktop ./usr/share/icons/hicolor/scalable/apps/gkq-workbench.svg; do
+         ./usr/share/applications/gkq-workbench.desktop ./usr/share/icons/hicolor/scalable/apps/gkq-workbench.svg \
+         ./usr/share/doc/gkq/README.md ./usr/share/doc/gkq/docs/scale.md ./usr/share/doc/gkq/docs/screenshots/overview.png; do
     grep -qxF "$f" "$tmp/files" || fail "package lacks $f"
 done
 ! grep -q 'train_demo_model.py' "$tmp/files" || fail "the training script is packaged"

@@ -1,6 +1,7 @@
 #include "widgets/help_content.h"
 
 #include "gkq/kernels.h"
+#include "gkq/libraries.h"
 #include "widgets/main_window.h"
 
 #include <QAction>
@@ -16,7 +17,6 @@
 #include <QWidget>
 #include <QtGlobal>
 #include <functional>
-#include <nlohmann/json_fwd.hpp>
 
 namespace gkq::ui {
 
@@ -67,6 +67,16 @@ QString aboutText() {
 #else
         QObject::tr("unknown");
 #endif
+    // The engine's libraries as each reports itself at run time (header-only ones: the headers' version).
+    QString libraries;
+    for (const LibraryVersion& l : library_versions())
+        libraries +=
+            QStringLiteral("<tr><td>%1</td><td>%2</td></tr>")
+                .arg(esc(l.name), l.run_time ? esc(l.version) : QObject::tr("%1 (headers)").arg(esc(l.version)));
+#ifdef GKQ_LIBURING_VERSION  // 2.3 has no call that says its version: the one pkg-config found at configure time
+    libraries += QStringLiteral("<tr><td>liburing</td><td>%1</td></tr>")
+                     .arg(QObject::tr("%1 (configure time)").arg(QStringLiteral(GKQ_LIBURING_VERSION)));
+#endif
     return QObject::tr(
                "<h3>GKQ Workbench %1</h3>"
                "<p>Low-rank and block quantization of LLaMA-family models, measured.</p>"
@@ -74,15 +84,13 @@ QString aboutText() {
                "<tr><td>Build</td><td>%2</td></tr>"
                "<tr><td>Compiler</td><td>%3</td></tr>"
                "<tr><td>Qt</td><td>%4 (built against %5), platform %6</td></tr>"
-               "<tr><td>nlohmann/json</td><td>%7.%8.%9</td></tr>"
-               "<tr><td>System</td><td>%10, %11</td></tr>"
-               "</table><p><b>Kernels</b></p><table>%12</table>")
+               "%7"
+               "<tr><td>System</td><td>%8, %9</td></tr>"
+               "</table><p><b>Kernels</b></p><table>%10</table>")
         .arg(version.toHtmlEscaped(), buildOptions().toHtmlEscaped(), compilerName().toHtmlEscaped(),
-             QString::fromLatin1(qVersion()), QStringLiteral(QT_VERSION_STR), QGuiApplication::platformName())
-        .arg(NLOHMANN_JSON_VERSION_MAJOR)
-        .arg(NLOHMANN_JSON_VERSION_MINOR)
-        .arg(NLOHMANN_JSON_VERSION_PATCH)
-        .arg(QSysInfo::prettyProductName().toHtmlEscaped(), QSysInfo::currentCpuArchitecture(), kernels);
+             QString::fromLatin1(qVersion()), QStringLiteral(QT_VERSION_STR), QGuiApplication::platformName(),
+             libraries, QSysInfo::prettyProductName().toHtmlEscaped(), QSysInfo::currentCpuArchitecture())
+        .arg(kernels);
 }
 
 QString shortcutsText(const QWidget* window) {

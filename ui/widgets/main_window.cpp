@@ -10,6 +10,7 @@
 #include "models/tensor_table_model.h"
 #include "widgets/compare_panel.h"
 #include "widgets/help_content.h"
+#include "widgets/manual_window.h"
 #include "widgets/model_browser.h"
 #include "widgets/quantize_panel.h"
 #include "widgets/reconstruct_panel.h"
@@ -22,7 +23,6 @@
 #include <QAbstractButton>
 #include <QApplication>
 #include <QCloseEvent>
-#include <QDesktopServices>
 #include <QDir>
 #include <QDockWidget>
 #include <QDropEvent>
@@ -43,7 +43,6 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QToolButton>
-#include <QUrl>
 #include <QVBoxLayout>
 
 namespace gkq::ui {
@@ -291,8 +290,10 @@ void MainWindow::buildMenus() {
         if (manual.isEmpty())
             return showError(tr("The manual (README.md and docs/) is not installed beside this program"));
         m_lastHelp = manual;
-        if (QGuiApplication::platformName() != QLatin1String("offscreen"))
-            QDesktopServices::openUrl(QUrl::fromLocalFile(manual));
+        if (!m_manual) m_manual = new ManualWindow(this);
+        if (!m_manual->openPage(manual)) return showError(tr("Cannot read the manual %1").arg(manual));
+        m_manual->show();
+        m_manual->raise();
     });
     help->addAction(tr("&Keyboard shortcuts"), this,
                     [this] { showHelp(tr("Keyboard shortcuts"), shortcutsText(this)); });

@@ -41,6 +41,7 @@ namespace gkq::ui {
 
 class ComparePanel;
 class JobRunner;
+class ManualWindow;
 class ModelBrowser;
 class QuantizePanel;
 class ReconstructPanel;
@@ -98,6 +99,7 @@ public:
     QTableView* tensorTable() const { return m_table; }
     // What Help showed last: the rich text of About, Keyboard shortcuts or the view's help (F1), or the manual's path.
     QString lastHelp() const { return m_lastHelp; }
+    ManualWindow* manualWindow() const { return m_manual; }  // null until Help > Manual
     // The status bar's job label: the running job, or once none runs how the last one ended ("<label>: done",
     // "failed" or "cancelled").
     QString jobStatusText() const;
@@ -167,6 +169,7 @@ private:
     QString m_modelPath;
     QString m_lastError;
     QString m_lastHelp;
+    ManualWindow* m_manual = nullptr;
     quint64 m_loadJob = 0;
     Tuning m_loadTuning = Tuning::Keep;  // for the running load
     QMessageBox* m_switchPrompt = nullptr;
