@@ -1,5 +1,7 @@
 #include "models/backend_result_model.h"
 
+#include "models/display_format.h"
+
 namespace gkq::ui {
 
 QString reconstructBackendName(ReconstructBackend b) {
@@ -77,14 +79,16 @@ QVariant BackendResultModel::data(const QModelIndex& index, int role) const {
         case Backend: return reconstructBackendName(r.backend);
         case Device:  // short, so the numbers stay in view; the last column (Status) says why in full
             return ran ? r.device : (r.unavailable.isEmpty() ? tr("failed (see Status)") : tr("not run (see Status)"));
-        case MedianMs: return ran ? QString::number(1e3 * r.seconds, 'f', 3) : QString();
-        case GbPerS: return ran ? QString::number(r.gbPerS, 'f', 2) : QString();
-        case MaxAbsError: return ran ? QString::number(r.maxAbsError, 'g', 4) : QString();
-        case RelError: return ran ? QString::number(r.relError, 'g', 4) : QString();
+        case MedianMs: return ran ? formatNumber(1e3 * r.seconds) : QString();
+        case GbPerS: return ran ? formatNumber(r.gbPerS) : QString();
+        case MaxAbsError: return ran ? formatNumber(r.maxAbsError) : QString();
+        case RelError: return ran ? formatNumber(r.relError) : QString();
         case BitsDiffering:
             if (!ran) return QString();
             return r.bitsDiffering < 0 ? tr("(reference)")
-                                       : QStringLiteral("%1 of %2").arg(r.bitsDiffering).arg(r.elements);
+                                       : tr("%1 of %2")
+                                             .arg(formatCount(static_cast<qint64>(r.bitsDiffering)),
+                                                  formatCount(static_cast<qint64>(r.elements)));
         case Status: return ran ? tr("ok") : (r.unavailable.isEmpty() ? tr("failed: %1").arg(r.error) : r.unavailable);
     }
     return {};

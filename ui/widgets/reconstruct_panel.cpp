@@ -6,6 +6,7 @@
 #include "jobs/job_runner.h"
 #include "jobs/job_watch.h"
 #include "models/backend_result_model.h"
+#include "widgets/result_table.h"
 
 #include <QDir>
 #include <QFile>
@@ -331,11 +332,11 @@ ReconstructPanel::ReconstructPanel(JobRunner* runner, QWidget* parent) : QWidget
     m_status = progress.status;
 
     m_results = new BackendResultModel(this);
-    m_table = new QTableView(this);
-    m_table->setModel(m_results);
-    m_table->verticalHeader()->hide();
-    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
-    m_table->horizontalHeader()->setStretchLastSection(true);
+    // Sortable by every column (numbers as numbers), filtered, Home / End; no totals row: a sum of times or errors
+    // across backends and tensors means nothing.
+    m_table = new ResultTable(this);
+    m_table->setSourceModel(m_results, BackendResultModel::RawRole);
+    m_table->view()->horizontalHeader()->setStretchLastSection(true);
 
     auto* knotRow = new QHBoxLayout();
     knotRow->addWidget(m_knotLabel, 1);
@@ -470,7 +471,7 @@ quint64 ReconstructPanel::start() {
         [this](std::vector<BackendResultRow>& rows) {
             const size_t n = rows.size();
             m_results->setRows(std::move(rows));
-            m_table->resizeColumnsToContents();
+            m_table->view()->resizeColumnsToContents();
             m_status->setText(tr("Done: %1 rows").arg(n));
         });
     updateButtons();

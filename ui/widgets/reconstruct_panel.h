@@ -21,12 +21,12 @@ class QListWidget;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
-class QTableView;
 
 namespace gkq::ui {
 
 class BackendResultModel;
 class JobRunner;
+class ResultTable;
 
 class ReconstructPanel : public QWidget {
     Q_OBJECT
@@ -59,6 +59,7 @@ public:
     bool isRunning() const { return m_job != 0; }
 
     BackendResultModel* resultModel() const { return m_results; }
+    ResultTable* resultTable() const { return m_table; }
     QString statusText() const;
     QProgressBar* progressBar() const { return m_progress; }
     QPushButton* runButton() const { return m_runButton; }
@@ -91,7 +92,7 @@ private:
     QPushButton* m_cancelButton = nullptr;
     QProgressBar* m_progress = nullptr;
     QLabel* m_status = nullptr;
-    QTableView* m_table = nullptr;
+    ResultTable* m_table = nullptr;
     BackendResultModel* m_results = nullptr;
 };
 
