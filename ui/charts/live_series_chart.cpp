@@ -17,6 +17,10 @@ LiveSeriesChart::LiveSeriesChart(const QString& title, const QString& unit, QWid
     m_x->setTitleText(tr("seconds since start"));
     m_x->setLabelFormat(QStringLiteral("%.0f"));
     m_x->setRange(0.0, m_window);
+    // The time axis scrolls: ticks stay on round seconds (multiples of a round step of the window) as it moves.
+    m_x->setTickType(QValueAxis::TicksDynamic);
+    m_x->setTickAnchor(0.0);
+    m_x->setTickInterval(niceRange(0.0, m_window, 7).step);
     m_y = new QValueAxis(chart);
     m_y->setTitleText(unit);
     m_y->setRange(0.0, 1.0);
@@ -53,6 +57,7 @@ void LiveSeriesChart::appendGap(double seconds) {
 void LiveSeriesChart::trim(double now) {
     const double from = std::max(0.0, now - m_window);
     m_x->setRange(from, std::max(m_window, now));
+    m_x->setTickInterval(niceRange(0.0, m_window, 7).step);
     for (QAbstractSeries* a : chart()->series()) {
         auto* s = static_cast<QLineSeries*>(a);
         while (s->count() > 0 && s->at(0).x() < from) s->remove(0);

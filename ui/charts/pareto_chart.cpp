@@ -39,6 +39,51 @@ std::vector<size_t> ParetoChart::paretoFront(const std::vector<ComparePoint>& po
     return front;
 }
 
+namespace {
+// The axes setPoints draws: x from 0 to a round bound over the largest bits per weight, y over whole decades.
+struct AxisSpans {
+    double x = 1.0;        // bits per weight
+    double decades = 1.0;  // log10 of mean KLD
+};
+AxisSpans axisSpans(const std::vector<ComparePoint>& points) {
+    double xMax = 1.0, yMin = 0.0, yMax = 0.0;
+    bool any = false;
+    for (const ComparePoint& p : points) {
+        if (!(p.meanKld > 0.0)) continue;
+        xMax = std::max(xMax, p.bitsPerWeight);
+        yMin = any ? std::min(yMin, p.meanKld) : p.meanKld;
+        yMax = any ? std::max(yMax, p.meanKld) : p.meanKld;
+        any = true;
+    }
+    AxisSpans spans;
+    spans.x = niceRange(0.0, xMax * 1.05, 8).max;
+    if (any) spans.decades = std::max(1.0, std::ceil(std::log10(yMax)) - std::floor(std::log10(yMin)));
+    return spans;
+}
+}  // namespace
+
+std::vector<QString> ParetoChart::pointLabels(const std::vector<ComparePoint>& points) {
+    const AxisSpans spans = axisSpans(points);
+    std::vector<QString> labels(points.size());
+    std::vector<int> owner(points.size(), -1);  // the point whose label a point joined
+    for (size_t i = 0; i < points.size(); ++i) {
+        if (!(points[i].meanKld > 0.0)) continue;
+        for (size_t j = 0; j < i && owner[i] < 0; ++j) {
+            if (!(points[j].meanKld > 0.0) || owner[j] >= 0) continue;
+            const double dx = std::abs(points[i].bitsPerWeight - points[j].bitsPerWeight) / spans.x;
+            const double dy = std::abs(std::log10(points[i].meanKld) - std::log10(points[j].meanKld)) / spans.decades;
+            if (dx < 0.02 && dy < 0.04) owner[i] = static_cast<int>(j);
+        }
+        // A label format is the literal text but for @xPoint / @yPoint; a preset name has no '@'.
+        const QString name = QString(points[i].preset).replace(QLatin1Char('@'), QLatin1Char('_'));
+        if (owner[i] < 0)
+            labels[i] = name;
+        else
+            labels[static_cast<size_t>(owner[i])] += QStringLiteral(", ") + name;
+    }
+    return labels;
+}
+
 void ParetoChart::setPoints(const std::vector<ComparePoint>& points) {
     QChart* c = chart();
     c->removeAllSeries();
@@ -56,7 +101,9 @@ void ParetoChart::setPoints(const std::vector<ComparePoint>& points) {
     double xMax = 1.0, yMin = 1e-3, yMax = 1.0;
     bool any = false;
     int nSeries = 0;
-    for (const ComparePoint& p : points) {
+    const std::vector<QString> labels = pointLabels(points);
+    for (size_t i = 0; i < points.size(); ++i) {
+        const ComparePoint& p = points[i];
         if (!(p.meanKld > 0.0)) continue;  // a log axis cannot show 0
         auto* s = new QScatterSeries();
         s->setColor(seriesColor(nSeries++));  // each preset its own colour; the front is grey
@@ -66,10 +113,10 @@ void ParetoChart::setPoints(const std::vector<ComparePoint>& points) {
                        .arg(p.bitsPerWeight, 0, 'f', 2)
                        .arg(p.meanKld, 0, 'g', 3));
         s->setMarkerSize(12);
-        // The preset's name beside its point: where points overlap, their colours alone do not say which is which.
-        // (A label format is the literal text but for @xPoint / @yPoint; a preset name has no '@'.)
-        s->setPointLabelsFormat(QString(p.preset).replace(QLatin1Char('@'), QLatin1Char('_')));
-        s->setPointLabelsVisible(true);
+        // The preset's name beside its point: where points overlap, their colours alone do not say which is which,
+        // so the first of them carries all their names and the others none.
+        s->setPointLabelsFormat(labels[i]);
+        s->setPointLabelsVisible(!labels[i].isEmpty());
         s->setPointLabelsClipping(false);  // a point at the plot's edge keeps its whole name
         s->append(p.bitsPerWeight, p.meanKld);
         c->addSeries(s);

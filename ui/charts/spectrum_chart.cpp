@@ -1,7 +1,6 @@
 #include "charts/spectrum_chart.h"
 
 #include "charts/chart_style.h"
-
 #include "gkq/spectrum.h"
 
 #include <QChart>
@@ -97,7 +96,11 @@ void SpectrumChart::setCurves(const std::vector<Curve>& curves) {
         m_marker->attachAxis(m_x);
         m_marker->attachAxis(m_energyAxis);
     }
+    // Ranks from 1; ticks on round multiples (50, 100, ...), not at fifths of the range.
     m_x->setRange(1.0, xMax);
+    m_x->setTickType(QValueAxis::TicksDynamic);
+    m_x->setTickAnchor(0.0);
+    m_x->setTickInterval(std::max(1.0, niceRange(0.0, xMax, 7).step));
     if (hi > 0.0) {
         m_yMin = std::pow(10.0, std::floor(std::log10(lo)));
         m_yMax = std::pow(10.0, std::ceil(std::log10(hi)));
