@@ -15,7 +15,7 @@
 
 namespace {
 const char* const kHelp =
-    "usage: gkq-workbench [--screenshot DIR] [MODEL]\n\n"
+    "usage: gkq-workbench [--screenshot DIR [--screenshot-preset NAME] [--screenshot-timeout S]] [MODEL]\n\n"
     "GKQ Workbench: open a model (safetensors file or folder, GGUF, llama2.c checkpoint) or a knot (shown decoded),\n"
     "look at its spectra and saturation masks, quantize it and export the result.\n\n"
     "arguments:\n"
@@ -23,6 +23,10 @@ const char* const kHelp =
     "options:\n"
     "  --screenshot DIR  open the model, compute each main view and save it as DIR/<view>.png, then exit\n"
     "                    (uses the offscreen platform unless QT_QPA_PLATFORM is set)\n"
+    "  --screenshot-preset NAME\n"
+    "                    the preset the Quantize, Tuning, Reconstruct and Serve views show (default lowrank-q4)\n"
+    "  --screenshot-timeout S\n"
+    "                    give up after S seconds in all (default 600; a 1 B model's spectra take minutes)\n"
     "  -h, --help        show this help and exit\n"
     "  -v, --version     print the version and exit\n\n"
     "Needs a display: a desktop session, 'xvfb-run -a gkq-workbench', or QT_QPA_PLATFORM=offscreen.\n";
@@ -73,6 +77,29 @@ int main(int argc, char** argv) {
         screenshotDir = args[shot + 1];
         args.remove(shot, 2);
     }
+    QString screenshotPreset = QStringLiteral("lowrank-q4");
+    int screenshotTimeoutS = 600;
+    for (const QString& option : {QStringLiteral("--screenshot-preset"), QStringLiteral("--screenshot-timeout")}) {
+        const qsizetype at = args.indexOf(option);
+        if (at < 0) continue;
+        if (screenshotDir.isEmpty() || at + 1 >= args.size()) {
+            std::fprintf(stderr, "gkq-workbench: %s needs a value and --screenshot (see --help)\n", qPrintable(option));
+            return 2;
+        }
+        const QString value = args[at + 1];
+        args.remove(at, 2);
+        if (option == QLatin1String("--screenshot-preset")) {
+            screenshotPreset = value;
+            continue;
+        }
+        bool ok = false;
+        screenshotTimeoutS = value.toInt(&ok);
+        if (!ok || screenshotTimeoutS < 1 || screenshotTimeoutS > 86400) {
+            std::fprintf(stderr, "gkq-workbench: --screenshot-timeout: '%s' is not 1 to 86400 seconds\n",
+                         qPrintable(value));
+            return 2;
+        }
+    }
     for (const QString& a : args) {
         if (a.startsWith('-')) {
             std::fprintf(stderr, "gkq-workbench: unknown option '%s' (see --help)\n", qPrintable(a));
@@ -92,7 +119,8 @@ int main(int argc, char** argv) {
             return 2;
         }
         QString error;
-        const QStringList files = gkq::ui::renderScreenshots(window, model, screenshotDir, &error);
+        const QStringList files = gkq::ui::renderScreenshots(window, model, screenshotDir, &error,
+                                                             screenshotTimeoutS * 1000, screenshotPreset);
         if (files.isEmpty()) {
             std::fprintf(stderr, "gkq-workbench: screenshots failed: %s\n", qPrintable(error));
             return 1;

@@ -36,4 +36,13 @@ for view in overview spectrum quantize compare saturation tuning reconstruct ser
         echo "ok: $view.png ($(stat -c %s "$f") bytes)"
     fi
 done
+# Out-of-range screenshot options are refused with exit 2 and the value named, before any model is opened.
+"${xvfb[@]}" "$2" --screenshot "$out/bad" --screenshot-timeout 0 >"$scratch/bad.txt" 2>&1
+rc=$?
+if [[ $rc -ne 2 ]] || ! grep -q "screenshot-timeout: '0' is not 1 to 86400 seconds" "$scratch/bad.txt"; then
+    echo "FAIL: --screenshot-timeout 0 exited $rc: $(cat "$scratch/bad.txt")"
+    status=1
+else
+    echo "ok: --screenshot-timeout 0 refused"
+fi
 exit $status

@@ -49,7 +49,7 @@ bool save(MainWindow& window, const QString& path, QStringList& written, QString
 }  // namespace
 
 QStringList renderScreenshots(MainWindow& window, const QString& modelPath, const QString& outDir, QString* error,
-                              int timeoutMs) {
+                              int timeoutMs, const QString& preset) {
     QStringList written;
     const QDeadlineTimer deadline(timeoutMs);
     if (!QDir().mkpath(outDir)) {
@@ -98,7 +98,11 @@ QStringList renderScreenshots(MainWindow& window, const QString& modelPath, cons
 
     window.tabs()->setCurrentIndex(MainWindow::QuantizeTab);
     QuantizePanel* quantize = window.quantizePanel();
-    quantize->setPreset(QStringLiteral("lowrank-q4"));
+    quantize->setPreset(preset);
+    if (quantize->preset() != preset) {
+        *error = QStringLiteral("no preset %1").arg(preset);
+        return {};
+    }
     bool quantized = false;
     QObject::connect(quantize, &QuantizePanel::quantized, &window, [&quantized] { quantized = true; });
     if (quantize->startQuantize() == 0 ||
@@ -161,7 +165,7 @@ QStringList renderScreenshots(MainWindow& window, const QString& modelPath, cons
         if (!save(window, dir.filePath(QStringLiteral("saturation.png")), written, error)) return {};
     }
 
-    // The rknot of the lowrank-q4 knot (spectra of the model's matrices) in the Tuning view, the focus tensor's entry
+    // The rknot of that knot (spectra of the model's matrices) in the Tuning view, the focus tensor's entry
     // opened.
     RknotEditor* tuning = window.rknotEditor();
     if (!quantize->lastKnotPath().isEmpty()) {
