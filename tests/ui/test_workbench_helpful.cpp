@@ -381,14 +381,29 @@ private slots:
             points.push_back(p);
         }
         pareto.setPoints(points);
+        // q8_0 and q8_0-lqer sit on one spot: one label names both, the other point has none.
         QStringList labelled;
+        int shown = 0;
         for (QAbstractSeries* s : pareto.chart()->series())
             if (auto* scatter = qobject_cast<QScatterSeries*>(s)) {
-                QVERIFY(scatter->pointLabelsVisible());
                 QVERIFY(!scatter->pointLabelsClipping());
                 labelled << scatter->pointLabelsFormat();
+                shown += scatter->pointLabelsVisible() ? 1 : 0;
             }
-        QCOMPARE(labelled, names);
+        QCOMPARE(labelled, (QStringList{QStringLiteral("q8_0, q8_0-lqer"), QString(), QStringLiteral("q4_0")}));
+        QCOMPARE(shown, 2);
+
+        // Apart by more than a label: each its own.
+        points[1].bitsPerWeight = 6.5;
+        points[1].meanKld = 0.004;
+        const std::vector<QString> apart = ui::ParetoChart::pointLabels(points);
+        QCOMPARE(QStringList(apart.begin(), apart.end()), names);
+        // No KLD, no label (a log axis cannot show it); the '@' a label format would expand is replaced.
+        points[0].meanKld = 0.0;
+        points[2].preset = QStringLiteral("q4@0");
+        const std::vector<QString> some = ui::ParetoChart::pointLabels(points);
+        QCOMPARE(QStringList(some.begin(), some.end()),
+                 (QStringList{QString(), QStringLiteral("q8_0-lqer"), QStringLiteral("q4_0")}));
     }
 
     void histogramShowsEveryBinLabel() {

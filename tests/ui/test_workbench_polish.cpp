@@ -11,6 +11,7 @@
 #include "charts/spectrum_chart.h"
 #include "gkq/arch.h"
 #include "gkq/kernels.h"
+#include "gkq/libraries.h"
 #include "gkq/model_writer.h"
 #include "jobs/job_runner.h"
 #include "models/backend_result_model.h"
@@ -22,6 +23,7 @@
 #include "tiny_model.h"
 #include "widgets/compare_panel.h"
 #include "widgets/main_window.h"
+#include "widgets/manual_window.h"
 #include "widgets/model_browser.h"
 #include "widgets/output_guard.h"
 #include "widgets/quantize_panel.h"
@@ -45,9 +47,11 @@
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTableView>
+#include <QTextBrowser>
 #include <QTreeView>
 #include <QValueAxis>
 #include <QtTest>
+#include <limits>
 #include <cstdio>
 
 using namespace gkq;
@@ -248,6 +252,19 @@ private slots:
             QVERIFY(bpw.data(Qt::ToolTipRole).toString().contains(QStringLiteral("twice")));
         }
         QCOMPARE(outliers, 2 * 2 + 1);  // attn_norm and ffn_norm of 2 layers, and the output norm
+
+        // Group by layer (the combo above the table): one row per layer and one for the tensors in none, the same
+        // totals, the totals label still counting tensors; a tensor selected elsewhere shows ungrouped again.
+        const QString totalLabel = results->totalsText(ui::QuantResultModel::Name);
+        q->groupCombo()->setCurrentIndex(q->groupCombo()->findText(QStringLiteral("Layer")));
+        QCOMPARE(q->resultModel()->groupBy(), ui::QuantResultModel::GroupBy::Layer);
+        QCOMPARE(results->proxy()->rowCount(), 3);
+        QCOMPARE(results->totalsText(ui::QuantResultModel::Bytes), ui::formatCount(bytes));
+        QCOMPARE(results->totalsText(ui::QuantResultModel::Name), totalLabel);
+        QVERIFY(q->selectedTensor().isEmpty());
+        QVERIFY(q->selectTensor(QStringLiteral("model.layers.1.mlp.down_proj.weight")));
+        QCOMPARE(q->resultModel()->groupBy(), ui::QuantResultModel::GroupBy::Tensor);
+        QCOMPARE(q->selectedTensor(), QStringLiteral("model.layers.1.mlp.down_proj.weight"));
     }
 
     void aFallbackIsHighlightedWithItsReason() {
@@ -363,6 +380,38 @@ private slots:
             QCOMPARE(model->index(cuda, ui::BackendResultModel::Status).data().toString(),
                      QString::fromStdString(kernels::backend_unavailable_reason(kernels::Backend::Cuda)));
         }
+
+        // The results table is the workbench's table: filtered over every column, sorted by raw values.
+        ui::ResultTable* table = panel->resultTable();
+        QVERIFY(table);
+        QVERIFY(!table->hasTotalsRow());
+        table->filterEdit()->setText(QStringLiteral("wasm"));
+        QCOMPARE(table->proxy()->rowCount(), 1);
+        table->filterEdit()->clear();
+        QCOMPARE(table->proxy()->rowCount(), expected);
+        table->proxy()->sort(ui::BackendResultModel::MedianMs, Qt::DescendingOrder);  // as a header click does
+        QCOMPARE(table->proxy()->sortRole(), ui::BackendResultModel::RawRole);
+        double previous = std::numeric_limits<double>::infinity();  // the rows that ran, slowest first
+        int timed = 0;
+        for (int r = 0; r < table->proxy()->rowCount(); ++r) {
+            const QVariant ms =
+                table->proxy()->index(r, ui::BackendResultModel::MedianMs).data(ui::BackendResultModel::RawRole);
+            if (!ms.isValid()) continue;  // a backend that did not run has no time
+            QVERIFY(ms.toDouble() <= previous);
+            previous = ms.toDouble();
+            ++timed;
+        }
+        QVERIFY(timed >= 2 * 3);  // cpu-ref and cpu-simd on the three tensors
+        // Counts in the one number format ("N of 16,384").
+        const int ref = model->rowOf(picks[0], ui::ReconstructBackend::CpuSimd);
+        if (ref >= 0 && model->rows()[static_cast<size_t>(ref)].ran()) {
+            const ui::BackendResultRow& row = model->rows()[static_cast<size_t>(ref)];
+            QVERIFY2(model->index(ref, ui::BackendResultModel::BitsDiffering)
+                         .data()
+                         .toString()
+                         .endsWith(QStringLiteral(" of ") + ui::formatCount(row.elements)),
+                     qPrintable(model->index(ref, ui::BackendResultModel::BitsDiffering).data().toString()));
+        }
     }
 
     void helpMenuSaysWhatTheProgramHas() {
@@ -373,6 +422,12 @@ private slots:
         about->trigger();
         const QString text = w.lastHelp();
         QVERIFY2(text.contains(QString::fromLatin1(qVersion())), qPrintable(text));
+        const std::vector<LibraryVersion> libraries = library_versions();
+        QVERIFY(libraries.size() >= 5);  // zlib, PCRE2, OpenBLAS, Eigen, nlohmann/json
+        for (const LibraryVersion& l : libraries) {
+            QVERIFY2(!l.version.empty(), l.name.c_str());
+            QVERIFY2(text.contains(QString::fromStdString(l.version).toHtmlEscaped()), l.name.c_str());
+        }
         for (const kernels::Backend b : kernels::kAllBackends) {
             QVERIFY(text.contains(QString::fromLatin1(kernels::backend_name(b).data())));
             const std::string why = kernels::backend_unavailable_reason(b);
@@ -391,14 +446,33 @@ private slots:
         manual->trigger();
         QVERIFY2(w.lastHelp().endsWith(QStringLiteral("README.md")) && QFileInfo::exists(w.lastHelp()),
                  qPrintable(w.lastHelp()));
+        // Rendered in the workbench: the README's first heading, and its links to docs/ followed in the window.
+        ui::ManualWindow* manualWindow = w.manualWindow();
+        QVERIFY(manualWindow);
+        QTextBrowser* page = manualWindow->browser();
+        QVERIFY2(page->toPlainText().startsWith(QStringLiteral("GKQ Workbench")),
+                 qPrintable(page->toPlainText().left(80)));
+        QCOMPARE(manualWindow->currentPage(), QFileInfo(w.lastHelp()).absoluteFilePath());
+        emit page->anchorClicked(QUrl(QStringLiteral("docs/scale.md")));
+        QCOMPARE(manualWindow->currentPage(),
+                 QFileInfo(QFileInfo(w.lastHelp()).dir().filePath(QStringLiteral("docs/scale.md"))).absoluteFilePath());
+        QVERIFY(page->toPlainText().startsWith(QStringLiteral("Scale")));
+        QVERIFY(page->isBackwardAvailable());
+        page->backward();
+        QCOMPARE(manualWindow->currentPage(), QFileInfo(w.lastHelp()).absoluteFilePath());
 
         QAction* context = findAction(w, QStringLiteral("Help on this view"));
         QVERIFY(context);
         QCOMPARE(context->shortcut(), QKeySequence(QKeySequence::HelpContents));
         const QList<std::pair<int, QString>> views = {{MainWindow::OverviewTab, QStringLiteral("Overview")},
+                                                      {MainWindow::SpectrumTab, QStringLiteral("Spectrum")},
                                                       {MainWindow::QuantizeTab, QStringLiteral("Quantize")},
+                                                      {MainWindow::CompareTab, QStringLiteral("Compare")},
+                                                      {MainWindow::SaturationTab, QStringLiteral("Saturation")},
+                                                      {MainWindow::TuningTab, QStringLiteral("Tuning")},
                                                       {MainWindow::ReconstructTab, QStringLiteral("Reconstruct")},
                                                       {MainWindow::ServeTab, QStringLiteral("Serve")}};
+        QCOMPARE(views.size(), w.tabs()->count());
         for (const auto& [tab, title] : views) {
             w.tabs()->setCurrentIndex(tab);
             context->trigger();
@@ -457,6 +531,25 @@ private slots:
         QCOMPARE(requests.yAxisMax(), 1000.0);
         for (int t = 2; t <= 14; ++t) requests.append(t, 7.0);
         QCOMPARE(requests.yAxisMax(), 8.0);
+        // ... and its time axis ticks on round seconds as it scrolls (window 10 s: every 2 s from 0).
+        auto* time = qobject_cast<QValueAxis*>(requests.chart()->axes(Qt::Horizontal).value(0));
+        QVERIFY(time);
+        QCOMPARE(time->tickType(), QValueAxis::TicksDynamic);
+        QCOMPARE(time->tickAnchor(), 0.0);
+        QCOMPARE(time->tickInterval(), 2.0);
+
+        // Spectrum: ranks 1..200 with ticks on multiples of 50, not at fifths of the range (1, 40.8, 80.6, ...).
+        ui::SpectrumChart spectrum;
+        std::vector<double> values(200);
+        for (size_t i = 0; i < values.size(); ++i) values[i] = 100.0 / double(i + 1);
+        spectrum.setCurves({{QStringLiteral("layer 0 attn_q"), values}});
+        QValueAxis* ranks = nullptr;
+        for (QAbstractAxis* a : spectrum.chart()->axes(Qt::Horizontal)) ranks = qobject_cast<QValueAxis*>(a);
+        QVERIFY(ranks);
+        QCOMPARE(ranks->max(), 200.0);
+        QCOMPARE(ranks->tickType(), QValueAxis::TicksDynamic);
+        QCOMPARE(ranks->tickAnchor(), 0.0);
+        QCOMPARE(ranks->tickInterval(), 50.0);
     }
 
     void droppingAFileOnAChartOpensIt() {
