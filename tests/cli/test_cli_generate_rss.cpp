@@ -1,11 +1,11 @@
-// Peak memory of `gkq quantize --preset q4_0` (row chunks: bounded by the largest tensor, not the model), `gkq analyze
-// --topk` (one tensor at a time, its mapped pages dropped once converted) and `gkq
-// generate` on a model-shaped checkpoint: a TinyLlama-1.1B-shaped model cut to 2 layers, written in bf16 by `gkq
-// synth`, and its q4_0 knot. The transformer runs the weights as stored
-// (bf16 from the mapping, the knot's Q4_0 blocks), so a child's peak RSS (wait4's ru_maxrss) stays under a bound
-// computed from the tensor sizes: the stored bytes it may touch, its KV cache and run state, and a fixed margin for the
-// binary, its libraries and the tokenizer. Converting the weights to float32 at load, as gkq did before, takes twice
-// the bf16 file (and 7x the q4_0 blocks) and fails the bound.
+// Peak memory of `gkq quantize --preset q4_0` (row chunks: bounded by the largest tensor, not the model), `gkq
+// reconstruct` (streamed into the writer), `gkq analyze --topk` (one tensor at a time, its mapped pages dropped once
+// converted) and `gkq generate` on a model-shaped checkpoint: a TinyLlama-1.1B-shaped model cut to 2 layers, written in
+// bf16 by `gkq synth`, and its q4_0 knot. The transformer runs the weights as stored (bf16 from the mapping, the knot's
+// Q4_0 blocks), so a child's peak RSS (wait4's ru_maxrss) stays under a bound computed from the tensor sizes: the
+// stored bytes it may touch, its KV cache and run state, and a fixed margin for the binary, its libraries and the
+// tokenizer. Converting the weights to float32 at load, as gkq did before, takes twice the bf16 file (and 7x the q4_0
+// blocks) and fails the bound.
 #include "child_run.h"
 #include "gkq/codec.h"
 #include "gkq/model_config.h"
@@ -107,6 +107,23 @@ private slots:
         qInfo("%s", qPrintable(aline));
         QVERIFY2(an.max_rss_bytes < analyze_bound, qPrintable(aline));
         QVERIFY2(analyze_bound < bf16_bytes + sz.largest_f32, qPrintable(aline));  // excludes mapping + a tensor
+
+        // reconstruct streams: each record decoded into the writer's one-tensor float32 buffer when its turn comes,
+        // its mapped pages dropped once read: the largest tensor in float32 and its record twice (payload, blocks),
+        // and the same 64 MiB. Decoding every tensor before writing (as it did before) holds the model in float32.
+        const std::string rebuilt = dir.file("rebuilt/model.safetensors");
+        std::filesystem::create_directories(dir.file("rebuilt"));
+        ChildRun rc = run_child({gkq, "reconstruct", knot, "-o", rebuilt, "--threads", "2"}, log);
+        QVERIFY2(rc.code == 0, slurp(log).c_str());
+        const uint64_t rec_bound = sz.largest_f32 + 2 * sz.largest_knot_blocks + (uint64_t{64} << 20);
+        const QString rline = QString("reconstruct: peak RSS %1 MiB, bound %2 MiB, model in float32 %3 MiB")
+                                  .arg(mib(rc.max_rss_bytes), 0, 'f', 1)
+                                  .arg(mib(rec_bound), 0, 'f', 1)
+                                  .arg(mib(f32_bytes), 0, 'f', 1);
+        qInfo("%s", qPrintable(rline));
+        QVERIFY2(rc.max_rss_bytes < rec_bound, qPrintable(rline));
+        QVERIFY2(rec_bound < f32_bytes / 2, qPrintable(rline));     // the bound excludes the model in float32
+        QVERIFY(std::filesystem::file_size(rebuilt) >= f32_bytes);  // every tensor written, in float32
 
         struct Case {
             const char* what;

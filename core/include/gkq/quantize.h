@@ -214,6 +214,9 @@ struct ReconstructReport {
 // The model file is written first, then config.json, each atomically. Before any work, a .safetensors output is
 // refused (InvalidArgument) when the config.json beside it describes another model (architecture, shapes, vocab)
 // or tokenizer files of an unknown model lie there, unless `replace_other_model`.
+// Streamed: each record is decoded when the writer reaches its tensor, into the writer's one-tensor buffer, so peak
+// memory is about the largest tensor in float32 plus its record, whatever the model's size. `n_threads` is kept
+// for the callers; the decode runs one tensor at a time (BLAS threads the low-rank products).
 Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::string& out_path, int n_threads = 0,
                                       const ProgressFn& progress = {}, bool replace_other_model = false);
 

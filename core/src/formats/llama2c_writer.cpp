@@ -111,7 +111,8 @@ Status write_llama2c(const std::string& path, const ModelConfig& config, const s
             return error(StatusCode::InvalidArgument, path + ": tensor '" + name + "': layer " +
                                                           std::to_string(t.layer) + " is outside 0.." +
                                                           std::to_string(h.n_layers - 1));
-        if (t.data == nullptr) return error(StatusCode::InvalidArgument, path + ": tensor '" + name + "' has no data");
+        if (t.data == nullptr && !t.fill)
+            return error(StatusCode::InvalidArgument, path + ": tensor '" + name + "' has no data");
         if (t.dtype != DType::F32)
             return error(StatusCode::InvalidArgument, path + ": tensor '" + name + "': its data is float32, not " +
                                                           std::string(dtype_name(t.dtype)));
@@ -170,18 +171,25 @@ Status write_llama2c(const std::string& path, const ModelConfig& config, const s
             continue;
         }
         const int64_t n_items = s.per_layer ? h.n_layers : 1;
+        std::vector<float> filled;  // a tensor handed over by fill: one at a time
         for (int64_t i = 0; i < n_items; ++i) {
             const WriteTensor& t = *given.at({s.role, s.per_layer ? static_cast<int32_t>(i) : -1});
             uint64_t numel = 1;
             for (int64_t d : s.shape) numel *= static_cast<uint64_t>(d);  // checked above
+            const float* data = t.data;
+            if (data == nullptr) {
+                filled.assign(numel, 0.0f);
+                if (Status st = t.fill(filled.data()); !st) return st;
+                data = filled.data();
+            }
             if (rope_reorder_needed(t.role, config.rope_style, RopeStyle::Interleaved)) {
                 // run.c rotates adjacent pairs: q/k of a half-split (HF) model are reordered first
-                const auto reordered = rope_reorder(t.data, t.shape[0], t.shape[1], config.head_size(),
-                                                    config.rope_style, RopeStyle::Interleaved);
+                const auto reordered = rope_reorder(data, t.shape[0], t.shape[1], config.head_size(), config.rope_style,
+                                                    RopeStyle::Interleaved);
                 if (Status st = f.write(reordered.data(), numel * sizeof(float)); !st) return st;
                 continue;
             }
-            if (Status st = f.write(t.data, numel * sizeof(float)); !st) return st;
+            if (Status st = f.write(data, numel * sizeof(float)); !st) return st;
         }
     }
     if (f.bytes_written() != total)

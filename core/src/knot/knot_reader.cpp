@@ -485,8 +485,12 @@ Result<EncodedTensor> KnotFile::read(size_t i) const {
         return error(StatusCode::InvalidArgument,
                      m_data->path + ": record " + std::to_string(i) + " of " + std::to_string(m_data->entries.size()));
     const KnotEntry& e = m_data->entries[i];
-    return decode_knot_record(e, std::span<const uint8_t>(m_data->bytes + e.record_offset, e.record_bytes),
-                              m_data->path, i);
+    auto decoded = decode_knot_record(e, std::span<const uint8_t>(m_data->bytes + e.record_offset, e.record_bytes),
+                                      m_data->path, i);
+    // The payload is a copy (inflated or not): the record's mapped pages leave this process's resident set (the page
+    // cache keeps them), so reading every record of an 8 B knot once does not keep the whole file resident.
+    m_data->map.drop_resident(m_data->bytes + e.record_offset, e.record_bytes);
+    return decoded;
 }
 
 }  // namespace gkq

@@ -208,35 +208,28 @@ Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::s
     // A model that cannot run is not written out for other runtimes to fail on.
     if (Status s = check_model(knot_path, h.config, knot->entries()); !s) return s;
 
+    // Streamed: the writer asks for each tensor in its turn and the record is decoded straight into the writer's
+    // buffer, so memory holds one decoded tensor (plus its encoded record), never the model in float32.
     const size_t n = knot->n_records();
-    std::vector<std::vector<float>> data(n);
     std::vector<WriteTensor> tensors(n);
-    const int threads = knot::worker_count(n_threads, n);
-    std::optional<SingleThreadedBlas> one_blas_thread;
-    if (threads > 1) one_blas_thread.emplace();
-    auto produce = [&](size_t i) -> Result<std::vector<float>> {
-        auto t = knot->read(i);
-        if (!t) return t.status();
-        auto decoded = decode_tensor(*t);
-        if (!decoded) return decoded.status().with_context(knot::record_label(knot_path, i, t->name));
-        return decoded;
-    };
-    auto consume = [&](size_t i, std::vector<float>&& d) -> Status {
+    size_t done = 0;
+    for (size_t i = 0; i < n; ++i) {
         const KnotEntry& e = knot->entries()[i];
-        data[i] = std::move(d);
         static_cast<TensorInfo&>(tensors[i]) = e;
         tensors[i].dtype = DType::F32;  // decoded; the record's own layout is not what is handed over
-        tensors[i].data = data[i].data();
+        tensors[i].fill = [&, i](float* out) -> Status {
+            const KnotEntry& entry = knot->entries()[i];
+            auto t = knot->read(i);
+            if (!t) return t.status();
+            if (Status s = decode_tensor_into(*t, out, static_cast<uint64_t>(entry.n_elements())); !s)
+                return s.with_context(knot::record_label(knot_path, i, t->name));
+            if (!report_progress(progress, static_cast<double>(++done) / static_cast<double>(n), entry.name))
+                return error(StatusCode::Cancelled, out_path + ": reconstruction cancelled");
+            return Status::ok();
+        };
         report.n_params += e.n_elements();
-        if (!report_progress(progress, static_cast<double>(i + 1) / static_cast<double>(n), e.name))
-            return error(StatusCode::Cancelled, out_path + ": reconstruction cancelled");
-        return Status::ok();
-    };
-    // Every decoded tensor is kept for the writer anyway: no window beyond the threads' own.
-    if (Status s =
-            knot::run_ordered<std::vector<float>>(n, threads, 2 * static_cast<size_t>(threads), produce, consume);
-        !s)
-        return s;
+    }
+    (void)n_threads;  // one tensor at a time; a low-rank record's products use BLAS's own threads
 
     WriteOptions options;  // float32 everywhere: the decoded values exactly
     options.extra_metadata.set("gkq.knot_producer", MetaValue::of_string(h.producer));
