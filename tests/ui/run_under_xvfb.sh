@@ -27,7 +27,7 @@ if ! "${xvfb[@]}" "$2" --screenshot "$out"; then
     exit 1
 fi
 status=0
-for view in overview spectrum quantize compare saturation tuning reconstruct serve; do
+for view in overview spectrum quantize quantize-layers compare saturation tuning reconstruct serve; do
     f="$out/$view.png"
     if [[ ! -s "$f" ]] || [[ "$(head -c 8 "$f" | od -An -tx1 | tr -d ' \n')" != "89504e470d0a1a0a" ]]; then
         echo "FAIL: $f is missing or not a PNG"

@@ -51,8 +51,8 @@
 #include <QTreeView>
 #include <QValueAxis>
 #include <QtTest>
-#include <limits>
 #include <cstdio>
+#include <limits>
 
 using namespace gkq;
 using ui::MainWindow;

@@ -11,6 +11,7 @@
 #include "gkq/model_writer.h"
 #include "jobs/job_runner.h"
 #include "jobs/stall_meter.h"
+#include "models/display_format.h"
 #include "models/model_tree_model.h"
 #include "models/quant_result_model.h"
 #include "models/spectrum_store.h"
@@ -103,9 +104,9 @@ private slots:
         const double err = relative_error_at_rank(s.singular_values.data(), n, k);
         const double kept = top_k_energy(s.singular_values.data(), n, k);
         const double bpw32 = k * double(s.rows + s.cols + 1) * 32 / (double(s.rows) * s.cols);
-        QVERIFY2(spectrum->rankText().contains(QString::number(err, 'f', 6)), qPrintable(spectrum->rankText()));
-        QVERIFY(spectrum->rankText().contains(QString::number(100.0 * kept, 'f', 4)));
-        QVERIFY(spectrum->rankText().contains(QString::number(bpw32, 'f', 4)));
+        QVERIFY2(spectrum->rankText().contains(ui::formatNumber(err, 6)), qPrintable(spectrum->rankText()));
+        QVERIFY(spectrum->rankText().contains(ui::formatNumber(100.0 * kept, 6)));
+        QVERIFY(spectrum->rankText().contains(ui::formatNumber(bpw32)));
         QVERIFY(spectrum->metricsText().contains(QStringLiteral("stable rank")));
         QVERIFY(spectrum->metricsText().contains(s.heavy_tail.power_law.reliable ? QStringLiteral("reliable")
                                                                                  : QStringLiteral("unreliable")));
@@ -150,7 +151,7 @@ private slots:
         QCOMPARE(quantize->resultModel()->rowCount(), static_cast<int>(w.model()->n_tensors()));
         QAbstractItemModelTester resultTester(quantize->resultModel(),
                                               QAbstractItemModelTester::FailureReportingMode::QtTest);
-        QVERIFY(quantize->totalsText().contains(QString::number(report.bits_per_weight(), 'f', 3)));
+        QVERIFY(quantize->totalsText().contains(ui::formatNumber(report.bits_per_weight())));
 
         // Evaluate the knot against the model (the demo model has a tokenizer and held-out text; 4 KB of it).
         QVERIFY(quantize->evaluateButton()->isEnabled());

@@ -513,8 +513,8 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weight
                            .arg(c.vocab_size)
                            .arg(c.context_length)
                            .arg(m_model->n_tensors())
-                           .arg(QLocale().toString(static_cast<qlonglong>(m_model->n_params())))
-                           .arg(QLocale().toString(static_cast<qulonglong>(tensorBytes))));
+                           .arg(formatCount(static_cast<qint64>(m_model->n_params())))
+                           .arg(formatCount(static_cast<quint64>(tensorBytes))));
     if (m_knot) {
         const KnotSummary& k = *m_knot;
         QStringList methods;
@@ -531,9 +531,9 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weight
                                       : tr(", preset %1").arg(QString::fromStdString(k.preset).toHtmlEscaped()))
                 .arg(k.n_records)
                 .arg(methods.join(QStringLiteral(", ")))
-                .arg(QLocale().toString(static_cast<qlonglong>(k.n_params)))
-                .arg(QLocale().toString(static_cast<qulonglong>(k.file_bytes)))
-                .arg(k.bitsPerWeight(), 0, 'f', 3)
+                .arg(formatCount(static_cast<qint64>(k.n_params)))
+                .arg(formatCount(static_cast<quint64>(k.file_bytes)))
+                .arg(formatNumber(k.bitsPerWeight()))
                 .arg(c.dim)
                 .arg(c.hidden_dim)
                 .arg(c.n_layers)

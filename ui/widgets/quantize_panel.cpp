@@ -391,13 +391,13 @@ quint64 QuantizePanel::startQuantize() {
                 tr("<b>%1</b>: %2 tensors, %3 parameters, knot %4 bytes = <b>%5 bits per weight</b> (whole file), "
                    "%6x smaller than bf16, %7x than f32; %8 s")
                     .arg(QString::fromStdString(report.command).toHtmlEscaped())
-                    .arg(report.tensors.size())
-                    .arg(QLocale().toString(static_cast<qlonglong>(report.n_params)))
-                    .arg(QLocale().toString(static_cast<qulonglong>(report.file_bytes)))
-                    .arg(QString::number(report.bits_per_weight(), 'f', 3))
-                    .arg(QString::number(report.ratio_vs_bf16(), 'f', 2))
-                    .arg(QString::number(report.ratio_vs_fp32(), 'f', 2))
-                    .arg(QString::number(report.seconds, 'f', 2)));
+                    .arg(formatCount(static_cast<qint64>(report.tensors.size())))
+                    .arg(formatCount(static_cast<qint64>(report.n_params)))
+                    .arg(formatCount(static_cast<quint64>(report.file_bytes)))
+                    .arg(formatNumber(report.bits_per_weight()))
+                    .arg(formatNumber(report.ratio_vs_bf16(), 3))
+                    .arg(formatNumber(report.ratio_vs_fp32(), 3))
+                    .arg(formatNumber(report.seconds, 3)));
             m_report = std::move(report);
             m_status->setText(tr("Done: %1").arg(m_knotPath));
         });

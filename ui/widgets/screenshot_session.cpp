@@ -130,6 +130,10 @@ QStringList renderScreenshots(MainWindow& window, const QString& modelPath, cons
         }
     }
     if (!save(window, dir.filePath(QStringLiteral("quantize.png")), written, error)) return {};
+    // The same run as the layer x role heat map of methods, then back to the table.
+    quantize->resultTabs()->setCurrentIndex(1);
+    if (!save(window, dir.filePath(QStringLiteral("quantize-layers.png")), written, error)) return {};
+    quantize->resultTabs()->setCurrentIndex(0);
 
     // Compare every preset on the same 8 KB of text.
     if (QFileInfo::exists(scratch.filePath(QStringLiteral("heldout-first-8KB.txt")))) {

@@ -6,6 +6,7 @@
 #include "charts/spectrum_heat_map.h"
 #include "jobs/job_runner.h"
 #include "jobs/job_watch.h"
+#include "models/display_format.h"
 #include "models/spectrum_store.h"
 #include "widgets/output_guard.h"
 
@@ -28,7 +29,7 @@ namespace gkq::ui {
 
 namespace {
 QString num(double v, int digits = 4) {
-    return std::isfinite(v) ? QString::number(v, 'g', digits) : QStringLiteral("—");
+    return std::isfinite(v) ? formatNumber(v, digits) : QStringLiteral("—");
 }
 QString roleText(TensorRole r) {
     const std::string_view n = role_name(r);
@@ -379,11 +380,11 @@ void SpectrumPanel::refreshRank() {
     m_rankLabel->setText(
         tr("At rank %1: relative error %2, energy kept %3 %, bits per weight %4 with f32 factors / %5 with f16 "
            "(U %6x%1, V %7x%1 and %1 singular values as plain floats; no headers, no quantization).")
-            .arg(r.rank)
-            .arg(QString::number(r.relError, 'f', 6))
-            .arg(QString::number(100.0 * r.energyKept, 'f', 4))
-            .arg(QString::number(r.bpwF32, 'f', 4))
-            .arg(QString::number(r.bpwF16, 'f', 4))
+            .arg(formatCount(static_cast<qint64>(r.rank)))
+            .arg(formatNumber(r.relError, 6))
+            .arg(formatNumber(100.0 * r.energyKept, 6))
+            .arg(formatNumber(r.bpwF32))
+            .arg(formatNumber(r.bpwF16))
             .arg(spectrum->rows)
             .arg(spectrum->cols));
 }
@@ -423,7 +424,7 @@ void SpectrumPanel::refreshMetrics() {
     row(tr("log10 spectral norm / norm"), QStringLiteral("%1 / %2").arg(num(h.log_spectral_norm), num(h.log_norm)));
     html += QStringLiteral("<tr><td colspan='2'><hr><b>Marchenko-Pastur bulk</b> — %1</td></tr>")
                 .arg(flag(mp.reliable, mp.reason));
-    row(tr("MP spikes"), QString::number(mp.n_spikes));
+    row(tr("MP spikes"), formatCount(static_cast<qint64>(mp.n_spikes)));
     row(tr("bulk edge lambda+"), num(mp.bulk_max));
     row(tr("MP soft rank"), num(mp.softrank));
     row(tr("Q = N/M, sigma"), QStringLiteral("%1, %2").arg(num(mp.q), num(mp.sigma)));
