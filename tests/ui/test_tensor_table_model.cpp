@@ -1,6 +1,8 @@
 // The tensor table model (checked by QAbstractItemModelTester) and the main window's open path, offscreen.
+#include "gkq/knot.h"
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
+#include "gkq/quantize.h"
 #include "models/tensor_table_model.h"
 #include "test_support.h"
 #include "tiny_model.h"
@@ -35,6 +37,41 @@ private slots:
         QCOMPARE(model.index(0, ui::TensorTableModel::Layer).data().toString(), QStringLiteral("-"));
         model.clear();
         QCOMPARE(model.rowCount(), 0);
+    }
+
+    void aMatrixStoredWiderForItsRowLengthIsAFallback() {
+        // FFN width 100: ffn_down's rows of 100 values do not split into q8_0's blocks of 32, so the knot keeps them
+        // in f16; the Overview's table marks exactly those rows, orange, with the reason in the tooltip.
+        test::TempDir dir;
+        ModelConfig config = test::tiny_config(true);
+        config.hidden_dim = 100;
+        auto m = test::make_tiny_model(config);
+        const std::string path = dir.file("odd.safetensors");
+        QVERIFY(write_safetensors(path, m.config, m.tensors).is_ok());
+        auto file = ModelFile::open(path);
+        QVERIFY2(file.is_ok(), file.message().c_str());
+        QuantizeOptions options;
+        options.preset = "q8_0";
+        options.n_threads = 1;
+        QVERIFY(quantize_model(*file, options, dir.file("odd.knot")).is_ok());
+        auto knot = KnotFile::open(dir.file("odd.knot"));
+        QVERIFY2(knot.is_ok(), knot.message().c_str());
+
+        ui::TensorTableModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setWeights(*knot);
+        int fallbacks = 0;
+        for (int r = 0; r < model.rowCount(); ++r) {
+            const bool down = model.index(r, ui::TensorTableModel::Role).data().toString() == QLatin1String("ffn_down");
+            QCOMPARE(model.isFallback(r), down);
+            if (!down) continue;
+            ++fallbacks;
+            const QModelIndex cell = model.index(r, ui::TensorTableModel::Type);
+            QVERIFY(cell.data(Qt::BackgroundRole).isValid());
+            QVERIFY2(cell.data(Qt::ToolTipRole).toString().contains(QStringLiteral("row length 100")),
+                     qPrintable(cell.data(Qt::ToolTipRole).toString()));
+        }
+        QCOMPARE(fallbacks, int(config.n_layers));
     }
 
     void windowShowsErrorsWithoutDying() {

@@ -24,7 +24,9 @@
 #include "widgets/spectrum_panel.h"
 
 #include <QAbstractItemModelTester>
+#include <QAbstractSeries>
 #include <QApplication>
+#include <QChart>
 #include <QDir>
 #include <QMimeData>
 #include <QProgressBar>
@@ -96,6 +98,20 @@ private slots:
         QCOMPARE(spectrum->currentTensor(), name);
         QCOMPARE(spectrum->chart()->seriesCount(), 3);  // singular values, energy curve, rank marker
         QCOMPARE(spectrum->rank(), static_cast<int>(s.metrics.rank_90));
+        // Pinned and overlaid: each curve's legend names its layer and role ("layer 0 ffn_up"), never the same text
+        // twice.
+        {
+            QVERIFY(w.browser()->selectTensor(QString::fromStdString(ups[0]->name)));
+            spectrum->pinCurrent();
+            QVERIFY(w.browser()->selectTensor(name));
+            QStringList legends;
+            for (QAbstractSeries* series : spectrum->chart()->chart()->series()) legends << series->name();
+            QVERIFY2(legends.contains(QStringLiteral("layer %1 ffn_up").arg(s.layer)), qPrintable(legends.join('|')));
+            QVERIFY2(legends.contains(QStringLiteral("layer %1 ffn_up").arg(ups[0]->layer)),
+                     qPrintable(legends.join('|')));
+            QCOMPARE(legends.removeDuplicates(), 0);
+            spectrum->clearOverlay();
+        }
 
         // The rank readout is exact: compare with the core's functions at a rank we choose.
         const int k = 7;

@@ -19,6 +19,7 @@
 #include "widgets/compare_panel.h"
 #include "widgets/main_window.h"
 #include "widgets/quantize_panel.h"
+#include "widgets/reconstruct_panel.h"
 #include "widgets/rknot_editor.h"
 #include "widgets/saturation_panel.h"
 #include "widgets/server_panel.h"
@@ -213,6 +214,18 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(w.jobStatusText(), QStringLiteral("Exporting knot: done"), 60000);
         QCOMPARE(q->progressBar()->value(), q->progressBar()->maximum());
         QCOMPARE(q->statusText(), QStringLiteral("Exported %1").arg(to));
+
+        // Reconstruct (the same job watch as Compare and Saturation): done, the bar full, the line in words.
+        ui::ReconstructPanel* rebuild = w.reconstructPanel();
+        QVERIFY(rebuild->setKnotPath(q->lastKnotPath()));
+        rebuild->setSelectedTensors({QStringLiteral("model.layers.0.mlp.up_proj.weight")});
+        rebuild->setRuns(1);
+        QSignalSpy rebuilt(rebuild, &ui::ReconstructPanel::reconstructed);
+        QVERIFY(rebuild->start() != 0);
+        QVERIFY(rebuilt.wait(120000));
+        QTRY_COMPARE_WITH_TIMEOUT(w.jobStatusText(), QStringLiteral("Reconstructing on every backend: done"), 60000);
+        QCOMPARE(rebuild->progressBar()->value(), rebuild->progressBar()->maximum());
+        QVERIFY2(rebuild->statusText().startsWith(QStringLiteral("Done: ")), qPrintable(rebuild->statusText()));
 
         // A failure: the line says what failed, never a step; the bar is empty.
         const QString missing = QString::fromStdString(m_dir.file("missing.txt"));
