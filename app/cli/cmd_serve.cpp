@@ -42,7 +42,7 @@ void log_line(std::string_view line) {
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
-    std::string weights, host, tokenizer, backend, model_id;
+    std::string weights, host, tokenizer, backend, model_id, policy;
     int64_t port = 8080, cache_mb = 0, workers = 0, threads = 0, max_connections = 0, max_queue = 0, max_context = 0,
             per_address = 0;
     int64_t header_ms = 0, body_ms = 0, idle_ms = 0, drain_ms = 0;
@@ -72,6 +72,10 @@ int cmd_serve(int argc, char** argv) {
     p.flag("--cdn", "stream the knot from the --weights URL by range requests (USE_CDN_FALLBACK=true)", &cdn);
     p.flag("--on-disk", "read knot records from the file when needed (MEMORY_RESIDENT_MODE=false)", &on_disk);
     p.option_int("--cache-mb", "MB", "reconstructed-weight cache budget (GPU_CACHE_SIZE_MB)", &cache_mb, 0, 1 << 24);
+    p.option("--cache-policy", "P",
+             "keep (default): the weights that fill the budget stay, the rest are loaded for each use; lru: least "
+             "recently used out (under a budget below the model a forward pass then hits nothing)",
+             &policy);
     p.option_double("--max-age", "S", "seconds a reconstruction stays cached, 0: no limit (MAX_AGE_SECONDS)", &max_age,
                     0, 1e9);
     p.option("--io-backend", "B", "auto, io_uring, io_uring_basic or epoll (IO_BACKEND)", &backend);
@@ -111,6 +115,14 @@ int cmd_serve(int argc, char** argv) {
     if (on_disk) c.memory_resident = false;
     if (p.given("--cache-mb")) c.cache_budget_mb = static_cast<uint64_t>(cache_mb);
     if (p.given("--max-age")) c.max_age_seconds = max_age;
+    if (p.given("--cache-policy")) {
+        auto pol = parse_cache_policy(policy);
+        if (!pol) {
+            std::fprintf(stderr, "gkq serve: --cache-policy: %s\n", pol.message().c_str());
+            return exit_code(pol.status());
+        }
+        c.cache_policy = *pol;
+    }
     if (p.given("--io-backend")) {
         auto b = parse_io_backend(backend);
         if (!b) {

@@ -1,4 +1,4 @@
-// Weights served (knot in RAM, knot on disk, knot over HTTP range requests, model file) and the LRU weight cache:
+// Weights served (knot in RAM, knot on disk, knot over HTTP range requests, model file) and the weight cache:
 // values, budget and age eviction, counters, thread safety.
 #include "cache/http_client.h"
 #include "gkq/codec.h"
@@ -306,6 +306,7 @@ private slots:
         auto store = std::make_shared<FakeStore>(4, 256);  // 1 KiB each
         WeightCacheOptions o;
         o.budget_bytes = 2048;  // room for two
+        o.policy = CachePolicy::Lru;
         WeightCache cache(store, o);
         QVERIFY(cache.get(0).is_ok());
         QVERIFY(cache.get(1).is_ok());
@@ -326,6 +327,46 @@ private slots:
         QCOMPARE(s.reconstructions, uint64_t(5));
         QCOMPARE(store->calls.load(), 5);
         QCOMPARE(s.budget_bytes, uint64_t(2048));
+    }
+
+    // A forward pass asks for every weight in the same order each token. With room for half of them, least recently
+    // used out evicts exactly the weight asked for next and never hits; keeping what fits hits that half every pass.
+    void keepHoldsTheHotHalfWhereLruHitsNothing() {
+        for (const CachePolicy policy : {CachePolicy::Keep, CachePolicy::Lru}) {
+            auto store = std::make_shared<FakeStore>(8, 256);  // 1 KiB each
+            WeightCacheOptions o;
+            o.budget_bytes = 4 * 1024;  // room for four
+            o.policy = policy;
+            WeightCache cache(store, o);
+            const int passes = 10;
+            for (int pass = 0; pass < passes; ++pass)
+                for (size_t i = 0; i < 8; ++i) {
+                    auto w = cache.get(i);
+                    QVERIFY(w.is_ok());
+                    QCOMPARE(w->values->dense[63], static_cast<float>(i));  // the weight asked for, kept or not
+                    if (policy == CachePolicy::Keep) QCOMPARE(w->hit, pass > 0 && i < 4);
+                }
+            const WeightCacheStats s = cache.stats();
+            QCOMPARE(s.lookups, uint64_t(8 * passes));
+            QCOMPARE(s.bytes_used, uint64_t(4 * 1024));
+            QCOMPARE(s.n_entries, uint64_t(4));
+            if (policy == CachePolicy::Keep) {
+                QCOMPARE(s.hits, uint64_t(4 * (passes - 1)));  // weights 0-3 from the second pass on
+                QCOMPARE(s.not_kept, uint64_t(4 * passes));    // weights 4-7, loaded for each use
+                QCOMPARE(s.evictions_budget, uint64_t(0));
+            } else {
+                QCOMPARE(s.hits, uint64_t(0));
+                QCOMPARE(s.evictions_budget, uint64_t(8 * passes - 4));
+                QCOMPARE(s.not_kept, uint64_t(0));
+            }
+            QCOMPARE(s.reconstructions, s.n_entries + s.evictions_budget + s.not_kept);
+        }
+        QCOMPARE(parse_cache_policy("keep").value(), CachePolicy::Keep);
+        QCOMPARE(parse_cache_policy("lru").value(), CachePolicy::Lru);
+        QCOMPARE(cache_policy_name(CachePolicy::Lru), std::string_view("lru"));
+        auto bad = parse_cache_policy("mru");
+        QCOMPARE(bad.status().code(), StatusCode::InvalidArgument);
+        VERIFY_CONTAINS(bad.message(), "cache policy 'mru': keep or lru");
     }
 
     void weightLargerThanBudgetIsNotKept() {
@@ -424,10 +465,17 @@ private slots:
         QCOMPARE(s.reconstructions, uint64_t(1));
     }
 
+    void threadsKeepCountersConsistent_data() {
+        QTest::addColumn<int>("policy");
+        QTest::newRow("keep") << int(CachePolicy::Keep);
+        QTest::newRow("lru") << int(CachePolicy::Lru);
+    }
     void threadsKeepCountersConsistent() {
+        QFETCH(int, policy);
         auto store = std::make_shared<FakeStore>(16, 64);  // 256 bytes each
         WeightCacheOptions o;
         o.budget_bytes = 5 * 256;
+        o.policy = static_cast<CachePolicy>(policy);
         WeightCache cache(store, o);
         std::atomic<int> wrong{0};
         std::vector<std::thread> threads;
@@ -448,7 +496,7 @@ private slots:
         QCOMPARE(s.hits + s.misses, s.lookups);
         QVERIFY(s.reconstructions <= s.misses);
         QCOMPARE(s.reconstructions, uint64_t(store->calls.load()));
-        QCOMPARE(s.reconstructions, s.n_entries + s.evictions_budget);
+        QCOMPARE(s.reconstructions, s.n_entries + s.evictions_budget + s.not_kept);
         QCOMPARE(s.bytes_used, s.n_entries * 256);
     }
 };

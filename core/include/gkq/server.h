@@ -19,6 +19,7 @@
 #pragma once
 
 #include "gkq/status.h"
+#include "gkq/weight_cache.h"
 
 #include <cstdint>
 #include <functional>
@@ -54,6 +55,9 @@ struct ServerConfig {
     bool memory_resident = true;    // knot records held in RAM (false: read from the mapped file when needed)
     bool use_cdn_fallback = false;  // weights_path is an http:// URL; reconstructions are not cached
     uint64_t cache_budget_mb = 1024;
+    // What a reconstruction that does not fit the budget does (weight_cache.h): keep the weights there are (the hot
+    // layers; the rest loaded for each use), or evict the least recently used.
+    CachePolicy cache_policy = CachePolicy::Keep;
     double max_age_seconds = 3600;  // 0: reconstructions never expire
     std::string model_id;           // name in /v1/models; empty: the weights file's name without extension
 

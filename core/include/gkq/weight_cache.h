@@ -11,8 +11,13 @@
 //
 // Contract: the remote knot and the cache are thread-safe. A lookup is a hit (a live entry) or a miss; a miss
 // loads (or waits for the one load already running for that tensor), so hits + misses == lookups and
-// reconstructions <= misses. An entry leaves by budget (least recently used first), by age (its load is older than
-// max_age_seconds: checked on every lookup and by evict_expired()) or by clear(). A value handed out stays valid while
+// reconstructions <= misses. When a new load does not fit the budget, the policy decides (CachePolicy): Keep (the
+// default) keeps the entries there are — the weights that filled the budget first stay resident, the documents'
+// "hot layers" — and hands the new load out without keeping it (not_kept); Lru evicts the least recently used
+// entries until it fits. A forward pass asks for every weight in the same order each token, so under a budget below
+// the model Lru evicts exactly the weight needed next and hits nothing, while Keep hits the kept share of every pass
+// (test_weight_cache measures both). An entry also leaves by age (its load is older than max_age_seconds: checked
+// on every lookup and by evict_expired()) or by clear(). A value handed out stays valid while
 // the caller holds it, evicted or not; bytes_used counts entries in the cache only. With keep_reconstructions off
 // (CDN fallback) nothing is kept: every lookup loads.
 #pragma once
@@ -46,8 +51,14 @@ Result<std::unique_ptr<Weights>> open_remote_knot(const std::string& url, const 
 enum class EvictionReason : uint8_t { Budget, Age, Cleared };
 std::string_view eviction_reason_name(EvictionReason r);  // "budget", "age", "cleared"
 
+enum class CachePolicy : uint8_t { Keep, Lru };
+std::string_view cache_policy_name(CachePolicy p);  // "keep", "lru"
+// "keep" / "lru"; InvalidArgument naming the choices otherwise.
+Result<CachePolicy> parse_cache_policy(std::string_view name);
+
 struct WeightCacheOptions {
     uint64_t budget_bytes = uint64_t{1024} << 20;  // of LoadedTensor::bytes()
+    CachePolicy policy = CachePolicy::Keep;        // what a load that does not fit the budget does (see above)
     bool allow_factored = true;                    // load_tensor's: low-rank records stay factored where cheaper
     double max_age_seconds = 0;                    // 0: reconstructions do not expire
     bool keep_reconstructions = true;              // false: nothing is cached (CDN fallback)
@@ -66,7 +77,8 @@ struct WeightCacheStats {
     uint64_t evictions_budget = 0;
     uint64_t evictions_age = 0;
     uint64_t evictions_cleared = 0;
-    uint64_t not_kept = 0;    // reconstructions not stored: larger than the budget, or keeping is off
+    // reconstructions not stored: larger than the budget, no room under CachePolicy::Keep, or keeping is off
+    uint64_t not_kept = 0;
     uint64_t bytes_used = 0;  // loaded bytes (LoadedTensor::bytes) of the entries in the cache
     uint64_t budget_bytes = 0;
     uint64_t n_entries = 0;

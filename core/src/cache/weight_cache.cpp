@@ -1,4 +1,5 @@
-// WeightCache: an LRU of loaded weights with a byte budget and a maximum age (see weight_cache.h).
+// WeightCache: loaded weights under a byte budget (keep what fits, or least recently used out) and a maximum age
+// (see weight_cache.h).
 #include "gkq/weight_cache.h"
 
 #include <chrono>
@@ -16,6 +17,16 @@ std::string_view eviction_reason_name(EvictionReason r) {
         case EvictionReason::Cleared: return "cleared";
     }
     return "?";
+}
+
+std::string_view cache_policy_name(CachePolicy p) {
+    return p == CachePolicy::Lru ? "lru" : "keep";
+}
+
+Result<CachePolicy> parse_cache_policy(std::string_view name) {
+    if (name == "keep") return CachePolicy::Keep;
+    if (name == "lru") return CachePolicy::Lru;
+    return error(StatusCode::InvalidArgument, "cache policy '" + std::string(name) + "': keep or lru");
 }
 
 namespace {
@@ -137,7 +148,9 @@ Result<CachedWeight> WeightCache::get(size_t index) {
             st.stats.reconstruction_failures++;
         } else {
             st.stats.reconstructed_bytes += bytes;
-            if (!m_options.keep_reconstructions || bytes > m_options.budget_bytes) {
+            const bool room = st.stats.bytes_used + bytes <= m_options.budget_bytes;
+            if (!m_options.keep_reconstructions || bytes > m_options.budget_bytes ||
+                (!room && m_options.policy == CachePolicy::Keep)) {
                 st.stats.not_kept++;
             } else {
                 // Least recently used entries leave until the new one fits.

@@ -130,6 +130,7 @@ Status InferenceEngine::load() {
 
     WeightCacheOptions co;
     co.budget_bytes = c.cache_budget_mb << 20;
+    co.policy = c.cache_policy;
     co.max_age_seconds = c.max_age_seconds;
     co.keep_reconstructions = !c.use_cdn_fallback;
     co.on_reconstruct = [this](double seconds, uint64_t) { m_metrics.reconstruction(seconds); };

@@ -237,6 +237,7 @@ struct Server::Impl final : server::ApiContext {
             {"budget_bytes", s.budget_bytes},
             {"entries", s.n_entries},
             {"max_age_seconds", cache->options().max_age_seconds},
+            {"policy", std::string(cache_policy_name(cache->options().policy))},
             {"keep_reconstructions", cache->options().keep_reconstructions},
             {"reconstruct_seconds_total", s.reconstruct_seconds},
             {"reconstructed_bytes_total", s.reconstructed_bytes}};
