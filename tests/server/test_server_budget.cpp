@@ -123,6 +123,8 @@ private slots:
         QVERIFY(small.texts == unlimited.texts);
         for (const std::string& t : small.texts) QVERIFY(!t.empty());
 
+        qInfo("budget %.1f MB: hit rate %.3f (%llu entries kept)", budget / 1e6, small.cache["hit_rate"].get<double>(),
+              static_cast<unsigned long long>(small.cache["entries"].get<uint64_t>()));
         // The cache's own accounting: within the budget throughout; it had to page (load again the weights it could
         // not keep), and the weights it kept (the first that filled the budget: policy "keep") were hit on every
         // pass, where least-recently-used eviction would hit nothing in a forward pass's fixed order.
@@ -133,8 +135,6 @@ private slots:
         QCOMPARE(small.cache["evictions"]["budget"].get<uint64_t>(), uint64_t(0));
         QVERIFY(small.cache["reconstructions"].get<uint64_t>() > 2 * small.cache["entries"].get<uint64_t>());
         QVERIFY(small.cache["hits"].get<uint64_t>() > 0);
-        qInfo("budget %.1f MB: hit rate %.3f (%llu entries kept)", budget / 1e6, small.cache["hit_rate"].get<double>(),
-              static_cast<unsigned long long>(small.cache["entries"].get<uint64_t>()));
         QCOMPARE(unlimited.cache["bytes_used"].get<uint64_t>(), m_model_bytes);
         QCOMPARE(unlimited.cache["evictions"]["budget"].get<uint64_t>(), uint64_t(0));
 
