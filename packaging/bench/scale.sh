@@ -19,6 +19,9 @@
 #   --serve-cache-mb M the serve step's weight cache budget (default 4096, the 8 B budget's 4 GB)
 #   --eval-bytes B   bytes of text for the eval step (default 4096; the synthetic vocabulary spells it in byte tokens,
 #                    so B bytes are about B tokens, each run through both models)
+#   --model DIR      measure this bf16 checkpoint (made by `gkq synth --like NAME --dtype bf16`) instead of writing one
+#   --steps LIST     comma-separated steps to run (default all): inspect, analyze, quantize, generate-model,
+#                    generate-knot, eval, serve, llama (generate-knot, eval and serve need quantize's knot)
 #
 # Prints a Markdown table to stdout and the load average before and after. The machine is noisy: quote medians.
 set -euo pipefail
@@ -34,8 +37,10 @@ mem_limit_gb=17
 threads="$(nproc)"
 serve_cache_mb=4096
 eval_bytes=4096
+model=""
+steps="inspect,analyze,quantize,generate-model,generate-knot,eval,serve,llama"
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --gkq) gkq="$2"; shift 2 ;;
@@ -49,6 +54,8 @@ while [ $# -gt 0 ]; do
         --threads) threads="$2"; shift 2 ;;
         --serve-cache-mb) serve_cache_mb="$2"; shift 2 ;;
         --eval-bytes) eval_bytes="$2"; shift 2 ;;
+        --model) model="$2"; shift 2 ;;
+        --steps) steps="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "scale.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -57,6 +64,14 @@ for v in "$layers" "$runs" "$mem_limit_gb" "$threads" "$serve_cache_mb" "$eval_b
     [[ "$v" =~ ^[0-9]+$ ]] || { echo "scale.sh: '$v' is not a whole number" >&2; exit 2; }
 done
 [ "$runs" -ge 1 ] || { echo "scale.sh: --runs must be at least 1" >&2; exit 2; }
+for step in ${steps//,/ }; do
+    case "$step" in
+        inspect|analyze|quantize|generate-model|generate-knot|eval|serve|llama) ;;
+        *) echo "scale.sh: --steps: unknown step '$step' (see --help)" >&2; exit 2 ;;
+    esac
+done
+want() { [[ ",$steps," == *",$1,"* ]]; }
+if [ -n "$model" ] && [ ! -e "$model" ]; then echo "scale.sh: --model: $model not found" >&2; exit 2; fi
 [ -x "$gkq" ] || { echo "scale.sh: no gkq binary at $gkq (build it, or pass --gkq)" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "scale.sh: /usr/bin/time not found (apt-get install time)" >&2; exit 2; }
 if [ -n "$llama_bin" ]; then
@@ -118,23 +133,35 @@ echo "# scale benchmark: $like, layers ${layers} (0: all), $threads threads, $ru
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 : >"$work/rows"
 
-"$gkq" synth --like "$like" --layers "$layers" --dtype bf16 -o "$work/model" >/dev/null
+if [ -n "$model" ]; then
+    ln -sfn "$(cd "$model" && pwd)" "$work/model"
+    echo "# model: $model (given; --like and --layers not used)"
+else
+    "$gkq" synth --like "$like" --layers "$layers" --dtype bf16 -o "$work/model" >/dev/null
+fi
 text="$work/text.txt"
 # The eval text, which the tokenizer of a synthetic model can encode (its vocabulary has the 256 byte pieces).
 for i in $(seq 1 $((eval_bytes / 60 + 1))); do echo "The quick brown fox jumps over the lazy dog, line $i of the scale benchmark."; done >"$text.full"
 head -c "$eval_bytes" "$text.full" >"$text"
 
-measure "gkq inspect" "$gkq" inspect "$work/model"
-measure "gkq analyze --topk 64" "$gkq" analyze "$work/model" --topk 64 --threads "$threads" --json -o "$work/analyze.json"
-measure "gkq quantize --preset q4_0" "$gkq" quantize "$work/model" --preset q4_0 --threads "$threads" -o "$work/q4_0.knot"
-measure "gkq generate (bf16 model, 64 tokens)" "$gkq" generate "$work/model" -n 64 --temp 0 --threads "$threads"
-measure "gkq generate (q4_0 knot, 64 tokens)" "$gkq" generate "$work/q4_0.knot" -n 64 --temp 0 --threads "$threads"
+want inspect && measure "gkq inspect" "$gkq" inspect "$work/model"
+# --no-cache: the spectra cache beside a given model would make the second run a file read
+want analyze && measure "gkq analyze --topk 64" "$gkq" analyze "$work/model" --topk 64 --threads "$threads" --no-cache \
+    --json -o "$work/analyze.json"
+want quantize && measure "gkq quantize --preset q4_0" "$gkq" quantize "$work/model" --preset q4_0 --threads "$threads" \
+    -o "$work/q4_0.knot"
+want generate-model &&
+    measure "gkq generate (bf16 model, 64 tokens)" "$gkq" generate "$work/model" -n 64 --temp 0 --threads "$threads"
+want generate-knot &&
+    measure "gkq generate (q4_0 knot, 64 tokens)" "$gkq" generate "$work/q4_0.knot" -n 64 --temp 0 --threads "$threads"
 # serve_run KNOT CACHE_MB: starts `gkq serve` on a free port, waits until /ready, sends 3 greedy /infer requests of
 # 32 tokens one after another, keeps the last answer's tokens/s and the cache's hit rate in $work/serve.last, then
 # SIGTERM drains it (exit 0). Run under measure, so its RSS is the server's own.
 serve_run() {
     local knot="$1" cache_mb="$2" err="$work/serve.err" port="" i
-    "$gkq" serve --weights "$knot" --port 0 --cache-mb "$cache_mb" --workers 1 --threads "$threads" 2>"$err" &
+    # --on-disk: records read from the mapped knot when the cache loads them (the default copies the whole knot into
+    # RAM first, which no budget below the model can then bound)
+    "$gkq" serve --weights "$knot" --on-disk --port 0 --cache-mb "$cache_mb" --workers 1 --threads "$threads" 2>"$err" &
     local spid=$!
     while [ -z "$port" ]; do
         port="$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$err" | head -n 1)"
@@ -155,15 +182,17 @@ serve_run() {
     wait "$spid"
 }
 
-measure "gkq eval (q4_0 knot vs bf16, ${eval_bytes} bytes)" "$gkq" eval --base "$work/model" --candidate "$work/q4_0.knot" --text "$text" --threads "$threads"
+want eval && measure "gkq eval (q4_0 knot vs bf16, ${eval_bytes} bytes)" "$gkq" eval --base "$work/model" --candidate "$work/q4_0.knot" --text "$text" --threads "$threads"
 
 # /usr/bin/time runs a program, so the function runs in a child bash; its peak RSS is that of the largest process
 # it waited for (the server).
 export -f serve_run
 export gkq work threads
-measure "gkq serve (q4_0 knot, ${serve_cache_mb} MB cache, 3x32 tokens)" bash -c 'serve_run "$0" "$1"' "$work/q4_0.knot" "$serve_cache_mb"
+want serve && measure "gkq serve (q4_0 knot, ${serve_cache_mb} MB cache, 3x32 tokens)" bash -c 'serve_run "$0" "$1"' "$work/q4_0.knot" "$serve_cache_mb"
 
-if [ -n "$llama_bin" ]; then
+if ! want llama; then
+    echo "# llama.cpp rows left out: not in --steps"
+elif [ -n "$llama_bin" ]; then
     # The same weights as GGUF, written by gkq (reconstruct of a lossless knot would decode to f32: convert the
     # bf16 model directly when gkq has an export command, else say so).
     if "$gkq" export --help >/dev/null 2>&1; then
