@@ -22,6 +22,7 @@
 
 #include <QElapsedTimer>
 #include <QFileInfo>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QtTest>
@@ -94,8 +95,21 @@ private slots:
         QFile::remove(cache);
         MainWindow w;
         ui::SpectrumPanel* panel = w.spectrumPanel();
+        // The computing open reports per tensor: how many of how many, which, and the time left at the rate so far.
+        QStringList progress;
+        connect(w.runner(), &ui::JobRunner::progressChanged, this,
+                [&](quint64, double, const QString& what) { progress << what; });
         QVERIFY(openAndAnalyze(w, m_model));
         QCOMPARE(panel->computeCount(), 1);
+        const QRegularExpression perTensor(
+            QStringLiteral("^tensor (\\d+) of (\\d+) \\(.+\\), about \\d+ (ms|s|min|h).* left at the rate so far$"));
+        int perTensorLines = 0;
+        for (const QString& line : progress)
+            if (const QRegularExpressionMatch m = perTensor.match(line); m.hasMatch()) {
+                ++perTensorLines;
+                QVERIFY2(m.captured(1).toInt() <= m.captured(2).toInt(), qPrintable(line));
+            }
+        QVERIFY2(perTensorLines > 0, qPrintable(progress.join(QStringLiteral(" | "))));
         QCOMPARE(panel->store()->source(), Source::Computed);
         QCOMPARE(panel->store()->cacheFile(), cache);
         QVERIFY(QFileInfo::exists(cache));
