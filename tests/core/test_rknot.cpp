@@ -10,6 +10,7 @@
 #include "gkq/rknot.h"
 #include "gkq/saturation.h"
 #include "gkq/spectrum.h"
+#include "gkq/spectrum_cache.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -409,6 +410,63 @@ private slots:
         test::write_file(eval, std::string("{\"perplexity\": {\"perplexity\": 3.0}}"));
         auto no_kld = encode_rknot(eo);
         QCOMPARE(no_kld.message(), eval + ": no kld.mean: not a comparing `gkq eval --json` report");
+    }
+
+    // With the model's spectra cached beside it (gkq analyze, the workbench), encode takes each matrix's singular
+    // values from the cache instead of decomposing it again: the same values as without the cache (to rounding), and
+    // a doctored cache shows through (so the cache is what was read).
+    void encodeReadsTheModelsSpectraCache() {
+        test::TempDir dir;
+        const std::string model_path = write_tiny_gguf(dir);
+        auto model = ModelFile::open(model_path);
+        QVERIFY(model.is_ok());
+        QuantizeOptions qo;
+        qo.preset = "q8_0";
+        qo.n_threads = 1;
+        const std::string knot_path = dir.file("tiny.knot");
+        QVERIFY(quantize_model(*model, qo, knot_path).is_ok());
+        RknotEncodeOptions eo;
+        eo.knot_path = knot_path;
+        eo.model_path = model_path;
+        eo.command = "test";
+        auto computed = encode_rknot(eo);
+        QVERIFY2(computed.is_ok(), computed.message().c_str());
+
+        auto spectra = analyze_model(*model, AnalyzeOptions{});
+        QVERIFY2(spectra.is_ok(), spectra.message().c_str());
+        auto key = spectrum_cache_key(*model, model->path(), AnalyzeOptions{});
+        QVERIFY2(key.is_ok(), key.message().c_str());
+        QVERIFY(write_spectrum_cache(model->path(), *key, *spectra).is_ok());
+        auto from_cache = encode_rknot(eo);
+        QVERIFY2(from_cache.is_ok(), from_cache.message().c_str());
+        // The same exact SVD of the same floats, run with other BLAS threading: equal to rounding.
+        const auto close = [](double a, double b) { return std::abs(a - b) <= 1e-12 * std::max(1.0, std::abs(b)); };
+        QCOMPARE(from_cache->layers.size(), computed->layers.size());
+        for (size_t i = 0; i < computed->layers.size(); ++i) {
+            const std::vector<double>& got = from_cache->layers[i].base_singular_values;
+            const std::vector<double>& want = computed->layers[i].base_singular_values;
+            QCOMPARE(got.size(), want.size());
+            for (size_t j = 0; j < got.size(); ++j)
+                QVERIFY2(close(got[j], want[j]), computed->layers[i].tensor.c_str());
+        }
+
+        // Every value of one matrix halved in the cache: its entry follows, the others do not move.
+        const std::string doctored = computed->layers[0].tensor;
+        for (TensorSpectrum& t : *spectra)
+            if (t.name == doctored)
+                for (double& v : t.singular_values) v *= 0.5;
+        QVERIFY(write_spectrum_cache(model->path(), *key, *spectra).is_ok());
+        auto halved = encode_rknot(eo);
+        QVERIFY2(halved.is_ok(), halved.message().c_str());
+        QCOMPARE(halved->layers.size(), computed->layers.size());
+        for (size_t i = 0; i < halved->layers.size(); ++i) {
+            const std::vector<double>& got = halved->layers[i].base_singular_values;
+            const std::vector<double>& want = computed->layers[i].base_singular_values;
+            QCOMPARE(got.size(), want.size());
+            for (size_t j = 0; j < got.size(); ++j)
+                QVERIFY2(close(got[j], halved->layers[i].tensor == doctored ? 0.5 * want[j] : want[j]),
+                         halved->layers[i].tensor.c_str());
+        }
     }
 
     void tuningChangesExactlyTheEditedMatrix() {

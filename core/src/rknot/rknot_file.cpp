@@ -9,6 +9,7 @@
 #include "gkq/quantize_fields.h"
 #include "gkq/saturation.h"
 #include "gkq/spectrum.h"
+#include "gkq/spectrum_cache.h"
 
 #include <zlib.h>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 namespace gkq {
 
@@ -275,6 +277,20 @@ Result<Rknot> encode_rknot(const RknotEncodeOptions& o, const ProgressFn& progre
         model.emplace(std::move(m).value());
     }
 
+    // The model's spectra as `gkq analyze` and the workbench cached them beside it (the same exact SVD of the same
+    // float32 values), so an 8 B model's matrices are not decomposed a second time; a tensor the cache lacks, or
+    // holds with another shape, is computed here.
+    std::map<std::string, const TensorSpectrum*> cached;
+    std::optional<std::vector<TensorSpectrum>> cache_spectra;
+    if (model) {
+        if (auto key = spectrum_cache_key(*model, model->path(), AnalyzeOptions{})) {
+            SpectrumCacheLookup found = read_spectrum_cache(model->path(), *key);
+            if (found.spectra) cache_spectra = std::move(found.spectra);
+        }
+        if (cache_spectra)
+            for (const TensorSpectrum& t : *cache_spectra) cached.emplace(t.name, &t);
+    }
+
     Rknot r;
     r.model_name = o.model_name.empty() ? stem_of(o.knot_path) : o.model_name;
     r.compression.method = knot->header().command;
@@ -318,8 +334,14 @@ Result<Rknot> encode_rknot(const RknotEncodeOptions& o, const ProgressFn& progre
             l.rel_error = rel_frobenius(original, *decoded);
         }
         std::vector<double> s;
-        const std::vector<float>& w = model ? original : *decoded;
-        if (Status st = singular_values(w.data(), rows, cols, s); !st) return st.with_context(e.name);
+        const auto hit = cached.find(e.name);
+        if (hit != cached.end() && hit->second->rows == rows && hit->second->cols == cols &&
+            static_cast<int64_t>(hit->second->singular_values.size()) == std::min(rows, cols)) {
+            s = hit->second->singular_values;
+        } else {
+            const std::vector<float>& w = model ? original : *decoded;
+            if (Status st = singular_values(w.data(), rows, cols, s); !st) return st.with_context(e.name);
+        }
         fill_spectral_fields(l, s);
         r.layers.push_back(std::move(l));
         if (!report_progress(progress, static_cast<double>(i + 1) / static_cast<double>(entries.size()), e.name))
