@@ -420,11 +420,9 @@ private slots:
         const std::string model_path = write_tiny_gguf(dir);
         auto model = ModelFile::open(model_path);
         QVERIFY(model.is_ok());
-        QuantizeOptions qo;
-        qo.preset = "q8_0";
-        qo.n_threads = 1;
         const std::string knot_path = dir.file("tiny.knot");
-        QVERIFY(quantize_model(*model, qo, knot_path).is_ok());
+        auto quantized = test::quantize_file(model_path, "q8_0", knot_path);
+        QVERIFY2(quantized.is_ok(), quantized.message().c_str());
         RknotEncodeOptions eo;
         eo.knot_path = knot_path;
         eo.model_path = model_path;

@@ -128,13 +128,26 @@ std::string write_tiny_gguf(const std::string& path, bool shared_classifier, uin
     return path;
 }
 
-Status write_knot_and_rknot(const std::string& model_path, const std::string& preset, const std::string& knot_path,
-                            const std::string& rknot_path, const std::string& model_name) {
+Result<QuantizeReport> quantize_file(const std::string& model_path, const std::string& preset,
+                                     const std::string& knot_path) {
     auto model = ModelFile::open(model_path);
     if (!model) return model.status();
     QuantizeOptions qo;
     qo.preset = preset;
-    if (auto q = quantize_model(*model, qo, knot_path); !q) return q.status();
+    qo.n_threads = 1;
+    return quantize_model(*model, qo, knot_path);
+}
+
+Result<QuantizeReport> write_tiny_knot(const std::string& path, const ModelConfig& config, const std::string& preset,
+                                       const std::string& knot_path) {
+    const TinyModel m = make_tiny_model(config);
+    if (Status s = write_safetensors(path, m.config, m.tensors); !s) return s;
+    return quantize_file(path, preset, knot_path);
+}
+
+Status write_knot_and_rknot(const std::string& model_path, const std::string& preset, const std::string& knot_path,
+                            const std::string& rknot_path, const std::string& model_name) {
+    if (auto q = quantize_file(model_path, preset, knot_path); !q) return q.status();
     RknotEncodeOptions eo;
     eo.knot_path = knot_path;
     eo.model_path = model_path;

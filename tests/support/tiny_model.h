@@ -6,6 +6,7 @@
 #include "gkq/model_config.h"
 #include "gkq/model_writer.h"
 #include "gkq/naming.h"
+#include "gkq/quantize.h"
 #include "gkq/saturation.h"
 #include "gkq/transformer.h"
 #include "gkq/weights.h"
@@ -72,6 +73,14 @@ Vocabulary byte_vocabulary();
 // aborts the test program with the writer's message if it refuses. Returns `path`.
 std::string write_tiny_gguf(const std::string& path, bool shared_classifier = true, uint64_t seed = 1,
                             const Vocabulary& vocab = {});
+
+// The model file at `model_path` quantized by `preset` on one thread into `knot_path`: the core's report, or the
+// failing step's message.
+Result<QuantizeReport> quantize_file(const std::string& model_path, const std::string& preset,
+                                     const std::string& knot_path);
+// make_tiny_model(config) written as safetensors to `path` (config.json beside it), then quantize_file.
+Result<QuantizeReport> write_tiny_knot(const std::string& path, const ModelConfig& config, const std::string& preset,
+                                       const std::string& knot_path);
 
 // The knot of the model at `model_path` by `preset` (written to `knot_path`) and its rknot, encoded against the model
 // under the name `model_name` and written to `rknot_path`: the files a Tuning-view test opens. The first failing

@@ -45,15 +45,8 @@ private slots:
         test::TempDir dir;
         ModelConfig config = test::tiny_config(true);
         config.hidden_dim = 100;
-        auto m = test::make_tiny_model(config);
-        const std::string path = dir.file("odd.safetensors");
-        QVERIFY(write_safetensors(path, m.config, m.tensors).is_ok());
-        auto file = ModelFile::open(path);
-        QVERIFY2(file.is_ok(), file.message().c_str());
-        QuantizeOptions options;
-        options.preset = "q8_0";
-        options.n_threads = 1;
-        QVERIFY(quantize_model(*file, options, dir.file("odd.knot")).is_ok());
+        auto report = test::write_tiny_knot(dir.file("odd.safetensors"), config, "q8_0", dir.file("odd.knot"));
+        QVERIFY2(report.is_ok(), report.message().c_str());
         auto knot = KnotFile::open(dir.file("odd.knot"));
         QVERIFY2(knot.is_ok(), knot.message().c_str());
 

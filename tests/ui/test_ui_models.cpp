@@ -88,15 +88,8 @@ private slots:
 
     void quantResultsAreTheCoresReport() {
         test::TempDir dir;
-        const std::string path = dir.file("tiny.safetensors");
-        auto m = test::make_tiny_model(test::tiny_config(true));
-        QVERIFY(write_safetensors(path, m.config, m.tensors).is_ok());
-        auto file = ModelFile::open(path);
-        QVERIFY2(file.is_ok(), file.message().c_str());
-        QuantizeOptions options;
-        options.preset = "lowrank-q4";
-        options.n_threads = 1;
-        auto report = quantize_model(*file, options, dir.file("tiny.knot"));
+        auto report = test::write_tiny_knot(dir.file("tiny.safetensors"), test::tiny_config(true), "lowrank-q4",
+                                            dir.file("tiny.knot"));
         QVERIFY2(report.is_ok(), report.message().c_str());
 
         ui::QuantResultModel model;
@@ -121,15 +114,8 @@ private slots:
 
     void quantResultsGroupByLayerAndRole() {
         test::TempDir dir;
-        const std::string path = dir.file("tiny.safetensors");
-        auto m = test::make_tiny_model(test::tiny_config(true));
-        QVERIFY(write_safetensors(path, m.config, m.tensors).is_ok());
-        auto file = ModelFile::open(path);
-        QVERIFY2(file.is_ok(), file.message().c_str());
-        QuantizeOptions options;
-        options.preset = "q4_0";
-        options.n_threads = 1;
-        auto report = quantize_model(*file, options, dir.file("tiny.knot"));
+        auto report =
+            test::write_tiny_knot(dir.file("tiny.safetensors"), test::tiny_config(true), "q4_0", dir.file("tiny.knot"));
         QVERIFY2(report.is_ok(), report.message().c_str());
 
         ui::QuantResultModel model;

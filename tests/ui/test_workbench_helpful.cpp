@@ -10,6 +10,7 @@
 #include "charts/pareto_chart.h"
 #include "charts/saturation_histogram.h"
 #include "charts/spectrum_chart.h"
+#include "charts/spectrum_heat_map.h"
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
 #include "gkq/quantize.h"
@@ -366,6 +367,28 @@ private slots:
                      qPrintable(n + QStringLiteral(" not in: ") + drawn.join(QStringLiteral(" | "))));
         for (const QString& text : drawn)  // titles and tick labels too
             QVERIFY2(!text.endsWith(QStringLiteral("...")), qPrintable(text));
+    }
+
+    // The Spectrum view's heat map of a 32-layer model in a short view: every k-th layer labelled so no two labels
+    // overlap; every layer where the rows are tall enough.
+    void spectrumHeatMapLabelsNeverOverlap() {
+        ui::SpectrumHeatMap map;
+        QStringList labels;
+        std::vector<std::vector<double>> spectra;
+        for (int l = 0; l < 32; ++l) {
+            labels << QStringLiteral("layer %1").arg(l);
+            spectra.push_back({4.0, 2.0, 1.0, 0.5});
+        }
+        map.setSpectra(QStringLiteral("ffn_up"), labels, spectra);
+        const int line = map.fontMetrics().height();
+        map.resize(600, 220);
+        (void)map.grab();
+        QVERIFY2(map.labelStride() > 1, qPrintable(QString::number(map.labelStride())));
+        const int plotHeight = 220 - (line + 6) - (line * 2 + 26);  // the widget's title and colour-bar margins
+        QVERIFY(map.labelStride() * (double(plotHeight) / 32) >= line);
+        map.resize(600, 40 * line + 3 * line + 32);
+        (void)map.grab();
+        QCOMPARE(map.labelStride(), 1);
     }
 
     // Compare's points: q8_0 and q8_0-lqer land on the same spot; each point carries its preset's name.

@@ -61,10 +61,15 @@ void SpectrumHeatMap::paintEvent(QPaintEvent*) {
     }
     p.drawImage(plot, m_image);
     p.setPen(palette().text().color());
+    // Every label where the rows are taller than a line of text; else every k-th row's, so none overlap (a 32-layer
+    // model in a short view: "layer 0", "layer 4", ...).
     const double rowH = static_cast<double>(plot.height()) / m_labels.size();
-    for (int r = 0; r < m_labels.size(); ++r)
-        p.drawText(QRect(0, plot.top() + static_cast<int>(r * rowH), labelWidth + 5, static_cast<int>(rowH)),
-                   Qt::AlignRight | Qt::AlignVCenter, m_labels[r]);
+    m_labelStride = std::max(1, static_cast<int>(std::ceil(fm.height() / std::max(rowH, 1e-9))));
+    for (int r = 0; r < m_labels.size(); r += m_labelStride) {
+        const int centre = plot.top() + static_cast<int>((r + 0.5) * rowH);
+        p.drawText(QRect(0, centre - fm.height() / 2, labelWidth + 5, fm.height()), Qt::AlignRight | Qt::AlignVCenter,
+                   m_labels[r]);
+    }
     const int y = plot.bottom() + 4;
     p.drawText(QRect(plot.left(), y, plot.width(), fm.height()), Qt::AlignLeft, QStringLiteral("i/n = 0"));
     p.drawText(QRect(plot.left(), y, plot.width(), fm.height()), Qt::AlignRight, QStringLiteral("1"));
