@@ -513,8 +513,15 @@ private slots:
         for (int i = 0; i < colours.size(); ++i)
             for (int j = i + 1; j < colours.size(); ++j)
                 QVERIFY2(colours[i] != colours[j], qPrintable(QString::number(i)));
+        // Compare calls it once per measured preset: the chart keeps one pair of axes (made again each time, the old
+        // ones' tick labels stayed drawn under the new: "0.0 0.2 ... 1.2" under "0 2 ... 12").
+        pareto.setPoints({points[0]});
+        pareto.setPoints(points);
+        QCOMPARE(pareto.chart()->axes(Qt::Horizontal).size(), 1);
+        QCOMPARE(pareto.chart()->axes(Qt::Vertical).size(), 1);
         auto* x = qobject_cast<QValueAxis*>(pareto.chart()->axes(Qt::Horizontal).value(0));
         QVERIFY(x);
+        QCOMPARE(x->labelFormat(), QStringLiteral("%.0f"));
         QVERIFY(x->max() >= 2.0 + 1.7 * 4);  // every point inside
         const double steps = (x->max() - x->min()) / (x->tickCount() - 1);
         QCOMPARE(steps, std::round(steps));  // whole bits per weight

@@ -18,6 +18,15 @@ namespace gkq::ui {
 ParetoChart::ParetoChart(QWidget* parent) : QChartView(parent) {
     auto* chart = new QChart();
     chart->setTitle(tr("Bits per weight against mean KLD"));
+    // One pair of axes for the chart's life: setPoints runs once per measured preset, and axes deleted and made again
+    // each time left the old ones' tick labels drawn under the new ones (Qt 6.4, seen offscreen).
+    m_x = new QValueAxis(chart);
+    m_x->setTitleText(tr("bits per weight (whole knot file)"));
+    m_y = new QLogValueAxis(chart);
+    m_y->setTitleText(tr("mean KLD (log)"));
+    m_y->setLabelFormat("%.2g");
+    chart->addAxis(m_x, Qt::AlignBottom);
+    chart->addAxis(m_y, Qt::AlignLeft);
     setChart(chart);
     setRenderHint(QPainter::Antialiasing);
 }
@@ -87,17 +96,8 @@ std::vector<QString> ParetoChart::pointLabels(const std::vector<ComparePoint>& p
 void ParetoChart::setPoints(const std::vector<ComparePoint>& points) {
     QChart* c = chart();
     c->removeAllSeries();
-    for (QAbstractAxis* axis : c->axes()) {
-        c->removeAxis(axis);
-        delete axis;
-    }
-    auto* x = new QValueAxis();
-    x->setTitleText(tr("bits per weight (whole knot file)"));
-    auto* y = new QLogValueAxis();
-    y->setTitleText(tr("mean KLD (log)"));
-    y->setLabelFormat("%.2g");
-    c->addAxis(x, Qt::AlignBottom);
-    c->addAxis(y, Qt::AlignLeft);
+    QValueAxis* x = m_x;
+    QLogValueAxis* y = m_y;
     double xMax = 1.0, yMin = 1e-3, yMax = 1.0;
     bool any = false;
     int nSeries = 0;

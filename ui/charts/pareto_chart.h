@@ -8,6 +8,9 @@
 #include <QString>
 #include <vector>
 
+class QLogValueAxis;
+class QValueAxis;
+
 namespace gkq::ui {
 
 class ParetoChart : public QChartView {
@@ -21,6 +24,10 @@ public:
     // the x span, 4 % of the log-y span) share one label, "a, b", drawn at the first of them; the others get none,
     // so coinciding presets do not print their names over each other. Points without a KLD > 0 get none.
     static std::vector<QString> pointLabels(const std::vector<ComparePoint>& points);
+
+private:
+    QValueAxis* m_x = nullptr;     // bits per weight
+    QLogValueAxis* m_y = nullptr;  // mean KLD
 };
 
 }  // namespace gkq::ui
