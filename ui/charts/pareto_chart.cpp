@@ -79,9 +79,13 @@ std::vector<QString> ParetoChart::pointLabels(const std::vector<ComparePoint>& p
         if (!(points[i].meanKld > 0.0)) continue;
         for (size_t j = 0; j < i && owner[i] < 0; ++j) {
             if (!(points[j].meanKld > 0.0) || owner[j] >= 0) continue;
+            // Apart by less than half their names' width across (a character is about 1.1 % of the plot's width at
+            // the Compare view's size) and a line of text up or down (about 6 % of its height).
             const double dx = std::abs(points[i].bitsPerWeight - points[j].bitsPerWeight) / spans.x;
             const double dy = std::abs(std::log10(points[i].meanKld) - std::log10(points[j].meanKld)) / spans.decades;
-            if (dx < 0.02 && dy < 0.04) owner[i] = static_cast<int>(j);
+            const double halfWidths =
+                0.011 * 0.5 * static_cast<double>(points[i].preset.size() + points[j].preset.size());
+            if (dx < halfWidths && dy < 0.06) owner[i] = static_cast<int>(j);
         }
         // A label format is the literal text but for @xPoint / @yPoint; a preset name has no '@'.
         const QString name = QString(points[i].preset).replace(QLatin1Char('@'), QLatin1Char('_'));
