@@ -177,7 +177,8 @@ serve_run() {
     local rate hit
     rate="$(printf '%s' "$answer" | sed -n 's/.*"tokens_per_second":\([0-9.e+-]*\).*/\1/p')"
     hit="$(curl -sf "http://127.0.0.1:$port/ready" | sed -n 's/.*"hit_rate":\([0-9.e+-]*\).*/\1/p')"
-    echo "generation: 32 tokens, $rate tokens/s (cache hit rate $hit)"
+    echo "cache hit rate: $hit" >"$work/serve.hit"
+    echo "generation: 32 tokens, $rate tokens/s"
     kill -TERM "$spid"
     wait "$spid"
 }
@@ -188,7 +189,11 @@ want eval && measure "gkq eval (q4_0 knot vs bf16, ${eval_bytes} bytes)" "$gkq" 
 # it waited for (the server).
 export -f serve_run
 export gkq work threads
-want serve && measure "gkq serve (q4_0 knot, ${serve_cache_mb} MB cache, 3x32 tokens)" bash -c 'serve_run "$0" "$1"' "$work/q4_0.knot" "$serve_cache_mb"
+if want serve; then
+    measure "gkq serve (q4_0 knot, ${serve_cache_mb} MB cache, 3x32 tokens)" bash -c 'serve_run "$0" "$1"' \
+        "$work/q4_0.knot" "$serve_cache_mb"
+    [ -f "$work/serve.hit" ] && echo "# serve: $(cat "$work/serve.hit") after the 3 requests (/ready)"
+fi
 
 if ! want llama; then
     echo "# llama.cpp rows left out: not in --steps"
