@@ -27,17 +27,41 @@ double work_of(const TensorInfo& t) {
     return r * c * std::min(r, c) + 1.0;
 }
 
+// Rows converted at a time from a model file's mapping (16 MiB of float32).
+constexpr uint64_t kConvertChunkBytes = uint64_t{16} << 20;
+
 // Tensor i as float32: a model file's tensor converted as stored (an unsupported type's message names the file's
-// type), anything else (a knot record) as its Weights decodes it.
+// type), anything else (a knot record) as its Weights decodes it. A model file's tensor is converted a chunk of rows
+// at a time, each chunk's mapped pages leaving the resident set once converted, so the peak is the float32 matrix
+// and one chunk of the mapping — not the matrix twice over (without dropping them, analyzing an 8 B bf16 model kept
+// all 16 GB it had read resident; converting the whole tensor at once held its bf16 pages beside its float32, 3 GB
+// for Llama 3's embedding).
 Result<std::vector<float>> values_of(const Weights& weights, size_t i) {
-    if (const auto* file = dynamic_cast<const ModelFile*>(&weights)) {
-        auto v = tensor_to_f32(file->tensors()[i]);
-        // Converted: the mapped bytes leave the resident set (without this, analyzing an 8 B bf16 model kept all
-        // 16 GB it had read resident).
-        if (v) file->drop_resident(i, 0, file->tensors()[i].n_bytes);
-        return v;
+    const auto* file = dynamic_cast<const ModelFile*>(&weights);
+    if (file == nullptr) return weights.read_f32(i);
+    const Tensor& t = file->tensors()[i];
+    const int64_t rows = t.rows(), cols = t.cols();
+    std::vector<float> out;
+    try {
+        out.resize(static_cast<size_t>(rows) * static_cast<size_t>(cols));
+    } catch (const std::bad_alloc&) {
+        return error(StatusCode::Internal, "tensor '" + t.name + "': out of memory for its float32 copy");
     }
-    return weights.read_f32(i);
+    const int64_t chunk_rows =
+        std::max<int64_t>(1, static_cast<int64_t>(kConvertChunkBytes / (sizeof(float) * static_cast<uint64_t>(cols))));
+    for (int64_t row0 = 0; row0 < rows; row0 += chunk_rows) {
+        const int64_t n = std::min(chunk_rows, rows - row0);
+        Status s = tensor_rows_to_f32(t, row0, n, out.data() + row0 * cols);
+        if (s.code() == StatusCode::Unsupported && row0 == 0) {  // a type converted only whole (Q8_G)
+            auto v = tensor_to_f32(t);
+            if (v) file->drop_resident(i, 0, t.n_bytes);
+            return v;
+        }
+        if (!s) return s;
+        uint64_t offset = 0, n_bytes = 0;
+        if (tensor_row_bytes(t, row0, n, &offset, &n_bytes)) file->drop_resident(i, offset, n_bytes);
+    }
+    return out;
 }
 
 // One tensor, start to finish. Unsupported types become `skipped`; other failures are returned.
