@@ -130,6 +130,7 @@ private slots:
             {"USE_CDN_FALLBACK", "true", {"--weights", "x.knot"}, "must be an http:// URL of a knot, not 'x.knot'"},
             {nullptr, nullptr, {"--io-backend", "kqueue"}, "gkq serve: --io-backend: 'kqueue' is not an I/O backend"},
             {nullptr, nullptr, {"--port", "70000"}, "--port"},
+            {nullptr, nullptr, {"--cache-policy", "mru"}, "gkq serve: --cache-policy: cache policy 'mru': keep or lru"},
         };
         for (const Case& c : cases) {
             QProcess p;
