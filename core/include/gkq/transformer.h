@@ -25,8 +25,10 @@
 #include "gkq/tensor.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
+#include <new>
 #include <span>
 #include <vector>
 
@@ -134,22 +136,45 @@ struct TransformerWeights {
     bool shared_classifier = true;
 };
 
+// Floats that start as zero pages the process has not touched (calloc of a large block maps fresh zero pages): they
+// become resident as they are written. The KV cache is one, so its memory is that of the positions used, not of the
+// whole context (4096 positions of an 8 B model's cache are 1 GiB in float32).
+class LazyZeroFloats {
+public:
+    // n zeros, replacing what was held; throws std::bad_alloc as std::vector would.
+    void assign(size_t n) {
+        m_data.reset(static_cast<float*>(std::calloc(n > 0 ? n : 1, sizeof(float))));
+        if (!m_data) throw std::bad_alloc();
+        m_size = n;
+    }
+    float* data() { return m_data.get(); }
+    const float* data() const { return m_data.get(); }
+    size_t size() const { return m_size; }
+
+private:
+    struct Free {
+        void operator()(float* p) const { std::free(p); }
+    };
+    std::unique_ptr<float[], Free> m_data;
+    size_t m_size = 0;
+};
+
 // Activations and the KV cache. Buffers hold up to n_batch tokens at once (the prompt block).
 struct RunState {
     int64_t n_batch = 0;
-    int64_t n_context = 0;           // positions the cache holds
-    std::vector<float> x;            // (n_batch, dim) residual stream
-    std::vector<float> xb;           // (n_batch, max(dim, q_dim)) normed input of a block; attention output
-    std::vector<float> xb2;          // (n_batch, dim) a block's output before the residual add
-    std::vector<float> q;            // (n_batch, q_dim) queries
-    std::vector<float> hb;           // (n_batch, hidden_dim) gate activations
-    std::vector<float> hb2;          // (n_batch, hidden_dim) up activations
-    std::vector<float> att;          // (n_batch, n_heads, n_context) attention weights
-    std::vector<float> factor_tmp;   // (n_batch, largest rank) S V^T x of a factored matrix
-    std::vector<float> factor_out;   // (n_batch, most rows of a factored matrix with a residual) its U (S V^T x)
-    std::vector<float> logits;       // (n_batch, vocab_size)
-    std::vector<float> key_cache;    // (n_layers, n_context, kv_dim)
-    std::vector<float> value_cache;  // (n_layers, n_context, kv_dim)
+    int64_t n_context = 0;          // positions the cache holds
+    std::vector<float> x;           // (n_batch, dim) residual stream
+    std::vector<float> xb;          // (n_batch, max(dim, q_dim)) normed input of a block; attention output
+    std::vector<float> xb2;         // (n_batch, dim) a block's output before the residual add
+    std::vector<float> q;           // (n_batch, q_dim) queries
+    std::vector<float> hb;          // (n_batch, hidden_dim) gate activations
+    std::vector<float> hb2;         // (n_batch, hidden_dim) up activations
+    std::vector<float> att;         // (n_batch, n_heads, n_context) attention weights
+    std::vector<float> factor_tmp;  // (n_batch, largest rank) S V^T x of a factored matrix
+    std::vector<float> factor_out;  // (n_batch, most rows of a factored matrix with a residual) its U (S V^T x)
+    std::vector<float> logits;      // (n_batch, vocab_size)
+    LazyZeroFloats key_cache;       // (n_layers, n_context, kv_dim)
+    LazyZeroFloats value_cache;     // (n_layers, n_context, kv_dim)
 };
 
 struct TransformerOptions {

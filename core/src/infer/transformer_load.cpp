@@ -274,8 +274,8 @@ Status Transformer::init_state(const TransformerOptions& options) {
     s.factor_tmp.assign(sz(batch, std::max<int64_t>(max_rank, 1)), 0.0f);
     s.factor_out.assign(sz(batch, max_residual_rows), 0.0f);
     s.logits.assign(sz(batch, c.vocab_size), 0.0f);
-    s.key_cache.assign(cache, 0.0f);
-    s.value_cache.assign(cache, 0.0f);
+    s.key_cache.assign(cache);  // zero pages, resident only as positions are written
+    s.value_cache.assign(cache);
 
     // Pair i turns by pos * theta^(-2i/head_size), divided by the linear factor or by its Llama 3 divisor (as
     // llama.cpp's rope: theta / freq_factor[i] * freq_scale).
