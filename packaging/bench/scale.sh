@@ -129,7 +129,7 @@ measure() {
     printf '%s|%s|%.0f|%s|%s\n' "$name" "$median" "$((peak / 1024))" "$rate_median" "$note" >>"$work/rows"
 }
 
-echo "# scale benchmark: $like, layers ${layers} (0: all), $threads threads, $runs runs per step, $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB"
+echo "# scale benchmark: ${model:-$like, layers ${layers} (0: all)}, $threads threads, $runs runs per step, $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 : >"$work/rows"
 
