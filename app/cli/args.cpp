@@ -82,6 +82,20 @@ void ArgParser::option_ids(const std::string& names, const std::string& metavar,
                        }});
 }
 
+void ArgParser::option_choice(const std::string& names, const std::string& metavar, const std::string& help,
+                              std::string* out, std::vector<std::string> choices) {
+    m_specs.push_back({split_names(names), metavar, help, [out, choices](const std::string& v, std::string& err) {
+                           for (const std::string& c : choices)
+                               if (v == c) {
+                                   *out = v;
+                                   return true;
+                               }
+                           err = "'" + v + "' is not one of";
+                           for (size_t i = 0; i < choices.size(); ++i) err += (i ? ", " : " ") + choices[i];
+                           return false;
+                       }});
+}
+
 void ArgParser::option_double(const std::string& names, const std::string& metavar, const std::string& help,
                               double* out, double min_value, double max_value) {
     m_specs.push_back({split_names(names), metavar, help, [=](const std::string& v, std::string& err) {

@@ -25,6 +25,9 @@ public:
                     int64_t min_value, int64_t max_value);
     void option_double(const std::string& names, const std::string& metavar, const std::string& help, double* out,
                        double min_value, double max_value);
+    // One of `choices` (anything else is an error naming them).
+    void option_choice(const std::string& names, const std::string& metavar, const std::string& help, std::string* out,
+                       std::vector<std::string> choices);
     // A comma-separated list of token ids ("1,2,3"), each in [0, 2^31).
     void option_ids(const std::string& names, const std::string& metavar, const std::string& help,
                     std::vector<int32_t>* out);

@@ -75,6 +75,7 @@ int cmd_eval(int argc, char** argv) {
     int64_t ctx = 0, stride = 0, threads = 0, top_k = kDefaultBaseTopK;
     bool json = false, per_document = false, exact_base = false;
     std::string separator;
+    std::string activations = "f32";
     ArgParser p(
         "gkq eval --base MODEL --candidate MODEL|KNOT --text FILE [--ctx N] [--stride N] [--json]\n"
         "       gkq eval --model MODEL|KNOT --text FILE [--ctx N] [--stride N] [--json]",
@@ -103,6 +104,7 @@ int cmd_eval(int argc, char** argv) {
     p.option("--tokenizer", "FILE", "llama2.c tokenizer.bin to use instead of the model's own", &tokenizer_path);
     p.option_int("--threads", "N", "threads per matrix product (default 0: all cores); results do not depend on it",
                  &threads, 0, 1024);
+    p.option_choice("--activations", "A", kActivationsF32Help, &activations, {"q8", "f32"});
     p.option("--save-base", "FILE", "also write the base logits to FILE for later runs", &save_base);
     p.option("--base-logits", "FILE",
              "reuse base logits saved by --save-base instead of running --base (the file names its base model, "
@@ -166,6 +168,7 @@ int cmd_eval(int argc, char** argv) {
     request.windows.n_ctx = ctx;
     request.windows.stride = stride;
     request.n_threads = static_cast<int>(threads);
+    request.q8_activations = activations == "q8";
     request.save_base = save_base;
     request.base_logits = base_logits;
     request.per_document = per_document;

@@ -57,9 +57,10 @@ int cmd_generate(int argc, char** argv) {
     int64_t threads = 0;
     std::vector<int32_t> ids;
     bool print_ids = false;
+    std::string activations = "q8";
     ArgParser p(
         "gkq generate [MODEL|KNOT] [--tokenizer F] [-p PROMPT | --ids LIST] [--print-ids] [-n N] [--temp T] "
-        "[--top-p P] [--seed S] [--threads N]",
+        "[--top-p P] [--seed S] [--threads N] [--activations q8|f32]",
         "Generates text as llama2.c's run.c does: the prompt after BOS, then one sampled token per position,\n"
         "ending after N positions or at BOS/EOS. Prints the text (prompt included) to stdout, and the prompt\n"
         "and generation speed in tokens/s to stderr. The tokenizer is the model's own vocabulary (GGUF), else\n"
@@ -81,6 +82,7 @@ int cmd_generate(int argc, char** argv) {
                     &top_p, 0.0, 1.0);
     p.option_int("--seed", "S", "random seed (default: from the clock; printed on stderr)", &seed, 1, INT64_MAX);
     p.option_int("--threads", "N", "threads per matrix product (default 0: all cores)", &threads, 0, 1024);
+    p.option_choice("--activations", "A", kActivationsQ8Help, &activations, {"q8", "f32"});
     switch (p.parse(argc, argv)) {
         case ParseOutcome::Help: return kExitOk;
         case ParseOutcome::Error: return kExitBadInput;
@@ -100,6 +102,7 @@ int cmd_generate(int argc, char** argv) {
     }
     TransformerOptions options;
     options.n_threads = static_cast<int>(threads);
+    options.q8_activations = activations == "q8";
     auto model = open_model_to_run(model_path, options);
     if (!model) {
         std::fprintf(stderr, "gkq generate: %s\n", model.message().c_str());

@@ -119,6 +119,7 @@ int cmd_imatrix(int argc, char** argv) {
     TransformerOptions topt;
     topt.n_threads = static_cast<int>(threads);
     topt.max_context = ctx;
+    topt.release_mapped = true;
     auto model = open_model_to_run(model_path, topt);
     if (!model) return fail(model.status());
     TokenizerChoice choice;

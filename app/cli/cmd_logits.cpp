@@ -43,6 +43,7 @@ int cmd_logits(int argc, char** argv) {
     std::vector<int32_t> ids;
     bool npy = false;
     int64_t threads = 0;
+    std::string activations = "f32";
     ArgParser p("gkq logits MODEL|KNOT (--ids LIST | --text S) -o FILE [--npy] [--tokenizer F] [--threads N]",
                 "Runs one sequence through the model from a fresh state and writes the logits of every position:\n"
                 "n_tokens x n_vocab float32, row by row, little-endian (raw, or a NumPy .npy file with --npy).\n"
@@ -56,6 +57,7 @@ int cmd_logits(int argc, char** argv) {
     p.option("--tokenizer", "FILE", "llama2.c tokenizer.bin for --text instead of the model's own", &tokenizer_path);
     p.option_int("--threads", "N", "threads per matrix product (default 0: all cores; the logits do not depend on it)",
                  &threads, 0, 1024);
+    p.option_choice("--activations", "A", kActivationsF32Help, &activations, {"q8", "f32"});
     switch (p.parse(argc, argv)) {
         case ParseOutcome::Help: return kExitOk;
         case ParseOutcome::Error: return kExitBadInput;
@@ -75,6 +77,7 @@ int cmd_logits(int argc, char** argv) {
     }
     TransformerOptions options;
     options.n_threads = static_cast<int>(threads);
+    options.q8_activations = activations == "q8";
     auto model = open_model_to_run(model_path, options);
     if (!model) {
         std::fprintf(stderr, "gkq logits: %s\n", model.message().c_str());

@@ -48,6 +48,7 @@ int cmd_serve(int argc, char** argv) {
     int64_t header_ms = 0, body_ms = 0, idle_ms = 0, drain_ms = 0;
     double max_age = 0;
     bool cdn = false, on_disk = false;
+    std::string activations = "q8";
     ArgParser p(
         "gkq serve [--weights FILE|URL] [--host ADDR] [--port N] [options]",
         "Serves a model over HTTP: GET /health /ready /metrics /stats /v1/models, POST /infer /v1/completions.\n"
@@ -83,6 +84,7 @@ int cmd_serve(int argc, char** argv) {
     p.option_int("--workers", "N", "generations run at once (default: half the cores, 1 to 16)", &workers, 1, 256);
     p.option_int("--threads", "N", "threads per generation (default 0: the cores shared among the workers)", &threads,
                  0, 1024);
+    p.option_choice("--activations", "A", kActivationsQ8Help, &activations, {"q8", "f32"});
     p.option_int("--max-connections", "N", "connection cap (default 1024)", &max_connections, 1, 1 << 20);
     p.option_int("--max-connections-per-address", "N",
                  "connection cap per client address, 0: none (default 256; GKQ_MAX_CONNECTIONS_PER_ADDRESS)",
@@ -137,6 +139,7 @@ int cmd_serve(int argc, char** argv) {
         c.max_queue = default_server_queue(c.n_workers);
     }
     c.n_threads = static_cast<int>(threads);
+    c.q8_activations = activations == "q8";
     if (p.given("--max-connections")) c.max_connections = static_cast<int>(max_connections);
     if (p.given("--max-connections-per-address")) c.max_connections_per_address = static_cast<int>(per_address);
     if (p.given("--max-queue")) c.max_queue = static_cast<int>(max_queue);

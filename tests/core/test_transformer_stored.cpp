@@ -3,6 +3,7 @@
 // exactly to_f32's values and sum them in the dense kernel's order, so the expected tolerance against the same
 // weights converted to float32 at load is zero: the logits must be bit-identical. They must also be identical
 // between the generic and AVX2 kernels, 1 and 3 threads, and a batch against tokens one by one.
+#include "gkq/convert.h"
 #include "gkq/knot.h"
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
@@ -11,11 +12,13 @@
 #include "gkq/type_traits.h"
 #include "gkq/weights.h"
 #include "infer/kernels.h"
+#include "infer/thread_pool.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
 #include <QtTest>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -142,6 +145,86 @@ private slots:
             }
         }
         set_kernel_isa(was);
+    }
+
+    // Q4_0 and Q8_0 rows against Q8_0 activations: both ISAs give the documented lanes bit for bit (computed here
+    // from to_f32's codes), split over a pool or not, and stay within the activations' rounding of the float32
+    // product.
+    void q8ActivationProductsFollowTheirOrder_data() {
+        QTest::addColumn<int>("type");
+        QTest::newRow("q4_0") << static_cast<int>(DType::Q4_0);
+        QTest::newRow("q8_0") << static_cast<int>(DType::Q8_0);
+    }
+    void q8ActivationProductsFollowTheirOrder() {
+        QFETCH(int, type);
+        const auto t = static_cast<DType>(type);
+        QVERIFY(stored_type_has_q8_dot(t));
+        const int64_t rows = 67, n = 3, cols = 5 * 32, nb = cols / 32;  // pairs of rows and a last one
+        const StoredMatrix m = make_stored(t, rows, cols, 7);
+        std::vector<float> x = test::random_floats(static_cast<size_t>(n * cols), 11, 2.0f);
+        for (int64_t j = 32; j < 64; ++j) x[static_cast<size_t>(j)] = 0.0f;  // an all-zero block: scale 0
+        // the documented order: codes of x, then per block 8 lanes of 4 exact products
+        std::vector<float> want(static_cast<size_t>(n * rows)), dense(want.size());
+        const uint64_t row_bytes = stored_row_bytes(t, cols);
+        for (int64_t i = 0; i < n; ++i) {
+            std::vector<int8_t> q(static_cast<size_t>(cols));
+            std::vector<float> d(static_cast<size_t>(nb));
+            for (int64_t b = 0; b < nb; ++b) {
+                float amax = 0.0f;
+                for (int64_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[i * cols + b * 32 + j]));
+                const float db = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+                for (int64_t j = 0; j < 32; ++j)
+                    q[b * 32 + j] = static_cast<int8_t>(std::nearbyint(x[i * cols + b * 32 + j] * id));
+                d[b] = f16_to_f32(f32_to_f16(db));
+            }
+            for (int64_t r = 0; r < rows; ++r) {
+                float l[8] = {};
+                for (int64_t b = 0; b < nb; ++b) {
+                    const uint8_t* block = m.bytes.data() + r * row_bytes + b * (row_bytes / nb);
+                    uint16_t h;
+                    std::memcpy(&h, block, 2);
+                    const float dw = f16_to_f32(h);
+                    for (int k = 0; k < 8; ++k) {
+                        int32_t p = 0;
+                        for (int j = 4 * k; j < 4 * k + 4; ++j) {
+                            // the code: the converted value over the block's scale (exact for these types)
+                            const float v = m.f32[static_cast<size_t>(r * cols + b * 32 + j)];
+                            p += static_cast<int32_t>(std::lrint(dw != 0.0f ? v / dw : 0.0f)) * q[b * 32 + j];
+                        }
+                        l[k] = l[k] + static_cast<float>(p) * (dw * d[b]);
+                    }
+                }
+                want[i * rows + r] = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+            }
+        }
+        const KernelIsa was = active_kernel_isa();
+        const int64_t was_macs = min_parallel_macs();
+        set_kernel_isa(KernelIsa::Generic);
+        matmul(dense.data(), x.data(), m.f32.data(), n, rows, cols, nullptr);
+        ThreadPool pool(2);
+        for (KernelIsa isa : {KernelIsa::Generic, KernelIsa::Avx2})
+            for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+                const KernelIsa in_use = set_kernel_isa(isa);
+                set_min_parallel_macs(0);
+                std::vector<float> got(want.size());
+                matmul_stored_q8(got.data(), x.data(), t, m.bytes.data(), n, rows, cols, p);
+                QVERIFY2(same_bits(got, want), kernel_isa_name(in_use));
+            }
+        set_kernel_isa(was);
+        set_min_parallel_macs(was_macs);
+        // each activation moves by at most half its block's step: |error| <= sum |w| * d / 2 (plus float rounding)
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t r = 0; r < rows; ++r) {
+                double bound = 1e-4;
+                for (int64_t b = 0; b < nb; ++b) {
+                    float amax = 0.0f;
+                    for (int64_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[i * cols + b * 32 + j]));
+                    for (int64_t j = 0; j < 32; ++j)
+                        bound += std::fabs(m.f32[static_cast<size_t>(r * cols + b * 32 + j)]) * amax / 127.0 * 0.51;
+                }
+                const double err = std::fabs(double(want[i * rows + r]) - double(dense[i * rows + r]));
+                QVERIFY2(err <= bound, qPrintable(QString("row %1: %2 > %3").arg(r).arg(err).arg(bound)));
+            }
     }
 
     void avx2ConvertsTheRequiredTypes() {

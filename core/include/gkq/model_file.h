@@ -52,6 +52,7 @@ public:
     // pass over a model larger than memory does not keep what it has read. Nothing happens for bytes that are not
     // mapped from a file.
     void drop_resident(size_t i, uint64_t offset, uint64_t n) const;
+    void drop_resident(size_t i) const override;
 
     // ---- Weights
     std::string_view kind() const override { return "model-file"; }

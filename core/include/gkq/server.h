@@ -81,6 +81,7 @@ struct ServerConfig {
     // inference
     int n_workers = default_server_workers();         // concurrent generations (each holds its own KV cache)
     int n_threads = 0;                                // threads per generation's matrix products; 0: all cores
+    bool q8_activations = true;                       // TransformerOptions::q8_activations
     int max_queue = default_server_queue(n_workers);  // waiting generations beyond the running ones; more: 429
     int64_t max_context = 0;  // positions per generation; 0: the model's context, capped at 4096
 

@@ -50,6 +50,7 @@ struct LoadedTensor {
     DType stored_type = DType::Other;  // Other: not stored (dense or factored)
     std::span<const uint8_t> stored;   // (rows * row bytes)
     std::shared_ptr<const void> keep;
+    const Weights* mapped = nullptr;  // the Weights whose file mapping `stored` lies in (owned by keep); else null
 
     bool is_stored() const { return stored_type != DType::Other; }
     // Factors plus rows (stored or dense) that are added to them.
@@ -184,6 +185,15 @@ struct TransformerOptions {
     int64_t max_batch = 32;      // tokens per block in forward_batch
     bool allow_factored = true;  // false: multiply low-rank factors (and residuals) out into dense matrices at load
     bool stored = true;          // false: convert every weight to dense float32 at load (for comparisons)
+    // Q4_0 and Q8_0 rows multiply activations quantized to Q8_0 blocks, as llama.cpp runs them (its
+    // vec_dot_type; integer block sums, several times faster); false: float32 activations, so stored logits equal
+    // the dense float32 model's bit for bit (measurements: eval, logits). The fixed summation order holds either way.
+    bool q8_activations = false;
+    // After each step of a forward pass (the embedding, each block, the classifier) the mapped weights it read
+    // leave the resident set (Weights::drop_resident): a model file larger than the memory budget runs in about one
+    // block's pages, read again from the page cache on the next pass. For passes over many tokens at once (eval,
+    // imatrix); token-by-token decoding would fault the whole file in again for every token.
+    bool release_mapped = false;
 };
 
 class ThreadPool;
@@ -312,10 +322,12 @@ private:
     std::vector<float>
         m_inv_freq_local;  // (head_size / 2) of the windowed blocks when they rotate otherwise; else empty
     // The block features of the architecture's row (gkq/arch.h BlockFlags), as the forward pass uses them.
-    bool m_gelu = false;           // GELU-tanh gated FFN instead of SwiGLU
-    bool m_norm_one_plus = false;  // norm weights are w of (1 + w) (config norm_storage)
-    float m_embd_scale = 0.0f;     // > 0: token embeddings multiplied by it (sqrt(dim))
-    float m_query_scale = 0.0f;    // > 0: q multiplied by it before the scores (which are then not divided)
+    bool m_gelu = false;            // GELU-tanh gated FFN instead of SwiGLU
+    bool m_norm_one_plus = false;   // norm weights are w of (1 + w) (config norm_storage)
+    float m_embd_scale = 0.0f;      // > 0: token embeddings multiplied by it (sqrt(dim))
+    float m_query_scale = 0.0f;     // > 0: q multiplied by it before the scores (which are then not divided)
+    bool m_q8_activations = false;  // TransformerOptions::q8_activations
+    bool m_release_mapped = false;  // TransformerOptions::release_mapped
     std::unique_ptr<ThreadPool> m_pool;
     std::vector<RoutedFfn> m_routed;  // (n_layers) when routing is set, else empty
     FfnObserver m_ffn_observer;

@@ -76,6 +76,10 @@ public:
     virtual Status whole() const { return Status::ok(); }
 
     virtual Result<StoredTensor> read_stored(size_t i) const = 0;
+    // A hint that tensor i's mapped bytes will not be read again soon: they leave the process's resident set (the
+    // file's page cache keeps them; the next read maps them again). Nothing happens for weights not mapped from a
+    // file (the default).
+    virtual void drop_resident(size_t i) const { (void)i; }
     // Tensor i as float32 in its shape, row-major.
     virtual Result<std::vector<float>> read_f32(size_t i) const = 0;
     // The factors of tensor i when it is stored as a low-rank product (a knot's LowRank record of a 2-D tensor), or

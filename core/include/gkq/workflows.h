@@ -96,11 +96,12 @@ struct EvalRequest {
     std::string text_path;  // UTF-8 text; the report's text label
     TokenizerChoice tokenizer;
     EvalOptions windows;
-    int n_threads = 0;          // threads per matrix product; 0: all cores
-    std::string save_base;      // write the base logits here after the first comparison that runs the base
-    std::string base_logits;    // reuse these saved base logits instead of running the base
-    bool per_document = false;  // the per-document protocol (EvalProtocol)
-    std::string doc_separator;  // the one document separator; empty: default_doc_separators()
+    int n_threads = 0;            // threads per matrix product; 0: all cores
+    bool q8_activations = false;  // TransformerOptions::q8_activations, for the base and every candidate
+    std::string save_base;        // write the base logits here after the first comparison that runs the base
+    std::string base_logits;      // reuse these saved base logits instead of running the base
+    bool per_document = false;    // the per-document protocol (EvalProtocol)
+    std::string doc_separator;    // the one document separator; empty: default_doc_separators()
     // The default holds one model at a time: the base runs over the text first, its logits kept compactly
     // (BaseLogits: the top base_top_k a position), then the base is released and each candidate runs. exact_base:
     // both models in memory, window by window, KLD over the full distributions (the base runs once per candidate).

@@ -233,6 +233,10 @@ Result<StoredTensor> ModelFile::read_stored(size_t i) const {
     return s;
 }
 
+void ModelFile::drop_resident(size_t i) const {
+    if (i < m_data->tensors.size()) drop_resident(i, 0, m_data->tensors[i].n_bytes);
+}
+
 Result<std::vector<float>> ModelFile::read_f32(size_t i) const {
     if (i >= m_data->tensors.size())
         return error(StatusCode::InvalidArgument, path() + ": no tensor " + std::to_string(i));

@@ -44,6 +44,18 @@ uint64_t stored_row_bytes(DType type, int64_t cols);
 // out (n, rows) = x (n, cols) . W^T for W (rows, cols) stored row-major in `type` (rows of stored_row_bytes).
 void matmul_stored(float* out, const float* x, DType type, const uint8_t* w, int64_t n, int64_t rows, int64_t cols,
                    ThreadPool* pool);
+// Products with activations quantized first, as llama.cpp runs Q4_0 and Q8_0 weights (their vec_dot_type is
+// Q8_0): each row of x becomes Q8_0 blocks of int8 codes q = nearbyint(x * (127 / max |x|)) (0 for a zero block)
+// and the scale d = max |x| / 127 rounded to f16, as llama.cpp's x86 quantize_row_q8_0 makes them. Then out[t][r] sums,
+// per block b in ascending order, 8 lane sums acc[k] += (dw_b * dx_b) * float(p_k), where p_k is the exact integer sum
+// of the products of values 4k..4k+3 of the block, combined as matmul's lanes. Integer sums are exact, so the AVX2 and
+// generic versions agree bit for bit; the result differs from matmul_stored's float32 activations by the activations'
+// rounding (at most half a code in 127 per block).
+bool stored_type_has_q8_dot(DType type);
+// out (n, rows) = Q8_0(x) (n, cols) . W^T for W stored in a type stored_type_has_q8_dot accepts; cols a whole
+// number of Q8_0 blocks.
+void matmul_stored_q8(float* out, const float* x, DType type, const uint8_t* w, int64_t n, int64_t rows, int64_t cols,
+                      ThreadPool* pool);
 // Row r of W (rows, cols) stored in `type`, converted to cols floats (the same values to_f32 gives).
 void stored_row_to_f32(DType type, const uint8_t* w, int64_t cols, int64_t r, float* out);
 

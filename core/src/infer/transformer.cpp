@@ -110,6 +110,8 @@ void Transformer::apply(const Matrix& m, const float* x, float* out, int64_t n) 
         // float32 rows on a float boundary run as they lie; every other stored row is converted tile by tile
         if (v.stored_type == DType::F32 && reinterpret_cast<uintptr_t>(v.stored.data()) % alignof(float) == 0)
             matmul(out, x, reinterpret_cast<const float*>(v.stored.data()), n, m.rows, m.cols, m_pool.get());
+        else if (m_q8_activations && stored_type_has_q8_dot(v.stored_type))
+            matmul_stored_q8(out, x, v.stored_type, v.stored.data(), n, m.rows, m.cols, m_pool.get());
         else
             matmul_stored(out, x, v.stored_type, v.stored.data(), n, m.rows, m.cols, m_pool.get());
     } else {

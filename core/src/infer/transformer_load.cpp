@@ -122,6 +122,7 @@ Result<LoadedTensor> load_stored(const Weights& weights, size_t index, const Ten
     } else if (options.owner && options.owner.get() == &weights) {  // mapped while the owner lives
         out.stored = st->data;
         out.keep = options.owner;
+        out.mapped = &weights;
     } else {
         auto copy = std::make_shared<std::vector<uint8_t>>(st->data.begin(), st->data.end());
         out.stored = *copy;
@@ -239,6 +240,8 @@ private:
 
 Status Transformer::init_state(const TransformerOptions& options) {
     const ModelConfig& c = m_config;
+    m_q8_activations = options.q8_activations;
+    m_release_mapped = options.release_mapped;
     int64_t ctx = std::min(c.context_length, kDefaultMaxContext);
     if (options.max_context > 0) ctx = std::min(c.context_length, options.max_context);
     const int64_t batch = std::clamp<int64_t>(options.max_batch, 1, 1024);
@@ -396,6 +399,12 @@ Status Transformer::lend_step(int64_t step) {
 }
 
 void Transformer::release_step(int64_t step) {
+    if (m_release_mapped)
+        for (const Slot& slot : m_slots) {
+            if (!in_step(slot.role, slot.layer, step, m_config.n_layers, m_weights.shared_classifier)) continue;
+            const std::shared_ptr<const LoadedTensor>& v = slot_matrix(slot).values;
+            if (v && v->mapped != nullptr) v->mapped->drop_resident(slot.index);
+        }
     if (m_lender == nullptr || m_held) return;
     for (const Slot& slot : m_slots)
         if (in_step(slot.role, slot.layer, step, m_config.n_layers, m_weights.shared_classifier))

@@ -141,6 +141,7 @@ Status InferenceEngine::load() {
     // other worker shares its weights (lent by the same cache) with a KV cache of its own.
     TransformerOptions to;
     to.n_threads = c.n_threads;
+    to.q8_activations = c.q8_activations;
     to.max_context = c.max_context;
     std::vector<std::unique_ptr<Worker>> workers;
     for (int i = 0; i < std::max(1, c.n_workers); ++i) workers.push_back(std::make_unique<Worker>(*m_cache));

@@ -182,9 +182,11 @@ Result<RunnableModel> open_model_to_run(const std::string& path, const Transform
 namespace {
 
 // Evaluations run 64 positions per forward_batch block.
-Result<RunnableModel> open_runnable(const std::string& path, int n_threads) {
+Result<RunnableModel> open_runnable(const std::string& path, const EvalRequest& request) {
     TransformerOptions options;
-    options.n_threads = n_threads;
+    options.n_threads = request.n_threads;
+    options.q8_activations = request.q8_activations;
+    options.release_mapped = true;  // one block of a mapped model resident at a time
     options.max_batch = 64;
     return open_model_to_run(path, options);
 }
@@ -236,7 +238,7 @@ Result<EvalSession> EvalSession::open(const EvalRequest& request) {
     }
     auto text = read_eval_text(request.text_path);
     if (!text) return text.status();
-    auto base = open_runnable(state->request.base, request.n_threads);
+    auto base = open_runnable(state->request.base, request);
     if (!base) return base.status();
     auto tokenizer = choose_tokenizer(base->path, base->vocab, base->config.vocab_size, request.tokenizer);
     if (!tokenizer) return tokenizer.status();
@@ -270,7 +272,7 @@ namespace {
 // The base model, reopened when an earlier comparison released it.
 Status ensure_base(RunnableModel& base, const EvalRequest& request) {
     if (base.transformer) return Status::ok();
-    auto reopened = open_runnable(request.base, request.n_threads);
+    auto reopened = open_runnable(request.base, request);
     if (!reopened) return reopened.status();
     base = std::move(reopened).value();
     return Status::ok();
@@ -303,7 +305,7 @@ Result<EvalRun> EvalSession::compare(const std::string& candidate, const Progres
         return Status::ok();
     };
     if (!s.kept && !s.request.base_logits.empty()) {
-        auto cand = open_runnable(candidate, s.request.n_threads);  // its errors first, as with a running base
+        auto cand = open_runnable(candidate, s.request);  // its errors first, as with a running base
         if (!cand) return cand.status();
         auto resolved = resolve_eval_options(s.request.windows, s.base_context);
         if (!resolved) return resolved.status();
@@ -315,11 +317,11 @@ Result<EvalRun> EvalSession::compare(const std::string& candidate, const Progres
     }
     Result<EvalReport> report = error(StatusCode::Internal, "eval: not run");
     if (s.kept) {
-        auto cand = open_runnable(candidate, s.request.n_threads);
+        auto cand = open_runnable(candidate, s.request);
         if (!cand) return cand.status();
         report = evaluate_compare_saved(*s.kept, *cand->transformer, progress);
     } else if (s.request.exact_base) {
-        auto cand = open_runnable(candidate, s.request.n_threads);
+        auto cand = open_runnable(candidate, s.request);
         if (!cand) return cand.status();
         if (Status st = ensure_base(s.base, s.request); !st) return st;
         const bool keep = keep_base || !s.request.save_base.empty();
@@ -336,7 +338,7 @@ Result<EvalRun> EvalSession::compare(const std::string& candidate, const Progres
         // One model at a time: the base over every window (half the progress), released, then the candidate.
         std::error_code ec;
         if (!std::filesystem::exists(candidate, ec)) {  // a missing candidate fails before the base runs
-            auto cand = open_runnable(candidate, s.request.n_threads);
+            auto cand = open_runnable(candidate, s.request);
             if (!cand) return cand.status();
         }
         if (Status st = ensure_base(s.base, s.request); !st) return st;
@@ -350,7 +352,7 @@ Result<EvalRun> EvalSession::compare(const std::string& candidate, const Progres
         logits->path = s.request.base;
         if (Status st = save(*logits); !st) return st;
         s.kept = std::move(logits).value();
-        auto cand = open_runnable(candidate, s.request.n_threads);
+        auto cand = open_runnable(candidate, s.request);
         if (!cand) return cand.status();
         const ProgressFn second = [&progress](double f, std::string_view what) {
             return report_progress(progress, 0.5 + 0.5 * f, what);
@@ -401,6 +403,7 @@ Result<SaturationProfile> profile_model(const Weights& model, const ProfileReque
     if (!report_progress(progress, 0.0, "loading the model")) return error(StatusCode::Cancelled, "cancelled");
     TransformerOptions options;
     options.n_threads = request.n_threads;
+    options.release_mapped = true;
     auto transformer = Transformer::load(model, options);
     if (!transformer) return transformer.status();
     SaturationOptions so;
