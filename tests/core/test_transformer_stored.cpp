@@ -147,7 +147,7 @@ private slots:
         set_kernel_isa(was);
     }
 
-    // Q4_0 and Q8_0 rows against Q8_0 activations: both ISAs give the documented lanes bit for bit (computed here
+    // Q4_0 and Q8_0 rows against Q8_0 activations: both ISAs give the documented sums bit for bit (computed here
     // from to_f32's codes), split over a pool or not, and stay within the activations' rounding of the float32
     // product.
     void q8ActivationProductsFollowTheirOrder_data() {
@@ -163,7 +163,7 @@ private slots:
         const StoredMatrix m = make_stored(t, rows, cols, 7);
         std::vector<float> x = test::random_floats(static_cast<size_t>(n * cols), 11, 2.0f);
         for (int64_t j = 32; j < 64; ++j) x[static_cast<size_t>(j)] = 0.0f;  // an all-zero block: scale 0
-        // the documented order: codes of x, then per block 8 lanes of 4 exact products
+        // the documented order: codes of x, then per block its exact integer sum, scaled and added in block order
         std::vector<float> want(static_cast<size_t>(n * rows)), dense(want.size());
         const uint64_t row_bytes = stored_row_bytes(t, cols);
         for (int64_t i = 0; i < n; ++i) {
@@ -178,23 +178,21 @@ private slots:
                 d[b] = f16_to_f32(f32_to_f16(db));
             }
             for (int64_t r = 0; r < rows; ++r) {
-                float l[8] = {};
+                float acc = 0.0f;
                 for (int64_t b = 0; b < nb; ++b) {
                     const uint8_t* block = m.bytes.data() + r * row_bytes + b * (row_bytes / nb);
                     uint16_t h;
                     std::memcpy(&h, block, 2);
                     const float dw = f16_to_f32(h);
-                    for (int k = 0; k < 8; ++k) {
-                        int32_t p = 0;
-                        for (int j = 4 * k; j < 4 * k + 4; ++j) {
-                            // the code: the converted value over the block's scale (exact for these types)
-                            const float v = m.f32[static_cast<size_t>(r * cols + b * 32 + j)];
-                            p += static_cast<int32_t>(std::lrint(dw != 0.0f ? v / dw : 0.0f)) * q[b * 32 + j];
-                        }
-                        l[k] = l[k] + static_cast<float>(p) * (dw * d[b]);
+                    int32_t p = 0;
+                    for (int64_t j = 0; j < 32; ++j) {
+                        // the code: the converted value over the block's scale (exact for these types)
+                        const float v = m.f32[static_cast<size_t>(r * cols + b * 32 + j)];
+                        p += static_cast<int32_t>(std::lrint(dw != 0.0f ? v / dw : 0.0f)) * q[b * 32 + j];
                     }
+                    acc = acc + static_cast<float>(p) * (dw * d[b]);
                 }
-                want[i * rows + r] = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+                want[i * rows + r] = acc;
             }
         }
         const KernelIsa was = active_kernel_isa();

@@ -144,17 +144,19 @@ void matmul_stored_rows(float* out, const float* x, DType type, const uint8_t* w
 // x (n, cols) quantized as kernels.h describes: codes (n, cols), f16-rounded scales (n, cols / kQ8).
 constexpr int64_t kQ8 = GKQ_Q8_0_BLOCK_ELEMENTS;  // values per activation block (and per weight block)
 static_assert(GKQ_Q4_0_BLOCK_ELEMENTS == GKQ_Q8_0_BLOCK_ELEMENTS && GKQ_Q8_0_BLOCK_ELEMENTS == 8 * 4,
-              "a block is the 8 lanes of 4 values the kernels sum");
+              "a block is one 256-bit vector of codes");
 
 struct Q8Activations {
     std::vector<int8_t> q;
     std::vector<float> d;
+    std::vector<int32_t> s;  // (n, cols / kQ8): each block's sum of codes
 };
 
 void quantize_activations(const float* x, int64_t n, int64_t cols, Q8Activations& a) {
     const int64_t nb = cols / kQ8;
     a.q.resize(static_cast<size_t>(n * cols));
     a.d.resize(static_cast<size_t>(n * nb));
+    a.s.resize(static_cast<size_t>(n * nb));
     for (int64_t i = 0; i < n * nb; ++i) {
         const float* v = x + i * kQ8;
         float amax = 0.0f;
@@ -162,42 +164,42 @@ void quantize_activations(const float* x, int64_t n, int64_t cols, Q8Activations
         const float d = amax / 127.0f;
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;  // llama.cpp's x86 quantize_row_q8_0
         int8_t* q = a.q.data() + i * kQ8;
+        int32_t sum = 0;
         for (int j = 0; j < kQ8; ++j) {
             const float c = v[j] * id;
             q[j] = c == c ? static_cast<int8_t>(std::nearbyint(std::clamp(c, -127.0f, 127.0f))) : 0;
+            sum += q[j];
         }
         a.d[static_cast<size_t>(i)] = f16_to_f32(f32_to_f16(d));
+        a.s[static_cast<size_t>(i)] = sum;
     }
 }
 
-// The generic version of avx2::q8_dot_rows: the same lanes, the same float operations.
+// The generic version of avx2::q8_dot_rows: the same exact block sums, the same float operations.
 template <bool kQ4>
 void q8_dot_rows_generic(float* out, const int8_t* xq, const float* xd, const uint8_t* w, int64_t n, int64_t rows,
                          int64_t cols, int64_t r0, int64_t r1) {
     constexpr uint64_t bb = kQ4 ? GKQ_Q4_0_BLOCK_BYTES : GKQ_Q8_0_BLOCK_BYTES;
     const int64_t nb = cols / kQ8;
     const uint64_t row_bytes = static_cast<uint64_t>(nb) * bb;
-    int8_t codes[kQ8];
     for (int64_t r = r0; r < r1; ++r)
         for (int64_t t = 0; t < n; ++t) {
             const int8_t* q = xq + t * cols;
-            float l[8] = {};
+            float acc = 0.0f;
             for (int64_t b = 0; b < nb; ++b) {
                 const uint8_t* block = w + static_cast<uint64_t>(r) * row_bytes + static_cast<uint64_t>(b) * bb;
                 uint16_t h;
                 std::memcpy(&h, block, 2);
-                const float s = f16_to_f32(h) * xd[t * nb + b];
                 const uint8_t* c = block + GKQ_BLOCK_SCALE_BYTES;
-                for (int j = 0; j < kQ8; ++j)
-                    codes[j] = kQ4 ? static_cast<int8_t>(((j < kQ8 / 2 ? c[j] : c[j - kQ8 / 2] >> 4) & 15) - 8)
-                                   : static_cast<int8_t>(c[j]);
-                for (int k = 0; k < 8; ++k) {
-                    int32_t p = 0;
-                    for (int j = 4 * k; j < 4 * k + 4; ++j) p += codes[j] * q[kQ8 * b + j];
-                    l[k] = l[k] + static_cast<float>(p) * s;
+                int32_t sum = 0;
+                for (int j = 0; j < kQ8; ++j) {
+                    const int code =
+                        kQ4 ? ((j < kQ8 / 2 ? c[j] : c[j - kQ8 / 2] >> 4) & 15) - 8 : static_cast<int8_t>(c[j]);
+                    sum += code * q[kQ8 * b + j];
                 }
+                acc = acc + static_cast<float>(sum) * (f16_to_f32(h) * xd[t * nb + b]);
             }
-            out[t * rows + r] = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+            out[t * rows + r] = acc;
         }
 }
 
@@ -206,8 +208,8 @@ void matmul_q8_rows(float* out, const Q8Activations& a, DType type, const uint8_
     const bool q4 = type == DType::Q4_0;
 #if defined(GKQ_HAVE_AVX2_KERNELS)
     if (use_avx2()) {
-        if (q4) return avx2::q8_dot_rows<true>(out, a.q.data(), a.d.data(), w, n, rows, cols, r0, r1);
-        return avx2::q8_dot_rows<false>(out, a.q.data(), a.d.data(), w, n, rows, cols, r0, r1);
+        if (q4) return avx2::q8_dot_rows<true>(out, a.q.data(), a.d.data(), a.s.data(), w, n, rows, cols, r0, r1);
+        return avx2::q8_dot_rows<false>(out, a.q.data(), a.d.data(), a.s.data(), w, n, rows, cols, r0, r1);
     }
 #endif
     if (q4) return q8_dot_rows_generic<true>(out, a.q.data(), a.d.data(), w, n, rows, cols, r0, r1);

@@ -46,11 +46,11 @@ void matmul_stored(float* out, const float* x, DType type, const uint8_t* w, int
                    ThreadPool* pool);
 // Products with activations quantized first, as llama.cpp runs Q4_0 and Q8_0 weights (their vec_dot_type is
 // Q8_0): each row of x becomes Q8_0 blocks of int8 codes q = nearbyint(x * (127 / max |x|)) (0 for a zero block)
-// and the scale d = max |x| / 127 rounded to f16, as llama.cpp's x86 quantize_row_q8_0 makes them. Then out[t][r] sums,
-// per block b in ascending order, 8 lane sums acc[k] += (dw_b * dx_b) * float(p_k), where p_k is the exact integer sum
-// of the products of values 4k..4k+3 of the block, combined as matmul's lanes. Integer sums are exact, so the AVX2 and
-// generic versions agree bit for bit; the result differs from matmul_stored's float32 activations by the activations'
-// rounding (at most half a code in 127 per block).
+// and the scale d = max |x| / 127 rounded to f16, as llama.cpp's x86 quantize_row_q8_0 makes them. Then out[t][r]
+// = acc after acc = acc + float(p_b) * (dw_b * dx_b) for the blocks b in ascending order, p_b the exact integer
+// sum of the block's code products. Integer sums are exact, so the AVX2 and generic versions agree bit for bit;
+// the result differs from matmul_stored's float32 activations by the activations' rounding (at most half a code
+// in 127 per block).
 bool stored_type_has_q8_dot(DType type);
 // out (n, rows) = Q8_0(x) (n, cols) . W^T for W stored in a type stored_type_has_q8_dot accepts; cols a whole
 // number of Q8_0 blocks.
