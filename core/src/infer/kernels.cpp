@@ -237,15 +237,25 @@ uint64_t stored_row_bytes(DType type, int64_t cols) {
     return static_cast<uint64_t>(cols / tt.block_elements) * tt.block_bytes;
 }
 
-void matmul_stored(float* out, const float* x, DType type, const uint8_t* w, int64_t n, int64_t rows, int64_t cols,
-                   ThreadPool* pool) {
-    const bool parallel = pool != nullptr && n * rows * cols >= min_parallel_macs();
-    if (!parallel) {
-        matmul_stored_rows(out, x, type, w, n, rows, cols, 0, rows);
+namespace {
+
+// rows_of(r0, r1) for every row range of a product of n x rows x cols multiply-adds: on the calling thread alone
+// below min_parallel_macs, else over the pool in chunks of whole 8-row blocks (the widest the kernels take).
+template <class RowsOf>
+void over_rows(ThreadPool* pool, int64_t n, int64_t rows, int64_t cols, const RowsOf& rows_of) {
+    if (pool == nullptr || n * rows * cols < min_parallel_macs()) {
+        rows_of(int64_t{0}, rows);
         return;
     }
-    pool->parallel_for(rows, pool->chunk_for(rows, 8), true,
-                       [&](int64_t r0, int64_t r1) { matmul_stored_rows(out, x, type, w, n, rows, cols, r0, r1); });
+    pool->parallel_for(rows, pool->chunk_for(rows, 8), true, [&](int64_t r0, int64_t r1) { rows_of(r0, r1); });
+}
+
+}  // namespace
+
+void matmul_stored(float* out, const float* x, DType type, const uint8_t* w, int64_t n, int64_t rows, int64_t cols,
+                   ThreadPool* pool) {
+    over_rows(pool, n, rows, cols,
+              [&](int64_t r0, int64_t r1) { matmul_stored_rows(out, x, type, w, n, rows, cols, r0, r1); });
 }
 
 bool stored_type_has_q8_dot(DType type) {
@@ -259,13 +269,8 @@ void matmul_stored_q8(float* out, const float* x, DType type, const uint8_t* w, 
     thread_local Q8Activations scratch;
     Q8Activations& a = scratch;
     quantize_activations(x, n, cols, a);
-    const bool parallel = pool != nullptr && n * rows * cols >= min_parallel_macs();
-    if (!parallel) {
-        matmul_q8_rows(out, a, type, w, n, rows, cols, 0, rows);
-        return;
-    }
-    pool->parallel_for(rows, pool->chunk_for(rows, 8), true,
-                       [&](int64_t r0, int64_t r1) { matmul_q8_rows(out, a, type, w, n, rows, cols, r0, r1); });
+    over_rows(pool, n, rows, cols,
+              [&](int64_t r0, int64_t r1) { matmul_q8_rows(out, a, type, w, n, rows, cols, r0, r1); });
 }
 
 void stored_row_to_f32(DType type, const uint8_t* w, int64_t cols, int64_t r, float* out) {
@@ -294,14 +299,7 @@ const char* kernel_isa_name(KernelIsa isa) {
 }
 
 void matmul(float* out, const float* x, const float* w, int64_t n, int64_t rows, int64_t cols, ThreadPool* pool) {
-    const bool parallel = pool != nullptr && n * rows * cols >= min_parallel_macs();
-    if (!parallel) {
-        matmul_rows(out, x, w, n, rows, cols, 0, rows);
-        return;
-    }
-    // chunks of whole 8-row blocks, the widest the kernels take at once
-    pool->parallel_for(rows, pool->chunk_for(rows, 8), true,
-                       [&](int64_t r0, int64_t r1) { matmul_rows(out, x, w, n, rows, cols, r0, r1); });
+    over_rows(pool, n, rows, cols, [&](int64_t r0, int64_t r1) { matmul_rows(out, x, w, n, rows, cols, r0, r1); });
 }
 
 // cap * tanh(score / cap), as llama.cpp's graph scales by 1 / cap, takes tanh and scales back.
