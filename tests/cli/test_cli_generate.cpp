@@ -164,6 +164,8 @@ private slots:
                                        << "option '--top-p': 1.5 is out of range [0, 1]";
         QTest::newRow("negative steps") << QStringList{"generate", "m.bin", "-n", "-3"} << "-3 is out of range";
         QTest::newRow("seed zero") << QStringList{"generate", "m.bin", "--seed", "0"} << "0 is out of range [1,";
+        QTest::newRow("unknown activations") << QStringList{"generate", "m.bin", "--activations", "q4"}
+                                             << "option '--activations': 'q4' is not one of q8, f32";
         QTest::newRow("nonexistent model")
             << QStringList{"generate", "/nonexistent/m.bin"} << "/nonexistent/m.bin: no such file or directory";
     }
