@@ -77,7 +77,9 @@ TinyKnot make_tiny_knot(const TempDir& dir, const std::string& preset) {
 std::string reference_completion(const std::string& knot, const std::string& prompt, int64_t max_tokens) {
     auto weights = open_weights(knot);
     if (!weights) qFatal("%s", weights.message().c_str());
-    auto model = Transformer::load(**weights);
+    TransformerOptions options;
+    options.q8_activations = true;  // as the server runs them by default (ServerConfig::q8_activations)
+    auto model = Transformer::load(**weights, options);
     if (!model) qFatal("%s", model.message().c_str());
     // the tokenizer the server takes: the model's own vocabulary, else the tokenizer.bin beside it
     auto tok = tokenizer_for_model(knot, (*weights)->vocabulary(), (*weights)->config().vocab_size);

@@ -30,8 +30,9 @@ struct TinyKnot {
 TinyKnot make_tiny_knot(const TempDir& dir, const std::string& preset = "q8_0");
 
 // The completion text greedy generation gives for `prompt` and `max_tokens`, run directly on the knot or model
-// (without the server; the tokenizer found as the server finds it): the reference the server's answers are compared
-// with. The bytes as generated: the server's JSON carries invalid UTF-8 (a byte token's piece) as U+FFFD.
+// (without the server; the tokenizer found as the server finds it; the server's default activations): the reference
+// the server's answers are compared with. The bytes as generated: the server's JSON carries invalid UTF-8 (a byte
+// token's piece) as U+FFFD.
 
 std::string reference_completion(const std::string& knot, const std::string& prompt, int64_t max_tokens);
 
