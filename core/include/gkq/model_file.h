@@ -53,6 +53,9 @@ public:
     // mapped from a file.
     void drop_resident(size_t i, uint64_t offset, uint64_t n) const;
     void drop_resident(size_t i) const override;
+    // Rows [row0, row0 + n_rows) of tensor i converted to float32 into dst (tensor_rows_to_f32), then their mapped
+    // pages dropped from the resident set: a pass over a matrix a chunk of rows at a time holds one chunk of it.
+    Status read_rows_f32(size_t i, int64_t row0, int64_t n_rows, float* dst) const;
 
     // ---- Weights
     std::string_view kind() const override { return "model-file"; }

@@ -214,6 +214,16 @@ void ModelFile::drop_resident(size_t i, uint64_t offset, uint64_t n) const {
         if (m.drop_resident(t.data + offset, n)) return;
 }
 
+Status ModelFile::read_rows_f32(size_t i, int64_t row0, int64_t n_rows, float* dst) const {
+    if (i >= m_data->tensors.size())
+        return error(StatusCode::InvalidArgument, path() + ": no tensor " + std::to_string(i));
+    const Tensor& t = m_data->tensors[i];
+    if (Status s = tensor_rows_to_f32(t, row0, n_rows, dst); !s) return s;
+    uint64_t offset = 0, n_bytes = 0;
+    if (tensor_row_bytes(t, row0, n_rows, &offset, &n_bytes)) drop_resident(i, offset, n_bytes);
+    return Status::ok();
+}
+
 // ---- Weights
 
 uint64_t ModelFile::stored_bytes(size_t i) const {

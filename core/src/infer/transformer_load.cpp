@@ -399,16 +399,14 @@ Status Transformer::lend_step(int64_t step) {
 }
 
 void Transformer::release_step(int64_t step) {
-    if (m_release_mapped)
-        for (const Slot& slot : m_slots) {
-            if (!in_step(slot.role, slot.layer, step, m_config.n_layers, m_weights.shared_classifier)) continue;
-            const std::shared_ptr<const LoadedTensor>& v = slot_matrix(slot).values;
-            if (v && v->mapped != nullptr) v->mapped->drop_resident(slot.index);
-        }
-    if (m_lender == nullptr || m_held) return;
-    for (const Slot& slot : m_slots)
-        if (in_step(slot.role, slot.layer, step, m_config.n_layers, m_weights.shared_classifier))
-            slot_matrix(slot).values.reset();
+    const bool lent = m_lender != nullptr && !m_held;
+    if (!lent && !m_release_mapped) return;
+    for (const Slot& slot : m_slots) {
+        if (!in_step(slot.role, slot.layer, step, m_config.n_layers, m_weights.shared_classifier)) continue;
+        std::shared_ptr<const LoadedTensor>& v = slot_matrix(slot).values;
+        if (m_release_mapped && v && v->mapped != nullptr) v->mapped->drop_resident(slot.index);
+        if (lent) v.reset();
+    }
 }
 
 Status Transformer::hold_weights() {

@@ -206,12 +206,8 @@ Result<QuantizeReport> quantize_model(const Weights& model, const QuantizeOption
                                       : nullptr;
         Encoded out;
         if (by_rows[j]) {
-            const Tensor& ft = file->tensors()[selected[j]];
             const RowReader read = [&](int64_t row0, int64_t n_rows, float* dst) -> Status {
-                if (Status s = tensor_rows_to_f32(ft, row0, n_rows, dst); !s) return s.with_context(path);
-                uint64_t offset = 0, n_bytes = 0;
-                if (tensor_row_bytes(ft, row0, n_rows, &offset, &n_bytes))
-                    file->drop_resident(selected[j], offset, n_bytes);
+                if (Status s = file->read_rows_f32(selected[j], row0, n_rows, dst); !s) return s.with_context(path);
                 return Status::ok();
             };
             auto enc = encode_tensor_rows(t, importance, read, params[j], &out.report, options.chunk_bytes);

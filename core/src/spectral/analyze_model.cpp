@@ -51,15 +51,13 @@ Result<std::vector<float>> values_of(const Weights& weights, size_t i) {
         std::max<int64_t>(1, static_cast<int64_t>(kConvertChunkBytes / (sizeof(float) * static_cast<uint64_t>(cols))));
     for (int64_t row0 = 0; row0 < rows; row0 += chunk_rows) {
         const int64_t n = std::min(chunk_rows, rows - row0);
-        Status s = tensor_rows_to_f32(t, row0, n, out.data() + row0 * cols);
+        Status s = file->read_rows_f32(i, row0, n, out.data() + row0 * cols);
         if (s.code() == StatusCode::Unsupported && row0 == 0) {  // a type converted only whole (Q8_G)
             auto v = tensor_to_f32(t);
             if (v) file->drop_resident(i, 0, t.n_bytes);
             return v;
         }
         if (!s) return s;
-        uint64_t offset = 0, n_bytes = 0;
-        if (tensor_row_bytes(t, row0, n, &offset, &n_bytes)) file->drop_resident(i, offset, n_bytes);
     }
     return out;
 }

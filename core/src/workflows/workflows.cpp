@@ -403,7 +403,6 @@ Result<SaturationProfile> profile_model(const Weights& model, const ProfileReque
     if (!report_progress(progress, 0.0, "loading the model")) return error(StatusCode::Cancelled, "cancelled");
     TransformerOptions options;
     options.n_threads = request.n_threads;
-    options.release_mapped = true;
     auto transformer = Transformer::load(model, options);
     if (!transformer) return transformer.status();
     SaturationOptions so;
