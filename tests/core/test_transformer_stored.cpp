@@ -136,15 +136,60 @@ private slots:
             }
         for (KernelIsa isa : {KernelIsa::Generic, KernelIsa::Avx2}) {
             const KernelIsa in_use = set_kernel_isa(isa);
-            matmul_stored(got.data(), x.data(), t, m.bytes.data(), n, rows, cols, nullptr);
+            matmul_stored(got.data(), x.data(), StoredRows{t, m.bytes.data()}, n, rows, cols, nullptr);
             QVERIFY2(same_bits(got, want), kernel_isa_name(in_use));
             std::vector<float> row(static_cast<size_t>(cols));
             for (int64_t r : {int64_t{0}, rows - 1}) {
-                stored_row_to_f32(t, m.bytes.data(), cols, r, row.data());
+                stored_row_to_f32(StoredRows{t, m.bytes.data()}, rows, cols, r, row.data());
                 QVERIFY(std::memcmp(row.data(), m.f32.data() + r * cols, row.size() * sizeof(float)) == 0);
             }
         }
         set_kernel_isa(was);
+    }
+
+    // Q4_0 rows regrouped eight at a time (kernels.h: group_rows; 13 rows: one group and 5 rows left row-major)
+    // hold the same rows, and the products over them, with float32 or Q8_0 activations, equal the row-major ones bit
+    // for bit under both ISAs, whole or split over a pool.
+    void groupedRowsAreTheSameMatrix() {
+        const DType t = DType::Q4_0;
+        QVERIFY(stored_type_groups(t));
+        QVERIFY(!stored_type_groups(DType::Q8_0));
+        const int64_t rows = 13, n = 3, cols = 3 * 256;
+        const StoredMatrix m = make_stored(t, rows, cols, 21);
+        std::vector<uint8_t> grouped(m.bytes.size());
+        group_rows(t, m.bytes.data(), grouped.data(), rows, cols);
+        QVERIFY(grouped != m.bytes);  // the group's bytes moved
+        const uint64_t row_bytes = stored_row_bytes(t, cols);
+        QVERIFY(std::memcmp(grouped.data() + kRowGroup * row_bytes, m.bytes.data() + kRowGroup * row_bytes,
+                            (rows - kRowGroup) * row_bytes) == 0);  // the rest stays where it was
+        const StoredRows plain{t, m.bytes.data()}, regrouped{t, grouped.data(), true};
+        std::vector<uint8_t> back(row_bytes);
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (int64_t r = 0; r < rows; ++r) {
+            stored_row_blocks(regrouped, rows, cols, r, back.data());
+            QVERIFY2(std::memcmp(back.data(), m.bytes.data() + r * row_bytes, row_bytes) == 0,
+                     qPrintable(QString::number(r)));
+            stored_row_to_f32(regrouped, rows, cols, r, row.data());
+            QVERIFY(std::memcmp(row.data(), m.f32.data() + r * cols, row.size() * sizeof(float)) == 0);
+        }
+        const std::vector<float> x = test::random_floats(static_cast<size_t>(n * cols), 23, 2.0f);
+        const KernelIsa was = active_kernel_isa();
+        const int64_t was_macs = min_parallel_macs();
+        ThreadPool pool(2);
+        for (KernelIsa isa : {KernelIsa::Generic, KernelIsa::Avx2})
+            for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+                const KernelIsa in_use = set_kernel_isa(isa);
+                set_min_parallel_macs(0);
+                std::vector<float> want(static_cast<size_t>(n * rows)), got(want.size());
+                matmul_stored(want.data(), x.data(), plain, n, rows, cols, p);
+                matmul_stored(got.data(), x.data(), regrouped, n, rows, cols, p);
+                QVERIFY2(same_bits(got, want), kernel_isa_name(in_use));
+                matmul_stored_q8(want.data(), x.data(), plain, n, rows, cols, p);
+                matmul_stored_q8(got.data(), x.data(), regrouped, n, rows, cols, p);
+                QVERIFY2(same_bits(got, want), kernel_isa_name(in_use));
+            }
+        set_kernel_isa(was);
+        set_min_parallel_macs(was_macs);
     }
 
     // Q4_0 and Q8_0 rows against Q8_0 activations: both ISAs give the documented sums bit for bit (computed here
@@ -205,8 +250,14 @@ private slots:
                 const KernelIsa in_use = set_kernel_isa(isa);
                 set_min_parallel_macs(0);
                 std::vector<float> got(want.size());
-                matmul_stored_q8(got.data(), x.data(), t, m.bytes.data(), n, rows, cols, p);
+                matmul_stored_q8(got.data(), x.data(), StoredRows{t, m.bytes.data()}, n, rows, cols, p);
                 QVERIFY2(same_bits(got, want), kernel_isa_name(in_use));
+                if (!stored_type_groups(t)) continue;
+                std::vector<uint8_t> grouped(m.bytes.size());
+                group_rows(t, m.bytes.data(), grouped.data(), rows, cols);
+                std::fill(got.begin(), got.end(), 0.0f);
+                matmul_stored_q8(got.data(), x.data(), StoredRows{t, grouped.data(), true}, n, rows, cols, p);
+                QVERIFY2(same_bits(got, want), (std::string("grouped, ") + kernel_isa_name(in_use)).c_str());
             }
         set_kernel_isa(was);
         set_min_parallel_macs(was_macs);

@@ -51,6 +51,10 @@ struct LoadedTensor {
     std::span<const uint8_t> stored;   // (rows * row bytes)
     std::shared_ptr<const void> keep;
     const Weights* mapped = nullptr;  // the Weights whose file mapping `stored` lies in (owned by keep); else null
+    // The rows regrouped eight at a time (core/src/infer/kernels.h: group_rows; the same bytes, another order) so
+    // that the products read eight rows per load: rows that are the transformer's own copy (a knot record inflated)
+    // in a type that regroups (Q4_0). Never a mapped file's rows.
+    bool grouped = false;
 
     bool is_stored() const { return stored_type != DType::Other; }
     // Factors plus rows (stored or dense) that are added to them.

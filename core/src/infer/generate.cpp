@@ -40,7 +40,7 @@ std::string first_nonfinite_weight(const TransformerWeights& w) {
         if (m.stored()) {
             std::vector<float> row(static_cast<size_t>(m.cols));
             for (int64_t r = 0; r < m.rows && found.empty(); ++r) {
-                stored_row_to_f32(m.values->stored_type, m.values->stored.data(), m.cols, r, row.data());
+                stored_row_to_f32(stored_rows_of(*m.values), m.rows, m.cols, r, row.data());
                 scan(row, role, layer, static_cast<size_t>(r * m.cols));
             }
         }

@@ -1,6 +1,7 @@
 #include "infer/kernels.h"
 
 #include "gkq/sampler.h"
+#include "gkq/transformer.h"
 
 #include "gkq/block_layout.h"
 #include "gkq/convert.h"
@@ -139,6 +140,35 @@ void matmul_stored_rows(float* out, const float* x, DType type, const uint8_t* w
     generic::matmul_stored_rows(out, x, m, n, rows, cols, r0, r1, s.buf.data(), s.acc.data());
 }
 
+// Rows below grouped_rows lie in groups of kRowGroup (kernels.h), the rest row-major.
+int64_t grouped_rows(const StoredRows& w, int64_t rows) {
+    return w.grouped ? rows - rows % kRowGroup : 0;
+}
+
+// Row i of the group at g (a grouped Q4_0 matrix): its block b, as row-major bytes, into dst.
+void q4_0_group_block(const uint8_t* g, int64_t b, int64_t i, uint8_t* dst) {
+    const uint8_t* p = g + static_cast<uint64_t>(b) * kRowGroup * GKQ_Q4_0_BLOCK_BYTES;
+    std::memcpy(dst, p + GKQ_BLOCK_SCALE_BYTES * i, GKQ_BLOCK_SCALE_BYTES);
+    const uint8_t* codes = p + GKQ_BLOCK_SCALE_BYTES * kRowGroup;
+    for (int k = 0; k < 4; ++k) std::memcpy(dst + GKQ_BLOCK_SCALE_BYTES + 4 * k, codes + 32 * k + 4 * i, 4);
+}
+
+// Rows [r0, r1) of a product with float32 activations: grouped rows gathered, a group at a time, into row-major
+// scratch and run as such.
+void matmul_stored_range(float* out, const float* x, const StoredRows& w, int64_t n, int64_t rows, int64_t cols,
+                         int64_t r0, int64_t r1) {
+    const int64_t grouped = std::min(grouped_rows(w, rows), r1);
+    const uint64_t row_bytes = stored_row_bytes(w.type, cols);
+    thread_local std::vector<uint8_t> native;
+    int64_t r = r0;
+    if (r < grouped) native.resize(static_cast<size_t>(kRowGroup * row_bytes));
+    for (; r < grouped; r += kRowGroup) {
+        for (int64_t i = 0; i < kRowGroup; ++i) stored_row_blocks(w, rows, cols, r + i, native.data() + i * row_bytes);
+        matmul_stored_rows(out + r, x, w.type, native.data(), n, rows, cols, 0, kRowGroup);
+    }
+    if (r < r1) matmul_stored_rows(out, x, w.type, w.data, n, rows, cols, r, r1);
+}
+
 // ---- products with Q8_0 activations ----
 
 // x (n, cols) quantized as kernels.h describes: codes (n, cols), f16-rounded scales (n, cols / kQ8).
@@ -175,6 +205,24 @@ void quantize_activations(const float* x, int64_t n, int64_t cols, Q8Activations
     }
 }
 
+// The exact integer sum of one block's code products with the activation codes q (32 of them).
+template <bool kQ4>
+int32_t q8_block_sum(const uint8_t* block, const int8_t* q) {
+    const uint8_t* c = block + GKQ_BLOCK_SCALE_BYTES;
+    int32_t sum = 0;
+    for (int j = 0; j < kQ8; ++j) {
+        const int code = kQ4 ? ((j < kQ8 / 2 ? c[j] : c[j - kQ8 / 2] >> 4) & 15) - 8 : static_cast<int8_t>(c[j]);
+        sum += code * q[j];
+    }
+    return sum;
+}
+
+float block_scale(const uint8_t* block) {
+    uint16_t h;
+    std::memcpy(&h, block, 2);
+    return f16_to_f32(h);
+}
+
 // The generic version of avx2::q8_dot_rows: the same exact block sums, the same float operations.
 template <bool kQ4>
 void q8_dot_rows_generic(float* out, const int8_t* xq, const float* xd, const uint8_t* w, int64_t n, int64_t rows,
@@ -184,36 +232,55 @@ void q8_dot_rows_generic(float* out, const int8_t* xq, const float* xd, const ui
     const uint64_t row_bytes = static_cast<uint64_t>(nb) * bb;
     for (int64_t r = r0; r < r1; ++r)
         for (int64_t t = 0; t < n; ++t) {
-            const int8_t* q = xq + t * cols;
             float acc = 0.0f;
             for (int64_t b = 0; b < nb; ++b) {
                 const uint8_t* block = w + static_cast<uint64_t>(r) * row_bytes + static_cast<uint64_t>(b) * bb;
-                uint16_t h;
-                std::memcpy(&h, block, 2);
-                const uint8_t* c = block + GKQ_BLOCK_SCALE_BYTES;
-                int32_t sum = 0;
-                for (int j = 0; j < kQ8; ++j) {
-                    const int code =
-                        kQ4 ? ((j < kQ8 / 2 ? c[j] : c[j - kQ8 / 2] >> 4) & 15) - 8 : static_cast<int8_t>(c[j]);
-                    sum += code * q[kQ8 * b + j];
-                }
-                acc = acc + static_cast<float>(sum) * (f16_to_f32(h) * xd[t * nb + b]);
+                const int32_t sum = q8_block_sum<kQ4>(block, xq + t * cols + kQ8 * b);
+                acc = acc + static_cast<float>(sum) * (block_scale(block) * xd[t * nb + b]);
             }
             out[t * rows + r] = acc;
         }
 }
 
-void matmul_q8_rows(float* out, const Q8Activations& a, DType type, const uint8_t* w, int64_t n, int64_t rows,
-                    int64_t cols, int64_t r0, int64_t r1) {
-    const bool q4 = type == DType::Q4_0;
+// The generic version of avx2::q8_dot_groups: rows [r0, r1) of a grouped Q4_0 matrix (r0 and r1 multiples of
+// kRowGroup), each block gathered back into its row-major bytes, then as q8_dot_rows_generic<true>.
+void q8_dot_groups_generic(float* out, const int8_t* xq, const float* xd, const uint8_t* w, int64_t n, int64_t rows,
+                           int64_t cols, int64_t r0, int64_t r1) {
+    const int64_t nb = cols / kQ8;
+    const uint64_t row_bytes = static_cast<uint64_t>(nb) * GKQ_Q4_0_BLOCK_BYTES;
+    uint8_t block[GKQ_Q4_0_BLOCK_BYTES];
+    for (int64_t r = r0; r < r1; r += kRowGroup) {
+        const uint8_t* g = w + static_cast<uint64_t>(r) * row_bytes;
+        for (int64_t i = 0; i < kRowGroup; ++i)
+            for (int64_t t = 0; t < n; ++t) {
+                float acc = 0.0f;
+                for (int64_t b = 0; b < nb; ++b) {
+                    q4_0_group_block(g, b, i, block);
+                    const int32_t sum = q8_block_sum<true>(block, xq + t * cols + kQ8 * b);
+                    acc = acc + static_cast<float>(sum) * (block_scale(block) * xd[t * nb + b]);
+                }
+                out[t * rows + r + i] = acc;
+            }
+    }
+}
+
+void matmul_q8_rows(float* out, const Q8Activations& a, const StoredRows& w, int64_t n, int64_t rows, int64_t cols,
+                    int64_t r0, int64_t r1) {
+    const bool q4 = w.type == DType::Q4_0;
+    const int64_t grouped = std::min(grouped_rows(w, rows), r1);
 #if defined(GKQ_HAVE_AVX2_KERNELS)
     if (use_avx2()) {
-        if (q4) return avx2::q8_dot_rows<true>(out, a.q.data(), a.d.data(), a.s.data(), w, n, rows, cols, r0, r1);
-        return avx2::q8_dot_rows<false>(out, a.q.data(), a.d.data(), a.s.data(), w, n, rows, cols, r0, r1);
+        if (r0 < grouped)
+            avx2::q8_dot_groups(out, a.q.data(), a.d.data(), a.s.data(), w.data, n, rows, cols, r0, grouped);
+        r0 = std::max(r0, grouped);
+        if (q4) return avx2::q8_dot_rows<true>(out, a.q.data(), a.d.data(), a.s.data(), w.data, n, rows, cols, r0, r1);
+        return avx2::q8_dot_rows<false>(out, a.q.data(), a.d.data(), a.s.data(), w.data, n, rows, cols, r0, r1);
     }
 #endif
-    if (q4) return q8_dot_rows_generic<true>(out, a.q.data(), a.d.data(), w, n, rows, cols, r0, r1);
-    q8_dot_rows_generic<false>(out, a.q.data(), a.d.data(), w, n, rows, cols, r0, r1);
+    if (r0 < grouped) q8_dot_groups_generic(out, a.q.data(), a.d.data(), w.data, n, rows, cols, r0, grouped);
+    r0 = std::max(r0, grouped);
+    if (q4) return q8_dot_rows_generic<true>(out, a.q.data(), a.d.data(), w.data, n, rows, cols, r0, r1);
+    q8_dot_rows_generic<false>(out, a.q.data(), a.d.data(), w.data, n, rows, cols, r0, r1);
 }
 
 }  // namespace
@@ -252,29 +319,77 @@ void over_rows(ThreadPool* pool, int64_t n, int64_t rows, int64_t cols, const Ro
 
 }  // namespace
 
-void matmul_stored(float* out, const float* x, DType type, const uint8_t* w, int64_t n, int64_t rows, int64_t cols,
+void matmul_stored(float* out, const float* x, const StoredRows& w, int64_t n, int64_t rows, int64_t cols,
                    ThreadPool* pool) {
     over_rows(pool, n, rows, cols,
-              [&](int64_t r0, int64_t r1) { matmul_stored_rows(out, x, type, w, n, rows, cols, r0, r1); });
+              [&](int64_t r0, int64_t r1) { matmul_stored_range(out, x, w, n, rows, cols, r0, r1); });
 }
 
 bool stored_type_has_q8_dot(DType type) {
     return type == DType::Q4_0 || type == DType::Q8_0;
 }
 
-void matmul_stored_q8(float* out, const float* x, DType type, const uint8_t* w, int64_t n, int64_t rows, int64_t cols,
+void matmul_stored_q8(float* out, const float* x, const StoredRows& w, int64_t n, int64_t rows, int64_t cols,
                       ThreadPool* pool) {
     // the caller's scratch, named by a reference: a lambda naming the thread_local itself would read each
     // worker's own (empty) one
     thread_local Q8Activations scratch;
     Q8Activations& a = scratch;
     quantize_activations(x, n, cols, a);
-    over_rows(pool, n, rows, cols,
-              [&](int64_t r0, int64_t r1) { matmul_q8_rows(out, a, type, w, n, rows, cols, r0, r1); });
+    over_rows(pool, n, rows, cols, [&](int64_t r0, int64_t r1) { matmul_q8_rows(out, a, w, n, rows, cols, r0, r1); });
 }
 
-void stored_row_to_f32(DType type, const uint8_t* w, int64_t cols, int64_t r, float* out) {
-    row_converter(type)(w + static_cast<uint64_t>(r) * stored_row_bytes(type, cols), out, cols);
+StoredRows stored_rows_of(const LoadedTensor& t) {
+    return StoredRows{t.stored_type, t.stored.data(), t.grouped};
+}
+
+bool stored_type_groups(DType type) {
+    return type == DType::Q4_0;
+}
+
+void group_rows(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
+    const uint64_t row_bytes = stored_row_bytes(type, cols);
+    const int64_t grouped = stored_type_groups(type) ? rows - rows % kRowGroup : 0;
+    const int64_t nb = cols / kQ8;
+    for (int64_t r = 0; r < grouped; r += kRowGroup) {
+        const uint8_t* s = src + static_cast<uint64_t>(r) * row_bytes;
+        uint8_t* g = dst + static_cast<uint64_t>(r) * row_bytes;
+        for (int64_t b = 0; b < nb; ++b) {
+            uint8_t* p = g + static_cast<uint64_t>(b) * kRowGroup * GKQ_Q4_0_BLOCK_BYTES;
+            uint8_t* codes = p + GKQ_BLOCK_SCALE_BYTES * kRowGroup;
+            for (int64_t i = 0; i < kRowGroup; ++i) {
+                const uint8_t* block =
+                    s + static_cast<uint64_t>(i) * row_bytes + static_cast<uint64_t>(b) * GKQ_Q4_0_BLOCK_BYTES;
+                std::memcpy(p + GKQ_BLOCK_SCALE_BYTES * i, block, GKQ_BLOCK_SCALE_BYTES);
+                for (int k = 0; k < 4; ++k)
+                    std::memcpy(codes + 32 * k + 4 * i, block + GKQ_BLOCK_SCALE_BYTES + 4 * k, 4);
+            }
+        }
+    }
+    if (grouped < rows)
+        std::memcpy(dst + static_cast<uint64_t>(grouped) * row_bytes, src + static_cast<uint64_t>(grouped) * row_bytes,
+                    static_cast<size_t>(rows - grouped) * row_bytes);
+}
+
+void stored_row_blocks(const StoredRows& w, int64_t rows, int64_t cols, int64_t r, uint8_t* dst) {
+    const uint64_t row_bytes = stored_row_bytes(w.type, cols);
+    if (r >= grouped_rows(w, rows)) {
+        std::memcpy(dst, w.data + static_cast<uint64_t>(r) * row_bytes, row_bytes);
+        return;
+    }
+    const uint8_t* g = w.data + static_cast<uint64_t>(r - r % kRowGroup) * row_bytes;
+    for (int64_t b = 0; b < cols / kQ8; ++b) q4_0_group_block(g, b, r % kRowGroup, dst + b * GKQ_Q4_0_BLOCK_BYTES);
+}
+
+void stored_row_to_f32(const StoredRows& w, int64_t rows, int64_t cols, int64_t r, float* out) {
+    const uint64_t row_bytes = stored_row_bytes(w.type, cols);
+    if (r >= grouped_rows(w, rows)) {
+        row_converter(w.type)(w.data + static_cast<uint64_t>(r) * row_bytes, out, cols);
+        return;
+    }
+    std::vector<uint8_t> row(static_cast<size_t>(row_bytes));
+    stored_row_blocks(w, rows, cols, r, row.data());
+    row_converter(w.type)(row.data(), out, cols);
 }
 
 int64_t min_parallel_macs() {

@@ -17,6 +17,7 @@
 namespace gkq {
 
 class ThreadPool;
+struct LoadedTensor;
 
 enum class KernelIsa { Generic, Avx2 };
 
@@ -41,23 +42,46 @@ bool stored_type_has_avx2(DType type);
 // Bytes of one row of `cols` values of `type` (cols a whole number of its blocks).
 uint64_t stored_row_bytes(DType type, int64_t cols);
 
-// out (n, rows) = x (n, cols) . W^T for W (rows, cols) stored row-major in `type` (rows of stored_row_bytes).
-void matmul_stored(float* out, const float* x, DType type, const uint8_t* w, int64_t n, int64_t rows, int64_t cols,
+// Stored rows (rows, cols) as the products read them: row-major rows of whole blocks, or (grouped) Q4_0 rows
+// regrouped by group_rows so that one vector load serves eight rows. Either way the matrix takes rows x row bytes
+// and the values, and every product's result, are the same bit for bit.
+struct StoredRows {
+    DType type = DType::Other;
+    const uint8_t* data = nullptr;
+    bool grouped = false;
+};
+// The stored rows of a loaded weight (transformer.h: LoadedTensor::stored, stored_type, grouped).
+StoredRows stored_rows_of(const LoadedTensor& t);
+
+// Rows per group of a grouped matrix. Rows r < rows - rows % kRowGroup lie in groups: group g takes the bytes of rows
+// 8g .. 8g + 7, and for each block b in ascending order holds the 8 rows' f16 scales (16 bytes), then four 32-byte
+// chunks, chunk k the bytes 4k .. 4k + 3 of the 8 rows' codes in row order (their low nibbles the values 4k .. 4k + 3,
+// the high ones 16 + 4k .. 16 + 4k + 3). The last rows % kRowGroup rows stay row-major, where they were.
+constexpr int64_t kRowGroup = 8;
+// True when group_rows regroups `type` (Q4_0: the grouped products read it with one load per 8 rows).
+bool stored_type_groups(DType type);
+// dst (rows x row bytes) = src's row-major rows of `type` regrouped; src and dst do not overlap.
+void group_rows(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
+// Row r of w (rows, cols) as row-major blocks (row bytes) into dst.
+void stored_row_blocks(const StoredRows& w, int64_t rows, int64_t cols, int64_t r, uint8_t* dst);
+
+// out (n, rows) = x (n, cols) . W^T for W (rows, cols) stored in `w` (rows of stored_row_bytes).
+void matmul_stored(float* out, const float* x, const StoredRows& w, int64_t n, int64_t rows, int64_t cols,
                    ThreadPool* pool);
 // Products with activations quantized first, as llama.cpp runs Q4_0 and Q8_0 weights (their vec_dot_type is
 // Q8_0): each row of x becomes Q8_0 blocks of int8 codes q = nearbyint(x * (127 / max |x|)) (0 for a zero block)
 // and the scale d = max |x| / 127 rounded to f16, as llama.cpp's x86 quantize_row_q8_0 makes them. Then out[t][r]
 // = acc after acc = acc + float(p_b) * (dw_b * dx_b) for the blocks b in ascending order, p_b the exact integer
-// sum of the block's code products. Integer sums are exact, so the AVX2 and generic versions agree bit for bit;
-// the result differs from matmul_stored's float32 activations by the activations' rounding (at most half a code
-// in 127 per block).
+// sum of the block's code products. Integer sums are exact, so the AVX2 and generic versions, and both layouts,
+// agree bit for bit; the result differs from matmul_stored's float32 activations by the activations' rounding (at
+// most half a code in 127 per block).
 bool stored_type_has_q8_dot(DType type);
 // out (n, rows) = Q8_0(x) (n, cols) . W^T for W stored in a type stored_type_has_q8_dot accepts; cols a whole
 // number of Q8_0 blocks.
-void matmul_stored_q8(float* out, const float* x, DType type, const uint8_t* w, int64_t n, int64_t rows, int64_t cols,
+void matmul_stored_q8(float* out, const float* x, const StoredRows& w, int64_t n, int64_t rows, int64_t cols,
                       ThreadPool* pool);
-// Row r of W (rows, cols) stored in `type`, converted to cols floats (the same values to_f32 gives).
-void stored_row_to_f32(DType type, const uint8_t* w, int64_t cols, int64_t r, float* out);
+// Row r of W (rows, cols) stored in `w`, converted to cols floats (the same values to_f32 gives).
+void stored_row_to_f32(const StoredRows& w, int64_t rows, int64_t cols, int64_t r, float* out);
 
 // Attention of one query head over positions 0..n_pos-1: scores q.k / divisor (run.c's sqrt(head_size); 1 when q
 // was scaled beforehand; terms in interleaved pair order for both rope layouts, so both give the same bits), each

@@ -111,9 +111,9 @@ void Transformer::apply(const Matrix& m, const float* x, float* out, int64_t n) 
         if (v.stored_type == DType::F32 && reinterpret_cast<uintptr_t>(v.stored.data()) % alignof(float) == 0)
             matmul(out, x, reinterpret_cast<const float*>(v.stored.data()), n, m.rows, m.cols, m_pool.get());
         else if (m_q8_activations && stored_type_has_q8_dot(v.stored_type))
-            matmul_stored_q8(out, x, v.stored_type, v.stored.data(), n, m.rows, m.cols, m_pool.get());
+            matmul_stored_q8(out, x, stored_rows_of(v), n, m.rows, m.cols, m_pool.get());
         else
-            matmul_stored(out, x, v.stored_type, v.stored.data(), n, m.rows, m.cols, m_pool.get());
+            matmul_stored(out, x, stored_rows_of(v), n, m.rows, m.cols, m_pool.get());
     } else {
         matmul(out, x, m.dense(), n, m.rows, m.cols, m_pool.get());
     }
@@ -139,14 +139,14 @@ void Transformer::embedding_row(int32_t token, float* out) const {
             return;
         }
         if (e.stored())
-            stored_row_to_f32(e.values->stored_type, e.values->stored.data(), e.cols, token, out);
+            stored_row_to_f32(stored_rows_of(*e.values), e.rows, e.cols, token, out);
         else
             std::memcpy(out, e.dense() + static_cast<int64_t>(token) * e.cols, n * sizeof(float));
         for (size_t c = 0; c < n; c++) out[c] += low[c];
         return;
     }
     if (e.stored())
-        stored_row_to_f32(e.values->stored_type, e.values->stored.data(), e.cols, token, out);
+        stored_row_to_f32(stored_rows_of(*e.values), e.rows, e.cols, token, out);
     else
         std::memcpy(out, e.dense() + static_cast<int64_t>(token) * e.cols, n * sizeof(float));
 }
@@ -410,8 +410,7 @@ Matrix select_rows(const Matrix& m, const std::vector<int64_t>& keep) {
         const uint64_t row_bytes = stored_row_bytes(m.values->stored_type, m.cols);
         auto bytes = std::make_shared<std::vector<uint8_t>>(keep.size() * row_bytes);
         for (size_t i = 0; i < keep.size(); ++i)
-            std::memcpy(bytes->data() + i * row_bytes,
-                        m.values->stored.data() + static_cast<uint64_t>(keep[i]) * row_bytes, row_bytes);
+            stored_row_blocks(stored_rows_of(*m.values), m.rows, m.cols, keep[i], bytes->data() + i * row_bytes);
         values->stored_type = m.values->stored_type;
         values->stored = *bytes;
         values->keep = std::move(bytes);
@@ -441,7 +440,7 @@ Matrix select_cols(const Matrix& m, const std::vector<int64_t>& keep) {
         std::vector<float> row(static_cast<size_t>(m.cols));
         values->dense.resize(static_cast<size_t>(m.rows) * keep.size());
         for (int64_t r = 0; r < m.rows; ++r) {
-            stored_row_to_f32(m.values->stored_type, m.values->stored.data(), m.cols, r, row.data());
+            stored_row_to_f32(stored_rows_of(*m.values), m.rows, m.cols, r, row.data());
             for (size_t i = 0; i < keep.size(); ++i)
                 values->dense[static_cast<size_t>(r) * keep.size() + i] = row[static_cast<size_t>(keep[i])];
         }

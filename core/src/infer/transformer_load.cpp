@@ -100,6 +100,18 @@ std::vector<float> expand_factors(const StoredFactors& w, int64_t rows, int64_t 
 
 namespace {
 
+// Rows that are the transformer's own (a knot record inflated, a copy) in a type that regroups: copied once into
+// groups of eight rows (kernels.h: group_rows), which the products read with one load per eight rows; the source
+// (the record) is let go.
+void regroup(LoadedTensor& t, int64_t rows, int64_t cols) {
+    if (!stored_type_groups(t.stored_type) || rows < kRowGroup) return;
+    auto grouped = std::make_shared<std::vector<uint8_t>>(t.stored.size());
+    group_rows(t.stored_type, t.stored.data(), grouped->data(), rows, cols);
+    t.stored = *grouped;
+    t.keep = std::move(grouped);
+    t.grouped = true;
+}
+
 // A matrix in a type the stored products run, kept as stored (mapped, inflated, or copied when there is no owner).
 Result<LoadedTensor> load_stored(const Weights& weights, size_t index, const TensorInfo& info,
                                  const LoadTensorOptions& options) {
@@ -116,18 +128,20 @@ Result<LoadedTensor> load_stored(const Weights& weights, size_t index, const Ten
                          " " + shape_to_string(info.shape) + " = " + std::to_string(expected));
     LoadedTensor out;
     out.stored_type = info.dtype;
-    if (st->record) {  // a knot record, inflated: its payload is the blocks
-        out.stored = st->data;
-        out.keep = std::move(st->record);
-    } else if (options.owner && options.owner.get() == &weights) {  // mapped while the owner lives
-        out.stored = st->data;
+    out.stored = st->data;
+    if (options.owner && options.owner.get() == &weights && !st->record) {  // mapped while the owner lives
         out.keep = options.owner;
         out.mapped = &weights;
-    } else {
+        return out;
+    }
+    out.keep = std::move(st->record);  // a knot record, inflated: its payload is the blocks
+    const bool regroups = stored_type_groups(info.dtype) && rows >= kRowGroup;
+    if (!out.keep && !regroups) {  // no owner to keep a mapping: a copy (regroup makes one)
         auto copy = std::make_shared<std::vector<uint8_t>>(st->data.begin(), st->data.end());
         out.stored = *copy;
         out.keep = std::move(copy);
     }
+    regroup(out, rows, cols);
     return out;
 }
 
@@ -194,6 +208,7 @@ Result<LoadedTensor> load_tensor(const Weights& weights, size_t index, const Loa
         out.stored_type = w.residual_type;
         out.stored = w.residual;
         out.keep = std::move(w.keep);
+        regroup(out, rows, cols);
     } else {
         const bool cheaper = static_cast<int64_t>(k) * (rows + cols) < rows * cols;
         if (!allow_factored || !cheaper) {
