@@ -318,6 +318,18 @@ private slots:
         uint64_t stored = 0;
         for (size_t i = 0; i < w->n_tensors(); ++i) stored += w->stored_bytes(i);
         QCOMPARE(t.loaded_weight_bytes(), stored);
+        // mapped rows stay as the file lays them out; a copy of them (no owner) is the transformer's own and is
+        // regrouped where the type regroups
+        const auto down = static_cast<size_t>(w->index_of(TensorRole::FfnDown, 1));
+        LoadTensorOptions mapped;
+        mapped.owner = w;
+        auto in_file = load_tensor(*w, down, mapped);
+        QVERIFY(in_file);
+        QVERIFY(!in_file->grouped);
+        QCOMPARE(in_file->mapped, w.get());
+        auto copied = load_tensor(*w, down, LoadTensorOptions{});
+        QVERIFY(copied);
+        QCOMPARE(copied->grouped, static_cast<DType>(type) == DType::Q4_0);
     }
 
     // Q8_0 / Q4_0 knots: each record runs from its inflated blocks (its payload, not a float32 copy).
@@ -348,6 +360,9 @@ private slots:
         QVERIFY(loaded);
         QVERIFY(loaded->dense.empty());
         QCOMPARE(loaded->stored.size(), *dtype_storage_bytes(static_cast<DType>(type), 64 * 96));
+        // an inflated Q4_0 record is the transformer's own: regrouped eight rows at a time (the equal logits above
+        // ran on it); a mapped model's rows never are
+        QCOMPARE(loaded->grouped, static_cast<DType>(type) == DType::Q4_0);
     }
 };
 
