@@ -150,7 +150,9 @@ void q4_0_group_block(const uint8_t* g, int64_t b, int64_t i, uint8_t* dst) {
     const uint8_t* p = g + static_cast<uint64_t>(b) * kRowGroup * GKQ_Q4_0_BLOCK_BYTES;
     std::memcpy(dst, p + GKQ_BLOCK_SCALE_BYTES * i, GKQ_BLOCK_SCALE_BYTES);
     const uint8_t* codes = p + GKQ_BLOCK_SCALE_BYTES * kRowGroup;
-    for (int k = 0; k < 4; ++k) std::memcpy(dst + GKQ_BLOCK_SCALE_BYTES + 4 * k, codes + 32 * k + 4 * i, 4);
+    for (int64_t o = 0; o < GKQ_Q4_0_BLOCK_ELEMENTS / 2; o += kGroupChunkRowBytes)
+        std::memcpy(dst + GKQ_BLOCK_SCALE_BYTES + o, codes + o * kRowGroup + i * kGroupChunkRowBytes,
+                    kGroupChunkRowBytes);
 }
 
 // Rows [r0, r1) of a product with float32 activations: grouped rows gathered, a group at a time, into row-major
@@ -205,7 +207,7 @@ void quantize_activations(const float* x, int64_t n, int64_t cols, Q8Activations
     }
 }
 
-// The exact integer sum of one block's code products with the activation codes q (32 of them).
+// The exact integer sum of one block's code products with the activation codes q (kQ8 of them).
 template <bool kQ4>
 int32_t q8_block_sum(const uint8_t* block, const int8_t* q) {
     const uint8_t* c = block + GKQ_BLOCK_SCALE_BYTES;
@@ -361,8 +363,9 @@ void group_rows(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, int6
                 const uint8_t* block =
                     s + static_cast<uint64_t>(i) * row_bytes + static_cast<uint64_t>(b) * GKQ_Q4_0_BLOCK_BYTES;
                 std::memcpy(p + GKQ_BLOCK_SCALE_BYTES * i, block, GKQ_BLOCK_SCALE_BYTES);
-                for (int k = 0; k < 4; ++k)
-                    std::memcpy(codes + 32 * k + 4 * i, block + GKQ_BLOCK_SCALE_BYTES + 4 * k, 4);
+                for (int64_t o = 0; o < GKQ_Q4_0_BLOCK_ELEMENTS / 2; o += kGroupChunkRowBytes)
+                    std::memcpy(codes + o * kRowGroup + i * kGroupChunkRowBytes, block + GKQ_BLOCK_SCALE_BYTES + o,
+                                kGroupChunkRowBytes);
             }
         }
     }

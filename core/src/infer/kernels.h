@@ -54,10 +54,13 @@ struct StoredRows {
 StoredRows stored_rows_of(const LoadedTensor& t);
 
 // Rows per group of a grouped matrix. Rows r < rows - rows % kRowGroup lie in groups: group g takes the bytes of rows
-// 8g .. 8g + 7, and for each block b in ascending order holds the 8 rows' f16 scales (16 bytes), then four 32-byte
-// chunks, chunk k the bytes 4k .. 4k + 3 of the 8 rows' codes in row order (their low nibbles the values 4k .. 4k + 3,
-// the high ones 16 + 4k .. 16 + 4k + 3). The last rows % kRowGroup rows stay row-major, where they were.
+// 8g .. 8g + 7, and for each block b in ascending order holds the 8 rows' f16 scales, then the rows' code bytes in
+// chunks of kGroupChunkRowBytes per row: chunk k holds the bytes 4k .. 4k + 3 of each of the 8 rows in row order
+// (their low nibbles the values 4k .. 4k + 3, the high ones those half a block further on), one 256-bit vector.
+// The last rows % kRowGroup rows stay row-major, where they were.
 constexpr int64_t kRowGroup = 8;
+constexpr int64_t kGroupChunkRowBytes = 4;
+constexpr int64_t kGroupChunkBytes = kRowGroup * kGroupChunkRowBytes;
 // True when group_rows regroups `type` (Q4_0: the grouped products read it with one load per 8 rows).
 bool stored_type_groups(DType type);
 // dst (rows x row bytes) = src's row-major rows of `type` regrouped; src and dst do not overlap.
