@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -353,10 +354,42 @@ private slots:
         auto ok = Tokenizer::load_llama2c(*path, 512);
         QVERIFY2(ok, ok.message().c_str());
         QCOMPARE(ok->vocab_size(), 512);
-        auto wrong = Tokenizer::load_llama2c(*path, 500);
-        QVERIFY(!wrong);
-        QVERIFY2(wrong.message().find("more than the 500 tokens expected") != std::string::npos,
-                 wrong.message().c_str());
+        // another vocabulary size, larger or smaller: both sizes named, not "truncated"
+        for (const int64_t expected : {int64_t{500}, int64_t{600}}) {
+            auto wrong = Tokenizer::load_llama2c(*path, expected);
+            QVERIFY(!wrong);
+            QCOMPARE(wrong.status().code(), StatusCode::Corrupt);
+            QCOMPARE(
+                QString::fromStdString(wrong.message()),
+                QString::fromStdString(*path +
+                                       ": this llama2.c tokenizer holds 512 tokens, but the model's "
+                                       "vocabulary has " +
+                                       std::to_string(expected) + " (vocab_size): it is another model's tokenizer"));
+        }
+    }
+
+    // Bytes after the last token that are no whole token, and a token cut short, are still a corrupt file.
+    void llama2cTokenizerCorruptTail() {
+        test::TempDir dir;
+        const std::string path = dir.file("tok.bin");
+        test::Bytes b;
+        b.i32(5);
+        for (const char* t : {"<unk>", "<s>", "</s>"}) b.f32(0).i32(static_cast<int32_t>(std::strlen(t))).raw(t);
+        std::string file(reinterpret_cast<const char*>(b.vec().data()), b.vec().size());
+        test::write_file(path, file + "xyz");
+        auto tail = read_llama2c_tokenizer(path, 3);
+        QVERIFY(!tail);
+        QCOMPARE(tail.status().code(), StatusCode::Corrupt);
+        QVERIFY2(tail.message().find("3 bytes after token 2") != std::string::npos, tail.message().c_str());
+        test::write_file(path, file.substr(0, file.size() - 2));
+        auto cut = read_llama2c_tokenizer(path, 3);
+        QVERIFY(!cut);
+        QVERIFY2(cut.message().find("(truncated?)") != std::string::npos, cut.message().c_str());
+        test::write_file(path, file);
+        auto fewer = read_llama2c_tokenizer(path, 32000);
+        QVERIFY(!fewer);
+        QVERIFY2(fewer.message().find("holds 3 tokens, but the model's vocabulary has 32000") != std::string::npos,
+                 fewer.message().c_str());
     }
 };
 
