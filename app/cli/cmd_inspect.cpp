@@ -100,6 +100,7 @@ void print_json(const ModelFile& m, const std::vector<std::string>& warnings) {
     j["path"] = m.path();
     j["format"] = std::string(model_format_name(m.format()));
     j["format_detail"] = m.format_detail();
+    j["architecture"] = m.config().architecture;
     j["config"] = config_json(m.config());
     nlohmann::json tensors = nlohmann::json::array();
     for (const Tensor& t : m.tensors()) {
@@ -161,6 +162,13 @@ void print_table(const ModelFile& m) {
         with_commas(m.n_tensor_bytes()).c_str(), bits_per_weight(m), with_commas(m.file_bytes()).c_str());
 }
 
+// What keeps the forward pass from computing the architecture (generate, eval and serve refuse it), then the
+// model-consistency problems (gkq/model_check.h).
+std::vector<std::string> with_architecture(const ModelConfig& c, std::vector<std::string> problems) {
+    if (std::string p = architecture_problem(c); !p.empty()) problems.insert(problems.begin(), "cannot run: " + p);
+    return problems;
+}
+
 // The model-consistency problems (gkq/model_check.h), printed as warnings: the file is still listed.
 void print_warnings(const std::string& path, const std::vector<std::string>& warnings) {
     for (const std::string& w : warnings)
@@ -216,6 +224,7 @@ void print_knot_json(const KnotFile& k, const std::vector<std::string>& warnings
     j["command"] = h.command;
     j["shard"] = {{"index", h.shard_index}, {"count", h.shard_count}};
     j["n_source_tensors"] = h.n_source_tensors;
+    j["architecture"] = h.config.architecture;
     j["config"] = config_json(h.config);
     j["vocabulary"] = {{"model", h.vocab.model}, {"n_tokens", h.vocab.tokens.size()}};
     nlohmann::json records = nlohmann::json::array();
@@ -318,8 +327,8 @@ int cmd_inspect(int argc, char** argv) {
             return exit_code(knot.status());
         }
         const KnotHeader& h = knot->header();
-        const std::vector<std::string> warnings =
-            h.shard_count == 1 ? model_problems(h.config, knot->entries()) : config_problems(h.config);
+        const std::vector<std::string> warnings = with_architecture(
+            h.config, h.shard_count == 1 ? model_problems(h.config, knot->entries()) : config_problems(h.config));
         print_warnings(path, warnings);
         if (json)
             print_knot_json(*knot, warnings);
@@ -332,7 +341,8 @@ int cmd_inspect(int argc, char** argv) {
         std::fprintf(stderr, "gkq inspect: %s\n", model.message().c_str());
         return exit_code(model.status());
     }
-    const std::vector<std::string> warnings = model_problems(model->config(), model->tensors());
+    const std::vector<std::string> warnings =
+        with_architecture(model->config(), model_problems(model->config(), model->tensors()));
     print_warnings(model->path(), warnings);
     if (json)
         print_json(*model, warnings);

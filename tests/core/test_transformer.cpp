@@ -656,14 +656,38 @@ private slots:
         QVERIFY(!bad_config);
         QCOMPARE(QString::fromStdString(bad_config.message()),
                  QString("transformer: dim 64 is not a multiple of n_heads 5"));
-        ModelConfig phi = m.config;
-        phi.architecture = "phi2";
-        auto bad_arch = Transformer::load(phi, source_of(m));
+        ModelConfig unknown = m.config;
+        unknown.architecture = "foo";
+        auto bad_arch = Transformer::load(unknown, source_of(m));
         QVERIFY(!bad_arch);
         QCOMPARE(bad_arch.status().code(), StatusCode::Unsupported);
         QCOMPARE(QString::fromStdString(bad_arch.message()),
-                 QString("transformer: architecture 'phi2' is not supported (llama, mistral, qwen2, qwen3, gemma2, "
+                 QString("transformer: architecture 'foo' is not supported (llama, mistral, qwen2, qwen3, gemma2, "
                          "gemma3 and phi3 are)"));
+        // an architecture llama.cpp runs and gkq does not: named with what it lacks
+        ModelConfig mixtral = m.config;
+        mixtral.architecture = "mixtral";
+        auto moe = Transformer::load(mixtral, source_of(m));
+        QVERIFY(!moe);
+        QCOMPARE(moe.status().code(), StatusCode::Unsupported);
+        QCOMPARE(QString::fromStdString(moe.message()),
+                 QString("transformer: architecture 'mixtral' needs a mixture-of-experts feed-forward (a router and "
+                         "experts), which gkq does not run (llama, mistral, qwen2, qwen3, gemma2, gemma3 and phi3 "
+                         "run)"));
+        ModelConfig experts = m.config;  // Mixtral's GGUF: architecture llama with llama.expert_count
+        experts.n_experts = 8;
+        auto llama_moe = Transformer::load(experts, source_of(m));
+        QVERIFY(!llama_moe);
+        QCOMPARE(QString::fromStdString(llama_moe.message()),
+                 QString("transformer: architecture 'llama' needs a mixture-of-experts feed-forward (8 experts), "
+                         "which gkq does not run"));
+        ModelConfig phi = m.config;
+        phi.architecture = "phi2";
+        QCOMPARE(QString::fromStdString(architecture_problem(phi)),
+                 QString("architecture 'phi2' needs LayerNorm, parallel attention and feed-forward, and partial "
+                         "rotary embeddings, which gkq does not run (llama, mistral, qwen2, qwen3, gemma2, gemma3 "
+                         "and phi3 run)"));
+        QCOMPARE(architecture_problem(m.config), std::string());
         ModelConfig yarn = m.config;
         yarn.rope_scaling = RopeScaling::Unsupported;
         auto bad_rope = Transformer::load(yarn, source_of(m));

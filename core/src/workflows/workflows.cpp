@@ -2,6 +2,7 @@
 // computed once for any number of candidates) and the saturation profile of a calibration text.
 #include "gkq/workflows.h"
 
+#include "gkq/model_check.h"
 #include "gkq/model_file.h"
 #include "gkq/transformer.h"
 
@@ -168,6 +169,9 @@ Result<RunnableModel> open_model_to_run(const std::string& path, const Transform
     auto opened = open_weights(path);
     if (!opened) return opened.status();
     std::shared_ptr<Weights> weights = std::move(*opened);
+    // An architecture the forward pass cannot compute is refused first, naming what it lacks.
+    if (const std::string problem = architecture_problem(weights->config()); !problem.empty())
+        return error(StatusCode::Unsupported, weights->label() + ": " + problem);
     std::optional<Tokenizer> tok;
     if (tokenizer != nullptr) {  // from the header: nothing of the weights read yet
         auto chosen = choose_tokenizer(path, weights->vocabulary(), weights->config().vocab_size, *tokenizer);
