@@ -622,6 +622,60 @@ private slots:
 
     // ---- errors ----
 
+    // Generation ends at an end-of-turn token as at EOS (llama.cpp's llama_vocab_is_eog): in a vocabulary where the
+    // second distinct token the model samples is "<|im_end|>" greedy generation ends there, the same vocabulary without
+    // it runs on, and stop_at_eog off runs past it. (Seed 16's greedy run from BOS: 31 nine times, then 11.)
+    void generateStopsAtEndOfTurn() {
+        auto m = test::make_tiny_model(test::tiny_config(true), 16);
+        auto t = Transformer::load(m.config, source_of(m));
+        QVERIFY2(t, t.message().c_str());
+        auto run = [&](const Vocabulary& v, bool stop, bool* stopped) {
+            auto tok = Tokenizer::from_vocabulary(v, "tiny");
+            std::vector<int32_t> ids;
+            if (!tok) {
+                qWarning("%s", tok.message().c_str());
+                return ids;
+            }
+            Sampler greedy(40, {0.0f, 0.9f, 1});
+            GenerateOptions g;
+            g.steps = 16;
+            g.stop_at_eog = stop;
+            auto stats =
+                generate(*t, *tok, greedy, std::vector<int32_t>{1}, g, {}, [&](int32_t id) { ids.push_back(id); });
+            if (!stats) qWarning("%s", stats.message().c_str());
+            *stopped = stats && stats->stopped;
+            return ids;
+        };
+        const Vocabulary plain = test::tiny_vocabulary();
+        bool stopped = false;
+        const std::vector<int32_t> all = run(plain, false, &stopped);  // on past EOS (2); BOS (1) still ends it
+        const auto second = std::find_if(all.begin(), all.end(), [&](int32_t id) { return id != all.front(); });
+        QVERIFY2(second != all.end() && *second > 2, "the tiny model's greedy run holds no second text token");
+        const int32_t eot = *second;
+        const auto n_before = static_cast<size_t>(second - all.begin());
+        auto until = [&](std::initializer_list<int32_t> ends) {
+            std::vector<int32_t> out;
+            for (int32_t id : all) {
+                if (std::find(ends.begin(), ends.end(), id) != ends.end()) break;
+                out.push_back(id);
+            }
+            return out;
+        };
+        QCOMPARE(run(plain, true, &stopped), until({2}));
+        Vocabulary chat = plain;
+        chat.tokens[static_cast<size_t>(eot)] = "<|im_end|>";
+        auto tok = Tokenizer::from_vocabulary(chat, "tiny");
+        QVERIFY2(tok, tok.message().c_str());
+        QCOMPARE(tok->eot_id(), eot);
+        QVERIFY(tok->is_eog(eot) && tok->is_eog(2) && !tok->is_eog(1));
+        const std::vector<int32_t> to_eot = run(chat, true, &stopped);
+        QVERIFY(stopped);
+        QCOMPARE(to_eot, until({2, eot}));
+        QCOMPARE(to_eot.size(), n_before);
+        QCOMPARE(run(chat, false, &stopped), all);
+        QVERIFY(!stopped);
+    }
+
     void rejectsBadCallsAndWeights() {
         auto m = test::make_tiny_model(test::tiny_config(true), 2);
         TransformerOptions opt;
