@@ -368,6 +368,29 @@ private slots:
         }
     }
 
+    // End of turn and end of generation found by text, with llama.cpp's two work-arounds: <|end|> (EOT) ends nothing
+    // beside <|return|> and <|call|> (o200k_harmony), </s> (EOS) nothing beside <|tool_response> (Gemma 4).
+    void endTokensByText() {
+        Vocabulary v;
+        v.model = "llama";
+        v.tokens = {"<unk>", "<s>", "</s>", "a", "<|end|>"};
+        v.bos_id = 1;
+        v.eos_id = 2;
+        v.scores.assign(v.tokens.size(), 0.0f);
+        auto plain = Tokenizer::from_vocabulary(v, "v");
+        QVERIFY2(plain, plain.message().c_str());
+        QCOMPARE(plain->eot_id(), 4);
+        QCOMPARE(plain->eog_ids(), (std::vector<int32_t>{2, 4}));
+        QVERIFY(plain->is_control(4) && plain->decode(3, 4).empty());
+        v.tokens.insert(v.tokens.end(), {"<|return|>", "<|call|>", "<|tool_response>"});
+        v.scores.assign(v.tokens.size(), 0.0f);
+        auto harmony = Tokenizer::from_vocabulary(v, "v");
+        QVERIFY2(harmony, harmony.message().c_str());
+        QCOMPARE(harmony->eot_id(), 4);
+        QCOMPARE(harmony->eog_ids(), (std::vector<int32_t>{5, 6, 7}));
+        QVERIFY(!harmony->is_eog(4) && !harmony->is_eog(2));
+    }
+
     // Bytes after the last token that are no whole token, and a token cut short, are still a corrupt file.
     void llama2cTokenizerCorruptTail() {
         test::TempDir dir;

@@ -97,8 +97,8 @@ void Tokenizer::find_end_tokens(const std::vector<std::string>& stored, int32_t 
         return int32_t{-1};
     };
     const int32_t end = find("<|end|>");
-    if (end >= 0 && ((find("<|return|>") >= 0 && find("<|call|>") >= 0) ||
-                     ((find("<|call|>") >= 0 || find("<|calls|>") >= 0) && find("<|flush|>") >= 0)))
+    const bool call = find("<|call|>") >= 0 || find("<|calls|>") >= 0;  // llama.cpp's has_call takes either
+    if (end >= 0 && call && (find("<|return|>") >= 0 || find("<|flush|>") >= 0))
         eog.erase(std::find(eog.begin(), eog.end(), end));
     if (const int32_t s = find("</s>"); s >= 0 && find("<|tool_response>") >= 0)
         eog.erase(std::find(eog.begin(), eog.end(), s));
