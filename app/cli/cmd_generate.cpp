@@ -103,19 +103,15 @@ int cmd_generate(int argc, char** argv) {
     TransformerOptions options;
     options.n_threads = static_cast<int>(threads);
     options.q8_activations = activations == "q8";
-    auto model = open_model_to_run(model_path, options);
+    TokenizerChoice choice;
+    choice.given = tokenizer_path;
+    choice.hint = "pass --tokenizer FILE";
+    auto model = open_model_to_run(model_path, options, &choice);  // the tokenizer first, then the weights
     if (!model) {
         std::fprintf(stderr, "gkq generate: %s\n", model.message().c_str());
         return exit_code(model.status());
     }
-    TokenizerChoice choice;
-    choice.given = tokenizer_path;
-    choice.hint = "pass --tokenizer FILE";
-    auto tokenizer = choose_tokenizer(model->path, model->vocab, model->config.vocab_size, choice);
-    if (!tokenizer) {
-        std::fprintf(stderr, "gkq generate: %s\n", tokenizer.message().c_str());
-        return exit_code(tokenizer.status());
-    }
+    const Tokenizer* tokenizer = &*model->tokenizer;
     if (tokenizer->vocab_size() != model->config.vocab_size)
         std::fprintf(stderr, "gkq generate: warning: the tokenizer has %d tokens, the model %lld\n",
                      tokenizer->vocab_size(), static_cast<long long>(model->config.vocab_size));

@@ -120,13 +120,12 @@ int cmd_imatrix(int argc, char** argv) {
     topt.n_threads = static_cast<int>(threads);
     topt.max_context = ctx;
     topt.release_mapped = true;
-    auto model = open_model_to_run(model_path, topt);
-    if (!model) return fail(model.status());
     TokenizerChoice choice;
     choice.given = tokenizer_path;
     choice.hint = "pass --tokenizer FILE";
-    auto tok = choose_tokenizer(model->path, model->vocab, model->config.vocab_size, choice);
-    if (!tok) return fail(tok.status());
+    auto model = open_model_to_run(model_path, topt, &choice);  // the tokenizer first, then the weights
+    if (!model) return fail(model.status());
+    const Tokenizer* tok = &*model->tokenizer;
     const std::vector<int32_t> tokens = tok->encode(*text, tok->add_bos(), false);
 
     ImatrixOptions options;

@@ -80,9 +80,9 @@ nlohmann::json config_json(const ModelConfig& c) {
 }
 
 // The tokenizer the model's commands use (its own vocabulary, else the tokenizer.bin beside it): family, size and
-// special ids (null when absent); {"error": ...} when there is none or it cannot be built.
-nlohmann::json tokenizer_json(const ModelFile& m) {
-    auto t = tokenizer_for_model(m.path(), m.vocabulary(), m.config().vocab_size);
+// special ids (null when absent), the ids generation ends at; {"error": ...} when there is none or it cannot be built.
+nlohmann::json tokenizer_json(const std::string& path, const Vocabulary& vocab, int64_t vocab_size) {
+    auto t = tokenizer_for_model(path, vocab, vocab_size);
     if (!t) return {{"error", t.message()}};
     auto id = [](int32_t v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(); };
     return {{"family", std::string(tokenizer_family_name(t->family()))},
@@ -91,8 +91,27 @@ nlohmann::json tokenizer_json(const ModelFile& m) {
             {"bos_id", id(t->bos_id())},
             {"eos_id", id(t->eos_id())},
             {"eot_id", id(t->eot_id())},
+            {"eog_ids", t->eog_ids()},
             {"pad_id", id(t->pad_id())},
             {"add_bos", t->add_bos()}};
+}
+
+// The same as one line of the table: "tokenizer bpe (llama-bpe), 128256 tokens, bos 128000, eos 128001, eot 128009,
+// generation ends at 128001 128009".
+void print_tokenizer_line(const std::string& path, const Vocabulary& vocab, int64_t vocab_size) {
+    auto t = tokenizer_for_model(path, vocab, vocab_size);
+    if (!t) {
+        std::printf("tokenizer none: %s\n", t.message().c_str());
+        return;
+    }
+    auto id = [](int32_t v) { return v >= 0 ? std::to_string(v) : std::string("none"); };
+    std::string ends;
+    for (const int32_t e : t->eog_ids()) ends += " " + std::to_string(e);
+    const std::string pre = t->pre().empty() ? "" : " (" + t->pre() + ")";
+    std::printf("tokenizer %s%s, %d tokens, bos %s, eos %s, eot %s, generation ends at%s\n",
+                std::string(tokenizer_family_name(t->family())).c_str(), pre.c_str(), t->vocab_size(),
+                id(t->bos_id()).c_str(), id(t->eos_id()).c_str(), id(t->eot_id()).c_str(),
+                ends.empty() ? " BOS only" : ends.c_str());
 }
 
 void print_json(const ModelFile& m, const std::vector<std::string>& warnings) {
@@ -100,6 +119,7 @@ void print_json(const ModelFile& m, const std::vector<std::string>& warnings) {
     j["path"] = m.path();
     j["format"] = std::string(model_format_name(m.format()));
     j["format_detail"] = m.format_detail();
+    j["architecture"] = m.config().architecture;
     j["config"] = config_json(m.config());
     nlohmann::json tensors = nlohmann::json::array();
     for (const Tensor& t : m.tensors()) {
@@ -122,7 +142,7 @@ void print_json(const ModelFile& m, const std::vector<std::string>& warnings) {
     for (const auto& [k, v] : m.metadata().entries) meta[k] = v.to_display();
     j["metadata"] = std::move(meta);
     j["vocabulary"] = {{"model", m.vocabulary().model}, {"n_tokens", m.vocabulary().tokens.size()}};
-    j["tokenizer"] = tokenizer_json(m);
+    j["tokenizer"] = tokenizer_json(m.path(), m.vocabulary(), m.config().vocab_size);
     j["warnings"] = warnings;
     // Tensor names and metadata may hold arbitrary bytes: replace invalid UTF-8 rather than fail.
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
@@ -141,6 +161,7 @@ void print_table(const ModelFile& m) {
         c.shared_classifier ? "shared with token_embd" : "separate");
     if (!m.vocabulary().empty())
         std::printf("vocab    %zu tokens (%s)\n", m.vocabulary().tokens.size(), m.vocabulary().model.c_str());
+    print_tokenizer_line(m.path(), m.vocabulary(), c.vocab_size);
 
     size_t name_w = 4;
     for (const Tensor& t : m.tensors()) name_w = std::max(name_w, t.name.size());
@@ -159,6 +180,13 @@ void print_table(const ModelFile& m) {
         "\ntotal    %zu tensors%s, %s parameters, %s bytes of tensor data (%.2f bits per weight); file %s bytes\n",
         m.tensors().size(), in_file.c_str(), with_commas(static_cast<uint64_t>(m.n_params())).c_str(),
         with_commas(m.n_tensor_bytes()).c_str(), bits_per_weight(m), with_commas(m.file_bytes()).c_str());
+}
+
+// What keeps the forward pass from computing the architecture (generate, eval and serve refuse it), then the
+// model-consistency problems (gkq/model_check.h).
+std::vector<std::string> with_architecture(const ModelConfig& c, std::vector<std::string> problems) {
+    if (std::string p = architecture_problem(c); !p.empty()) problems.insert(problems.begin(), "cannot run: " + p);
+    return problems;
 }
 
 // The model-consistency problems (gkq/model_check.h), printed as warnings: the file is still listed.
@@ -216,8 +244,10 @@ void print_knot_json(const KnotFile& k, const std::vector<std::string>& warnings
     j["command"] = h.command;
     j["shard"] = {{"index", h.shard_index}, {"count", h.shard_count}};
     j["n_source_tensors"] = h.n_source_tensors;
+    j["architecture"] = h.config.architecture;
     j["config"] = config_json(h.config);
     j["vocabulary"] = {{"model", h.vocab.model}, {"n_tokens", h.vocab.tokens.size()}};
+    j["tokenizer"] = tokenizer_json(k.path(), h.vocab, h.config.vocab_size);
     nlohmann::json records = nlohmann::json::array();
     for (const KnotEntry& e : k.entries())
         records.push_back({{"name", e.name},
@@ -265,6 +295,7 @@ void print_knot_table(const KnotFile& k) {
         std::printf("vocab    none (generate, eval and serve need --tokenizer)\n");
     else
         std::printf("vocab    %zu tokens (%s)\n", h.vocab.tokens.size(), h.vocab.model.c_str());
+    print_tokenizer_line(k.path(), h.vocab, c.vocab_size);
 
     size_t name_w = 4;
     for (const KnotEntry& e : k.entries()) name_w = std::max(name_w, e.name.size());
@@ -318,8 +349,8 @@ int cmd_inspect(int argc, char** argv) {
             return exit_code(knot.status());
         }
         const KnotHeader& h = knot->header();
-        const std::vector<std::string> warnings =
-            h.shard_count == 1 ? model_problems(h.config, knot->entries()) : config_problems(h.config);
+        const std::vector<std::string> warnings = with_architecture(
+            h.config, h.shard_count == 1 ? model_problems(h.config, knot->entries()) : config_problems(h.config));
         print_warnings(path, warnings);
         if (json)
             print_knot_json(*knot, warnings);
@@ -332,7 +363,8 @@ int cmd_inspect(int argc, char** argv) {
         std::fprintf(stderr, "gkq inspect: %s\n", model.message().c_str());
         return exit_code(model.status());
     }
-    const std::vector<std::string> warnings = model_problems(model->config(), model->tensors());
+    const std::vector<std::string> warnings =
+        with_architecture(model->config(), model_problems(model->config(), model->tensors()));
     print_warnings(model->path(), warnings);
     if (json)
         print_json(*model, warnings);

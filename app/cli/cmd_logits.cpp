@@ -78,20 +78,17 @@ int cmd_logits(int argc, char** argv) {
     TransformerOptions options;
     options.n_threads = static_cast<int>(threads);
     options.q8_activations = activations == "q8";
-    auto model = open_model_to_run(model_path, options);
+    TokenizerChoice choice;
+    choice.given = tokenizer_path;
+    choice.hint = "pass --tokenizer FILE, or --ids";
+    // With --text, the tokenizer first, then the weights.
+    auto model = open_model_to_run(model_path, options, p.given("--text") ? &choice : nullptr);
     if (!model) {
         std::fprintf(stderr, "gkq logits: %s\n", model.message().c_str());
         return exit_code(model.status());
     }
     if (p.given("--text")) {
-        TokenizerChoice choice;
-        choice.given = tokenizer_path;
-        choice.hint = "pass --tokenizer FILE, or --ids";
-        auto tokenizer = choose_tokenizer(model->path, model->vocab, model->config.vocab_size, choice);
-        if (!tokenizer) {
-            std::fprintf(stderr, "gkq logits: %s\n", tokenizer.message().c_str());
-            return exit_code(tokenizer.status());
-        }
+        const Tokenizer* tokenizer = &*model->tokenizer;
         ids = tokenizer->encode(text, tokenizer->add_bos(), false);
         if (ids.empty()) {
             std::fprintf(stderr, "gkq logits: the text encodes to no tokens\n");

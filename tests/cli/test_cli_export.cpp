@@ -269,6 +269,10 @@ private slots:
             QVERIFY(meta.find("tokenizer.ggml.add_bos_token") != nullptr);
             QCOMPARE(*meta.find("tokenizer.ggml.bos_token_id")->as_int(), int64_t{family == "bpe" ? 37 : 1});
             QCOMPARE(*meta.find("tokenizer.ggml.eos_token_id")->as_int(), int64_t{family == "bpe" ? 38 : 2});
+            // the end of turn gkq stops at, stated (<|eot_id|>; the byte-fallback vocabulary has none)
+            const MetaValue* eot = meta.find("tokenizer.ggml.eot_token_id");
+            QCOMPARE(eot != nullptr, family == "bpe");
+            if (eot != nullptr) QCOMPARE(*eot->as_int(), int64_t{39});
             if (family == "bpe") {
                 QCOMPARE(*meta.find("tokenizer.ggml.pre")->as_string(), std::string("gpt-2"));
                 QCOMPARE(meta.find("tokenizer.ggml.merges")->array.size(), size_t{10});
@@ -276,6 +280,14 @@ private slots:
                 QCOMPARE(meta.find("tokenizer.ggml.scores")->array.size(), size_t{40});
                 QCOMPARE(*meta.find("tokenizer.ggml.unknown_token_id")->as_int(), int64_t{0});
             }
+        }
+        // the knot carries it in its vocabulary: inspect reports it, and generation ends there
+        for (const std::string& path : {knot, from_knot}) {
+            Run in = run_gkq({"inspect", "--json", q(path)});
+            QVERIFY2(in.code == 0, qPrintable(in.err));
+            const nlohmann::json t = nlohmann::json::parse(in.out.toStdString())["tokenizer"];
+            QCOMPARE(t["eot_id"], family == "bpe" ? nlohmann::json(39) : nlohmann::json());
+            QCOMPARE(t["eog_ids"], family == "bpe" ? nlohmann::json({38, 39}) : nlohmann::json({2}));
         }
         // the same weights, the same greedy ids: the folder and its f32 GGUF, the knot and its GGUF
         Run gen_from_hf = run_gkq(QStringList{"generate", q(from_hf)} + gen);

@@ -1,5 +1,6 @@
 // The real gkq binary's `generate`: run.c's greedy reference texts on the shared checkpoints, tokenizer
 // discovery, seeded sampling, the speed report on stderr, option and input errors.
+#include "child_run.h"
 #include "cli_run.h"
 #include "gkq/metadata.h"
 #include "gkq/model_writer.h"
@@ -153,6 +154,40 @@ private slots:
         Run broken = run_gkq({"generate", q(path)});
         QCOMPARE(broken.code, 2);
         QVERIFY2(broken.err.contains(q(dir.file("tokenizer.bin"))), qPrintable(broken.err));
+    }
+
+    // A llama2.c tokenizer.bin of another vocabulary size (larger or smaller) is refused with both sizes, before the
+    // weights load: beside a GGUF that lacks a tensor, the tokenizer's error comes, not the missing tensor's.
+    void tokenizerOfAnotherSizeRefusedFirst() {
+        test::TempDir dir;
+        const std::string path = dir.file("model.bin");
+        auto m = test::make_tiny_model(test::tiny_config(true), 6);
+        QVERIFY(write_llama2c(path, m.config, m.tensors));
+        const std::string tok = dir.file("tokenizer.bin");
+        for (const int n : {512, 20}) {
+            test::write_llama2c_tokenizer(tok, n);
+            Run r = run_gkq({"generate", q(path), "-p", "ab"});
+            QCOMPARE(r.code, 2);
+            QCOMPARE(r.err, q("gkq generate: " + tok + ": this llama2.c tokenizer holds " + std::to_string(n) +
+                              " tokens, but the model's vocabulary has 40 (vocab_size): it is another model's "
+                              "tokenizer: pass --tokenizer FILE\n"));
+            QVERIFY(r.out.isEmpty());
+        }
+        QVERIFY(QFile::remove(q(path)));
+        std::vector<WriteTensor> missing;
+        for (const WriteTensor& t : m.tensors)
+            if (!(t.role == TensorRole::FfnUp && t.layer == 1)) missing.push_back(t);
+        const std::string gguf = dir.file("model.gguf");
+        QVERIFY(write_gguf(gguf, m.config, missing).is_ok());
+        Run wrong = run_gkq({"generate", q(gguf), "-p", "ab"});
+        QCOMPARE(wrong.code, 2);
+        QVERIFY2(
+            wrong.err.contains(q(tok) + ": this llama2.c tokenizer holds 20 tokens") && !wrong.err.contains("ffn_up"),
+            qPrintable(wrong.err));
+        test::write_llama2c_tokenizer(tok, 40);
+        Run right = run_gkq({"generate", q(gguf), "-p", "ab"});
+        QCOMPARE(right.code, 2);
+        QVERIFY2(right.err.contains("blk.1.ffn_up.weight"), qPrintable(right.err));
     }
 
     void badOptionsExitTwo_data() {

@@ -1,4 +1,5 @@
 // The real gkq binary: help, option errors, exit codes, and `inspect` (table and JSON) on real files.
+#include "child_run.h"
 #include "cli_run.h"
 #include "gkq/model_writer.h"
 #include "test_support.h"
@@ -8,12 +9,23 @@
 #include <QtTest>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
 using namespace gkq;
 
 namespace {
 using Run = gkq::test::CliRunT<QString>;
 Run run_gkq(const QStringList& args) {
     return gkq::test::run_gkq_as<QString>(args, 60000);
+}
+
+QString q(const std::string& s) {
+    return QString::fromStdString(s);
+}
+
+// The non-empty lines of a program's stderr.
+QStringList lines(const QString& err) {
+    return err.split('\n', Qt::SkipEmptyParts);
 }
 }  // namespace
 
@@ -123,6 +135,84 @@ private slots:
         const QString grouped = params == 279232 ? QStringLiteral("279,232") : QStringLiteral("936,448");
         QVERIFY2(t.out.contains(grouped + " parameters"), qPrintable(t.out.right(300)));
         QVERIFY(t.out.contains("32.00 bits per weight"));
+    }
+
+    // The architecture at the top of --json: a row other than llama's runs (no warning); Mixtral, which llama.cpp runs
+    // and gkq cannot, gets one warning line saying so and why, and generate, eval and serve refuse it in one line
+    // naming the architecture and what it lacks. Mixtral's GGUF (architecture llama with llama.expert_count) too.
+    void architectureReportedAndUnsupportedRefused() {
+        test::TempDir dir;
+        ModelConfig qc = test::tiny_config(true);
+        qc.architecture = "qwen2";
+        const auto qm = test::make_tiny_model(qc, 3);
+        const std::string qwen = dir.file("qwen2.gguf");
+        QVERIFY(write_gguf(qwen, qm.config, qm.tensors).is_ok());
+        Run r = run_gkq({"inspect", "--json", q(qwen)});
+        QCOMPARE(r.code, 0);
+        auto j = nlohmann::json::parse(r.out.toStdString());
+        QCOMPARE(j["architecture"].get<std::string>(), std::string("qwen2"));
+        QVERIFY2(j["warnings"].empty(), qPrintable(r.err));
+
+        const std::filesystem::path moe = std::filesystem::path(dir.path()) / "mixtral";
+        std::filesystem::create_directories(moe);
+        const auto m = test::make_tiny_model(test::tiny_config(true), 4);
+        const ModelConfig& c = m.config;
+        WriteOptions o;
+        o.config_json = nlohmann::json{
+            {"architectures", {"MixtralForCausalLM"}},
+            {"model_type", "mixtral"},
+            {"hidden_size", c.dim},
+            {"intermediate_size", c.hidden_dim},
+            {"num_hidden_layers", c.n_layers},
+            {"num_attention_heads", c.n_heads},
+            {"num_key_value_heads", c.n_kv_heads},
+            {"vocab_size", c.vocab_size},
+            {"max_position_embeddings", c.context_length},
+            {"tie_word_embeddings", true},
+            {"num_local_experts",
+             8}}.dump();
+        const std::string weights = (moe / "model.safetensors").string();
+        QVERIFY(write_safetensors(weights, c, m.tensors, o).is_ok());
+        test::write_llama2c_tokenizer((moe / "tokenizer.bin").string(), 40);
+        const QString why =
+            "architecture 'mixtral' needs a mixture-of-experts feed-forward (a router and experts), "
+            "which gkq does not run";
+        r = run_gkq({"inspect", "--json", q(weights)});
+        QCOMPARE(r.code, 0);
+        j = nlohmann::json::parse(r.out.toStdString());
+        QCOMPARE(j["architecture"].get<std::string>(), std::string("mixtral"));
+        QVERIFY(!j["warnings"].empty());
+        QVERIFY2(q(j["warnings"][0].get<std::string>()).startsWith("cannot run: " + why), j["warnings"].dump().c_str());
+        r = run_gkq({"inspect", q(weights)});
+        QCOMPARE(r.code, 0);
+        QVERIFY2(r.err.contains("gkq inspect: warning: " + q(weights) + ": cannot run: " + why), qPrintable(r.err));
+
+        const std::string text = dir.file("text.txt");
+        test::write_file(text, std::string_view("abc def ghi"));
+        for (const QStringList& args : {QStringList{"generate", q(weights), "-p", "abc", "-n", "4"},
+                                        QStringList{"eval", "--model", q(weights), "--text", q(text)}}) {
+            Run refused = run_gkq(args);
+            QCOMPARE(refused.code, 2);
+            QVERIFY2(lines(refused.err).size() == 1 && refused.err.contains(q(weights) + ": " + why),
+                     qPrintable(refused.err));
+        }
+        // serve logs its start; the loading failure is one line of it
+        Run served = run_gkq({"serve", "--weights", q(weights), "--port", "0", "--threads", "1"});
+        QCOMPARE(served.code, 2);
+        QVERIFY2(served.err.contains("gkq serve: loading failed: " + q(weights) + ": " + why + " ("),
+                 qPrintable(served.err));
+
+        WriteOptions experts;
+        experts.extra_metadata.set("llama.expert_count", MetaValue::of_uint(8, MetaType::U32));
+        const std::string gguf = dir.file("moe.gguf");
+        QVERIFY(write_gguf(gguf, c, m.tensors, {}, experts).is_ok());
+        r = run_gkq({"inspect", "--json", q(gguf)});
+        QCOMPARE(r.code, 0);
+        j = nlohmann::json::parse(r.out.toStdString());
+        QCOMPARE(j["architecture"].get<std::string>(), std::string("llama"));
+        QCOMPARE(j["warnings"][0].get<std::string>(),
+                 std::string("cannot run: architecture 'llama' needs a mixture-of-experts feed-forward (8 experts), "
+                             "which gkq does not run"));
     }
 };
 

@@ -108,11 +108,13 @@ private slots:
             // Gemma's: window, query_pre_attn_scalar, final soft-cap; Gemma 2's attention soft-cap; Gemma 3's local
             // rope theta and window pattern (two spellings)
             const size_t hf_own = a.name == "mistral" ? 1 : a.name == "gemma2" ? 4 : a.name == "gemma3" ? 6 : 0;
-            QCOMPARE(a.hf_keys.size(), size_t{18} + hf_own);  // partial_rotary_factor: read to refuse it
+            // partial_rotary_factor, num_experts and num_local_experts: read to refuse them
+            QCOMPARE(a.hf_keys.size(), size_t{20} + hf_own);
             // no tied flag (GGUF: no output.weight), no window (llama.cpp's llama has none) and no llama3
             // parameters (GGUF: the rope_freqs tensor); Gemma's window, pattern, local theta, soft-caps
             const size_t gguf_own = a.name == "gemma2" ? 5 : a.name == "gemma3" ? 4 : 0;
-            QCOMPARE(a.gguf_keys.size(), size_t{14} + gguf_own);  // rope.dimension_count: read to refuse partial
+            // rope.dimension_count and expert_count: read to refuse partial rotary and experts
+            QCOMPARE(a.gguf_keys.size(), size_t{15} + gguf_own);
         }
         QCOMPARE(gguf_key("%s.attention.head_count_kv", "llama"), std::string("llama.attention.head_count_kv"));
         QCOMPARE(gguf_key("general.name", "llama"), std::string("general.name"));

@@ -692,12 +692,12 @@ void TestLlama2c::realTokenizers() {
     auto all = read_llama2c_tokenizer(*tok512, 0);
     QVERIFY2(all.is_ok(), all.message().c_str());
     QCOMPARE(all->tokens, v->tokens);
-    // a model with a smaller vocabulary than the tokenizer is caught
+    // a model with a smaller or larger vocabulary than the tokenizer is caught, both sizes named
     const std::string why = mismatch(read_llama2c_tokenizer(*tok512, 500).status(), StatusCode::Corrupt, *tok512,
-                                     {"bytes after token 499", "more than the 500 tokens"});
+                                     {"holds 512 tokens, but the model's vocabulary has 500 (vocab_size)"});
     QVERIFY2(why.empty(), why.c_str());
     const std::string why2 = mismatch(read_llama2c_tokenizer(*tok512, 513).status(), StatusCode::Corrupt, *tok512,
-                                      {"token 512 at offset 6227"});
+                                      {"holds 512 tokens, but the model's vocabulary has 513 (vocab_size)"});
     QVERIFY2(why2.empty(), why2.c_str());
 
     const auto tok105 = gkq::test::shared_model("babyllama-tok105/tok105.bin");
@@ -760,9 +760,12 @@ void TestLlama2c::tokenizerMalformed_data() {
     QTest::newRow("bytes past the end") << to_qbytes(Bytes(two).f32(0.f).i32(3).raw("x")) << qint64(0)
                                         << QStringList{"token 2 at offset 31", "needs 3 bytes"};
     QTest::newRow("fewer tokens than expected")
-        << to_qbytes(two) << qint64(3) << QStringList{"token 2 at offset 23", "needs 4 bytes"};
+        << to_qbytes(two) << qint64(3) << QStringList{"holds 2 tokens, but the model's vocabulary has 3"};
     QTest::newRow("more tokens than expected")
-        << to_qbytes(two) << qint64(1) << QStringList{"9 bytes after token 0 at offset 14", "more than the 1 tokens"};
+        << to_qbytes(two) << qint64(1) << QStringList{"holds 2 tokens, but the model's vocabulary has 1"};
+    QTest::newRow("bytes after the tokens expected")
+        << to_qbytes(Bytes(two).u8(0).u8(0)) << qint64(1)
+        << QStringList{"11 bytes after token 0 at offset 14", "more than the 1 tokens"};
     QTest::newRow("partial token at the end")
         << to_qbytes(Bytes(two).u8(0).u8(0)) << qint64(0) << QStringList{"token 2 at offset 23"};
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -353,10 +354,65 @@ private slots:
         auto ok = Tokenizer::load_llama2c(*path, 512);
         QVERIFY2(ok, ok.message().c_str());
         QCOMPARE(ok->vocab_size(), 512);
-        auto wrong = Tokenizer::load_llama2c(*path, 500);
-        QVERIFY(!wrong);
-        QVERIFY2(wrong.message().find("more than the 500 tokens expected") != std::string::npos,
-                 wrong.message().c_str());
+        // another vocabulary size, larger or smaller: both sizes named, not "truncated"
+        for (const int64_t expected : {int64_t{500}, int64_t{600}}) {
+            auto wrong = Tokenizer::load_llama2c(*path, expected);
+            QVERIFY(!wrong);
+            QCOMPARE(wrong.status().code(), StatusCode::Corrupt);
+            QCOMPARE(
+                QString::fromStdString(wrong.message()),
+                QString::fromStdString(*path +
+                                       ": this llama2.c tokenizer holds 512 tokens, but the model's "
+                                       "vocabulary has " +
+                                       std::to_string(expected) + " (vocab_size): it is another model's tokenizer"));
+        }
+    }
+
+    // End of turn and end of generation found by text, with llama.cpp's two work-arounds: <|end|> (EOT) ends nothing
+    // beside <|return|> and <|call|> (o200k_harmony), </s> (EOS) nothing beside <|tool_response> (Gemma 4).
+    void endTokensByText() {
+        Vocabulary v;
+        v.model = "llama";
+        v.tokens = {"<unk>", "<s>", "</s>", "a", "<|end|>"};
+        v.bos_id = 1;
+        v.eos_id = 2;
+        v.scores.assign(v.tokens.size(), 0.0f);
+        auto plain = Tokenizer::from_vocabulary(v, "v");
+        QVERIFY2(plain, plain.message().c_str());
+        QCOMPARE(plain->eot_id(), 4);
+        QCOMPARE(plain->eog_ids(), (std::vector<int32_t>{2, 4}));
+        QVERIFY(plain->is_control(4) && plain->decode(3, 4).empty());
+        v.tokens.insert(v.tokens.end(), {"<|return|>", "<|call|>", "<|tool_response>"});
+        v.scores.assign(v.tokens.size(), 0.0f);
+        auto harmony = Tokenizer::from_vocabulary(v, "v");
+        QVERIFY2(harmony, harmony.message().c_str());
+        QCOMPARE(harmony->eot_id(), 4);
+        QCOMPARE(harmony->eog_ids(), (std::vector<int32_t>{5, 6, 7}));
+        QVERIFY(!harmony->is_eog(4) && !harmony->is_eog(2));
+    }
+
+    // Bytes after the last token that are no whole token, and a token cut short, are still a corrupt file.
+    void llama2cTokenizerCorruptTail() {
+        test::TempDir dir;
+        const std::string path = dir.file("tok.bin");
+        test::Bytes b;
+        b.i32(5);
+        for (const char* t : {"<unk>", "<s>", "</s>"}) b.f32(0).i32(static_cast<int32_t>(std::strlen(t))).raw(t);
+        std::string file(reinterpret_cast<const char*>(b.vec().data()), b.vec().size());
+        test::write_file(path, file + "xyz");
+        auto tail = read_llama2c_tokenizer(path, 3);
+        QVERIFY(!tail);
+        QCOMPARE(tail.status().code(), StatusCode::Corrupt);
+        QVERIFY2(tail.message().find("3 bytes after token 2") != std::string::npos, tail.message().c_str());
+        test::write_file(path, file.substr(0, file.size() - 2));
+        auto cut = read_llama2c_tokenizer(path, 3);
+        QVERIFY(!cut);
+        QVERIFY2(cut.message().find("(truncated?)") != std::string::npos, cut.message().c_str());
+        test::write_file(path, file);
+        auto fewer = read_llama2c_tokenizer(path, 32000);
+        QVERIFY(!fewer);
+        QVERIFY2(fewer.message().find("holds 3 tokens, but the model's vocabulary has 32000") != std::string::npos,
+                 fewer.message().c_str());
     }
 };
 

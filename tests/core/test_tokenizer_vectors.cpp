@@ -28,6 +28,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace gkq;
@@ -485,11 +486,85 @@ private slots:
         QVERIFY(tok->encode(text, false, false, false).size() > parsed.size());
         QCOMPARE(tok->decode_all(tok->encode(text, false, false, false), false), text);
         QVERIFY(tok->decode_all(parsed, false) == "user\nhi");  // control tokens decode to nothing
+        // qwen2's "</s>" is a normal token that llama.cpp ends generation at, and so types as control: a special
+        // token's text with --parse-special, decoding to nothing (node-llama-cpp: 64 128247 65, "ab")
+        QCOMPARE(ids_text(tok->encode("a</s>b", false, false, true)), QString("64 128247 65"));
+        QCOMPARE(ids_text(tok->encode("a</s>b", false, false, false)), QString("64 522 82 51407"));
+        QCOMPARE(tok->decode_all({64, 128247, 65}, false), std::string("ab"));
         auto llama3 = Tokenizer::load((models() + "ggml-vocab-llama-bpe.gguf").toStdString());
         QVERIFY(bool(llama3));
         QVERIFY(llama3->add_bos());
         QCOMPARE(llama3->bos_id(), 128000);
         QCOMPARE(llama3->encode("Hi", true, false).front(), 128000);
+    }
+
+    // End of turn and end of generation, as llama.cpp finds them by text (none of these GGUFs has
+    // tokenizer.ggml.eot_token_id): the ids are llama.cpp's own, read through node-llama-cpp 3.22.1
+    // (model.tokens.eot and model.isEogToken over every id).
+    void end_tokens_data() {
+        QTest::addColumn<QString>("vocab");
+        QTest::addColumn<int>("eot");
+        QTest::addColumn<QList<int>>("eog");
+        QTest::newRow("llama-bpe") << "llama-bpe" << 128009 << QList<int>{128001, 128009};  // <|eot_id|>
+        QTest::newRow("qwen2") << "qwen2" << 151645 << QList<int>{128247, 151643, 151645};  // <|im_end|>; </s>
+        QTest::newRow("phi-3") << "phi-3" << 32007 << QList<int>{2, 32000, 32007};          // <|end|>
+        QTest::newRow("llama-spm") << "llama-spm" << -1 << QList<int>{2};
+        QTest::newRow("deepseek-llm") << "deepseek-llm" << 100001 << QList<int>{100001};
+        QTest::newRow("gpt-2") << "gpt-2" << 50256 << QList<int>{50256};
+    }
+    void end_tokens() {
+        QFETCH(QString, vocab);
+        QFETCH(int, eot);
+        QFETCH(QList<int>, eog);
+        auto tok = Tokenizer::load((models() + "ggml-vocab-" + vocab + ".gguf").toStdString());
+        QVERIFY2(bool(tok), qPrintable(QString::fromStdString(tok.message())));
+        QCOMPARE(tok->eot_id(), eot);
+        QCOMPARE(QList<int>(tok->eog_ids().begin(), tok->eog_ids().end()), eog);
+        for (int id : eog) QVERIFY(tok->is_eog(id));
+        QVERIFY(!tok->is_eog(tok->bos_id()) || tok->bos_id() == tok->eos_id());
+    }
+
+    // The same from Hugging Face tokenizer.json files (no key there either), and a GGUF key wins over the texts.
+    void end_tokens_hf_and_key() {
+        auto llama3 = Tokenizer::load(hf("tokenizer-llama3").toStdString());
+        QVERIFY2(bool(llama3), llama3.message().c_str());
+        QCOMPARE(llama3->eot_id(), 128009);  // <|eot_id|>
+        QVERIFY(llama3->is_eog(128009) && llama3->is_eog(128001));
+        auto qwen3 = Tokenizer::load(hf("tokenizer-qwen3").toStdString());
+        QVERIFY2(bool(qwen3), qwen3.message().c_str());
+        QCOMPARE(qwen3->eot_id(), 151645);  // <|im_end|>
+        auto file = ModelFile::open((models() + "ggml-vocab-llama-bpe.gguf").toStdString());
+        QVERIFY2(bool(file), file.message().c_str());
+        Metadata meta = file->metadata();
+        meta.set("tokenizer.ggml.eot_token_id", MetaValue::of_uint(128008, MetaType::U32));
+        auto keyed = Tokenizer::from_metadata(meta, file->vocabulary(), "llama-bpe");
+        QVERIFY2(bool(keyed), keyed.message().c_str());
+        QCOMPARE(keyed->eot_id(), 128008);
+        QVERIFY(keyed->is_eog(128008) && keyed->is_eog(128009) && keyed->is_eog(128001));
+        QCOMPARE(eot_token_by_text(file->vocabulary().tokens), 128009);
+    }
+
+    // gkq inspect --json reports the architecture and the tokenizer's end tokens.
+    void cli_inspect_end_tokens() {
+        const QString gkq = qEnvironmentVariable("GKQ_CLI");
+        if (gkq.isEmpty()) QSKIP("the gkq binary is not built (GKQ_CLI unset)");
+        QProcess p;
+        for (const auto& [vocab, arch, eot] :
+             {std::tuple{"llama-bpe", "llama", 128009}, std::tuple{"qwen2", "qwen2", 151645}}) {
+            p.start(gkq, {"inspect", models() + "ggml-vocab-" + vocab + ".gguf", "--json"});
+            QVERIFY(p.waitForFinished(60000));
+            QCOMPARE(p.exitCode(), 0);
+            const QJsonObject j = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+            QCOMPARE(j["architecture"].toString(), QString(arch));
+            QCOMPARE(j["tokenizer"].toObject()["eot_id"].toInt(), eot);
+            QVERIFY(j["tokenizer"].toObject()["eog_ids"].toArray().contains(eot));
+        }
+        p.start(gkq, {"inspect", models() + "ggml-vocab-qwen2.gguf"});
+        QVERIFY(p.waitForFinished(60000));
+        QVERIFY2(p.readAllStandardOutput().contains(
+                     "tokenizer bpe (qwen2), 151936 tokens, bos 151643, eos 151643, eot 151645, generation ends at "
+                     "128247 151643 151645\n"),
+                 "the table's tokenizer line");
     }
 
     // gkq tokenize: ids and pieces as JSON, --parse-special, BOS from add_bos_token, exit 2 on an unsupported

@@ -622,6 +622,60 @@ private slots:
 
     // ---- errors ----
 
+    // Generation ends at an end-of-turn token as at EOS (llama.cpp's llama_vocab_is_eog): in a vocabulary where the
+    // second distinct token the model samples is "<|im_end|>" greedy generation ends there, the same vocabulary without
+    // it runs on, and stop_at_eog off runs past it. (Seed 16's greedy run from BOS: 31 nine times, then 11.)
+    void generateStopsAtEndOfTurn() {
+        auto m = test::make_tiny_model(test::tiny_config(true), 16);
+        auto t = Transformer::load(m.config, source_of(m));
+        QVERIFY2(t, t.message().c_str());
+        auto run = [&](const Vocabulary& v, bool stop, bool* stopped) {
+            auto tok = Tokenizer::from_vocabulary(v, "tiny");
+            std::vector<int32_t> ids;
+            if (!tok) {
+                qWarning("%s", tok.message().c_str());
+                return ids;
+            }
+            Sampler greedy(40, {0.0f, 0.9f, 1});
+            GenerateOptions g;
+            g.steps = 16;
+            g.stop_at_eog = stop;
+            auto stats =
+                generate(*t, *tok, greedy, std::vector<int32_t>{1}, g, {}, [&](int32_t id) { ids.push_back(id); });
+            if (!stats) qWarning("%s", stats.message().c_str());
+            *stopped = stats && stats->stopped;
+            return ids;
+        };
+        const Vocabulary plain = test::tiny_vocabulary();
+        bool stopped = false;
+        const std::vector<int32_t> all = run(plain, false, &stopped);  // on past EOS (2); BOS (1) still ends it
+        const auto second = std::find_if(all.begin(), all.end(), [&](int32_t id) { return id != all.front(); });
+        QVERIFY2(second != all.end() && *second > 2, "the tiny model's greedy run holds no second text token");
+        const int32_t eot = *second;
+        const auto n_before = static_cast<size_t>(second - all.begin());
+        auto until = [&](std::initializer_list<int32_t> ends) {
+            std::vector<int32_t> out;
+            for (int32_t id : all) {
+                if (std::find(ends.begin(), ends.end(), id) != ends.end()) break;
+                out.push_back(id);
+            }
+            return out;
+        };
+        QCOMPARE(run(plain, true, &stopped), until({2}));
+        Vocabulary chat = plain;
+        chat.tokens[static_cast<size_t>(eot)] = "<|im_end|>";
+        auto tok = Tokenizer::from_vocabulary(chat, "tiny");
+        QVERIFY2(tok, tok.message().c_str());
+        QCOMPARE(tok->eot_id(), eot);
+        QVERIFY(tok->is_eog(eot) && tok->is_eog(2) && !tok->is_eog(1));
+        const std::vector<int32_t> to_eot = run(chat, true, &stopped);
+        QVERIFY(stopped);
+        QCOMPARE(to_eot, until({2, eot}));
+        QCOMPARE(to_eot.size(), n_before);
+        QCOMPARE(run(chat, false, &stopped), all);
+        QVERIFY(!stopped);
+    }
+
     void rejectsBadCallsAndWeights() {
         auto m = test::make_tiny_model(test::tiny_config(true), 2);
         TransformerOptions opt;
@@ -656,14 +710,38 @@ private slots:
         QVERIFY(!bad_config);
         QCOMPARE(QString::fromStdString(bad_config.message()),
                  QString("transformer: dim 64 is not a multiple of n_heads 5"));
-        ModelConfig phi = m.config;
-        phi.architecture = "phi2";
-        auto bad_arch = Transformer::load(phi, source_of(m));
+        ModelConfig unknown = m.config;
+        unknown.architecture = "foo";
+        auto bad_arch = Transformer::load(unknown, source_of(m));
         QVERIFY(!bad_arch);
         QCOMPARE(bad_arch.status().code(), StatusCode::Unsupported);
         QCOMPARE(QString::fromStdString(bad_arch.message()),
-                 QString("transformer: architecture 'phi2' is not supported (llama, mistral, qwen2, qwen3, gemma2, "
+                 QString("transformer: architecture 'foo' is not supported (llama, mistral, qwen2, qwen3, gemma2, "
                          "gemma3 and phi3 are)"));
+        // an architecture llama.cpp runs and gkq does not: named with what it lacks
+        ModelConfig mixtral = m.config;
+        mixtral.architecture = "mixtral";
+        auto moe = Transformer::load(mixtral, source_of(m));
+        QVERIFY(!moe);
+        QCOMPARE(moe.status().code(), StatusCode::Unsupported);
+        QCOMPARE(QString::fromStdString(moe.message()),
+                 QString("transformer: architecture 'mixtral' needs a mixture-of-experts feed-forward (a router and "
+                         "experts), which gkq does not run (llama, mistral, qwen2, qwen3, gemma2, gemma3 and phi3 "
+                         "run)"));
+        ModelConfig experts = m.config;  // Mixtral's GGUF: architecture llama with llama.expert_count
+        experts.n_experts = 8;
+        auto llama_moe = Transformer::load(experts, source_of(m));
+        QVERIFY(!llama_moe);
+        QCOMPARE(QString::fromStdString(llama_moe.message()),
+                 QString("transformer: architecture 'llama' needs a mixture-of-experts feed-forward (8 experts), "
+                         "which gkq does not run"));
+        ModelConfig phi = m.config;
+        phi.architecture = "phi2";
+        QCOMPARE(QString::fromStdString(architecture_problem(phi)),
+                 QString("architecture 'phi2' needs LayerNorm, parallel attention and feed-forward, and partial "
+                         "rotary embeddings, which gkq does not run (llama, mistral, qwen2, qwen3, gemma2, gemma3 "
+                         "and phi3 run)"));
+        QCOMPARE(architecture_problem(m.config), std::string());
         ModelConfig yarn = m.config;
         yarn.rope_scaling = RopeScaling::Unsupported;
         auto bad_rope = Transformer::load(yarn, source_of(m));

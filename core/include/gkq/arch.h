@@ -62,6 +62,7 @@ enum class HParam : uint8_t {
     QueryPreAttnScalar,    // query_pre_attn_scalar
     PartialRotary,         // partial_rotary_factor (read, never written)
     RopeDims,              // rope_dims (read, never written)
+    Experts,               // n_experts (read, never written)
 };
 // Non-negative integer, number, boolean, a RopeScaling by its name (rope_scaling_from_name).
 enum class HParamKind : uint8_t { Count, Real, Flag, RopeType };
@@ -194,6 +195,13 @@ NormStorage norm_storage(const ArchSpec& arch, NameFormat format);
 // ---- the table
 
 const std::vector<ArchSpec>& arch_table();
+// An architecture llama.cpp runs that the table has no row for, with what the forward pass would need to run it.
+struct UnsupportedArch {
+    std::string_view name;     // ModelConfig::architecture as the readers set it (HF model_type, GGUF's name)
+    std::string_view missing;  // "a mixture-of-experts feed-forward"
+};
+const std::vector<UnsupportedArch>& unsupported_archs();
+const UnsupportedArch* find_unsupported_arch(std::string_view name);  // nullptr when not listed
 // The row whose names and keys apply to an architecture the table does not have (llama: such models are
 // listed with llama's names, as llama.cpp's loader reads any architecture's keys under its own prefix).
 const ArchSpec& default_arch();

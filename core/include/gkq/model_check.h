@@ -4,7 +4,8 @@
 // Checked: every size positive, dim divisible by n_heads, n_heads by n_kv_heads, an even head size, finite
 // rope_theta and norm_eps, matrices within 2^36 floats; every tensor the forward pass needs present with the
 // shape the config gives it (the classifier counts as separate when an `output` tensor is listed); no block
-// tensor beyond n_layers. Not checked here: the architecture name (the transformer refuses what it cannot compute).
+// tensor beyond n_layers. The architecture is checked on its own (architecture_problem): a model of one the forward
+// pass cannot compute may still be inspected, analyzed and quantized.
 #pragma once
 
 #include "gkq/knot.h"
@@ -17,6 +18,11 @@
 #include <vector>
 
 namespace gkq {
+
+// Why the forward pass cannot compute the config's architecture, one line naming the architecture and what it lacks
+// ("architecture 'mixtral' needs a mixture-of-experts feed-forward (a router and experts), which gkq does not run");
+// empty when it can. The transformer refuses with it (so generate, eval and serve do), inspect prints it.
+std::string architecture_problem(const ModelConfig& config);
 
 // Problems with the config alone ("dim 64 is not a multiple of n_heads 5"); empty when none.
 std::vector<std::string> config_problems(const ModelConfig& config);

@@ -61,6 +61,9 @@ struct ModelConfig {
     // (model_check.h: config_problems), never written: gkq rotates whole heads.
     double partial_rotary_factor = 0.0;  // HF's partial_rotary_factor when set; 0: unset
     int64_t rope_dims = 0;               // GGUF's rope.dimension_count when set; 0: unset
+    // Experts of a mixture-of-experts feed-forward (Mixtral is GGUF architecture "llama" with them), read only to be
+    // refused (gkq/model_check.h: architecture_problem), never written; 0: a dense model.
+    int64_t n_experts = 0;
 
     int64_t head_size() const { return head_dim > 0 ? head_dim : n_heads > 0 ? dim / n_heads : 0; }
     int64_t q_dim() const { return n_heads * head_size(); }      // width of all query heads

@@ -88,8 +88,15 @@ public:
     int32_t vocab_size() const { return static_cast<int32_t>(m_pieces.size()); }
     int32_t bos_id() const { return m_bos_id; }
     int32_t eos_id() const { return m_eos_id; }
-    int32_t eot_id() const { return m_eot_id; }  // -1 when none
-    int32_t pad_id() const { return m_pad_id; }  // -1 when none
+    // End of turn (llama.cpp's special_eot_id): tokenizer.ggml.eot_token_id, else the token of the first of llama.cpp's
+    // end-of-turn texts the vocabulary holds ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", ...); -1 when
+    // none. Found by text, such a token and the end-of-generation ones are control tokens, as llama.cpp types them.
+    int32_t eot_id() const { return m_eot_id; }
+    // Whether generation ends at `id`, as llama.cpp's llama_vocab_is_eog: EOS, EOT and every token whose text llama.cpp
+    // ends generation at ("</s>", "<|endoftext|>", "<|eom_id|>", ...; not the FIM ids, which gkq does not read).
+    bool is_eog(int32_t id) const;
+    const std::vector<int32_t>& eog_ids() const { return m_eog_ids; }  // ascending
+    int32_t pad_id() const { return m_pad_id; }                        // -1 when none
     int32_t unk_id() const { return m_unk_id; }
     bool add_bos() const { return m_add_bos; }  // whether the model's prompts start with BOS
     bool add_eos() const { return m_add_eos; }  // whether they end with EOS (tokenizer_config add_eos_token)
@@ -122,6 +129,9 @@ private:
         size_t length;
     };
     std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
+    // The special-token pass over the token texts as stored (tokenizer_special.cpp): EOT (`eot_key` when >= 0, else
+    // found by text), the end-of-generation ids, and the control type of the tokens found. Needs the EOS id set.
+    void find_end_tokens(const std::vector<std::string>& stored, int32_t eot_key);
     // Shared by the BPE loaders: fills the BPE tables from encoded tokens and merges.
     friend struct BpeBuilder;
     // The Hugging Face loaders (tokenizer_hf.cpp): set the special tokens and flags of the folder's files.
@@ -144,6 +154,7 @@ private:
     int32_t m_bos_id = 1;
     int32_t m_eos_id = 2;
     int32_t m_eot_id = -1;
+    std::vector<int32_t> m_eog_ids;  // ascending
     int32_t m_pad_id = -1;
     int32_t m_unk_id = 0;
     bool m_add_bos = true;
@@ -152,6 +163,10 @@ private:
     bool m_fuse_unk = false;  // SPM: consecutive unknown characters become one <unk> (sentencepiece, fuse_unk)
     size_t m_max_piece_bytes = 0;
 };
+
+// The end-of-turn token of a vocabulary (its token texts as stored) without tokenizer.ggml.eot_token_id, as
+// Tokenizer::eot_id() finds it by text; -1 when none.
+int32_t eot_token_by_text(const std::vector<std::string>& stored_tokens);
 
 // The llama2.c tokenizer files beside a model: "tokenizer.bin" and "tok*.bin" in its folder (the folder itself when
 // `model_path` is one), the model file excluded; sorted.

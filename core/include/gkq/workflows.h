@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,12 +38,8 @@ struct RunnableModel {
     Vocabulary vocab;                          // the model's or knot's own vocabulary; empty when it has none
     std::shared_ptr<Weights> weights;          // never null on success; the transformer shares it
     std::unique_ptr<Transformer> transformer;  // never null on success
+    std::optional<Tokenizer> tokenizer;        // when open_model_to_run was given a TokenizerChoice
 };
-
-// A model file, a folder or a knot, loaded to run: the one place the workflows (and `gkq generate`) open one.
-Result<RunnableModel> open_model_to_run(const std::string& path, const TransformerOptions& options);
-
-// ---- tokenizer ----------------------------------------------------------------------------------------------------
 
 struct TokenizerChoice {
     std::string given;        // a llama2.c tokenizer.bin the user chose; empty: automatic
@@ -50,6 +47,14 @@ struct TokenizerChoice {
     std::string origin;       // the file the model was made from (the knot a decoded model came from); may be empty
     Vocabulary origin_vocab;  // the origin's vocabulary (a knot header's); may be empty
 };
+
+// A model file, a folder or a knot, loaded to run: the one place the workflows (and `gkq generate`) open one. With
+// `tokenizer`, its tokenizer is chosen (choose_tokenizer) from the opened file's vocabulary and config before the
+// weights load, so a missing or wrong tokenizer (a tokenizer.bin of another vocabulary size) fails at once.
+Result<RunnableModel> open_model_to_run(const std::string& path, const TransformerOptions& options,
+                                        const TokenizerChoice* tokenizer = nullptr);
+
+// ---- tokenizer ----------------------------------------------------------------------------------------------------
 
 // `given`, else the model's own vocabulary, else the origin's vocabulary, else the one tokenizer.bin / tok*.bin
 // beside the model, else the one beside the origin (NotFound naming the origin when there is none). Without an

@@ -96,6 +96,7 @@ HParamField hparam_field(HParam p, ModelConfig& c) {
         case HParam::QueryPreAttnScalar: f.count = &c.query_pre_attn_scalar; break;
         case HParam::PartialRotary: f.real = &c.partial_rotary_factor; break;
         case HParam::RopeDims: f.count = &c.rope_dims; break;
+        case HParam::Experts: f.count = &c.n_experts; break;
     }
     return f;
 }
@@ -115,7 +116,8 @@ bool hparam_written(HParam p, const ModelConfig& c) {
         case HParam::RopeHighFreqFactor:
         case HParam::RopeOriginalContext: return c.rope_scaling == RopeScaling::Llama3;
         case HParam::PartialRotary:
-        case HParam::RopeDims: return false;  // read to refuse partial rotary, which gkq does not compute
+        case HParam::RopeDims:
+        case HParam::Experts: return false;  // read to refuse partial rotary and experts, which gkq does not compute
         default: return true;
     }
 }

@@ -33,6 +33,8 @@ std::vector<HParamKey> llama_hf_keys() {
         {HParam::RopeHighFreqFactor, "rope_scaling.high_freq_factor"},
         {HParam::RopeOriginalContext, "rope_scaling.original_max_position_embeddings"},
         {HParam::PartialRotary, "partial_rotary_factor"},
+        {HParam::Experts, "num_experts"},        // Qwen2-MoE, Qwen3-MoE, OLMoE
+        {HParam::Experts, "num_local_experts"},  // Mixtral, PhiMoE
     };
 }
 
@@ -53,6 +55,7 @@ std::vector<HParamKey> llama_gguf_keys() {
         {HParam::RopeScalingType, "%s.rope.scaling.type"},
         {HParam::RopeFactor, "%s.rope.scaling.factor"},
         {HParam::RopeDims, "%s.rope.dimension_count"},
+        {HParam::Experts, "%s.expert_count"},
     };
 }
 
@@ -302,6 +305,48 @@ constexpr std::array<RopeScalingNames, 3> kRopeScalingNames = {{
 const std::vector<ArchSpec>& arch_table() {
     static const std::vector<ArchSpec> table = make_table();
     return table;
+}
+
+// HF model_type values and GGUF architecture names of llama.cpp's (llama-arch.cpp) that gkq cannot run, the most asked
+// for first.
+const std::vector<UnsupportedArch>& unsupported_archs() {
+    static constexpr std::string_view kMoe = "a mixture-of-experts feed-forward (a router and experts)";
+    static constexpr std::string_view kMamba = "state-space (Mamba) layers in place of attention";
+    static constexpr std::string_view kMla = "multi-head latent attention and a mixture-of-experts feed-forward";
+    static const std::vector<UnsupportedArch> list = {
+        {"mixtral", kMoe},
+        {"qwen2_moe", kMoe},
+        {"qwen2moe", kMoe},
+        {"qwen3_moe", kMoe},
+        {"qwen3moe", kMoe},
+        {"phimoe", kMoe},
+        {"olmoe", kMoe},
+        {"granitemoe", kMoe},
+        {"dbrx", kMoe},
+        {"deepseek_v2", kMla},
+        {"deepseek2", kMla},
+        {"deepseek_v3", kMla},
+        {"mamba", kMamba},
+        {"mamba2", kMamba},
+        {"jamba", "state-space (Mamba) layers and a mixture-of-experts feed-forward"},
+        {"falcon_h1", "state-space (Mamba) layers beside attention"},
+        {"rwkv6", "RWKV time-mixing layers in place of attention"},
+        {"rwkv7", "RWKV time-mixing layers in place of attention"},
+        {"llava", "a vision encoder (multimodal)"},
+        {"mllama", "a vision encoder and cross-attention layers (multimodal)"},
+        {"qwen2_vl", "a vision encoder (multimodal) and M-RoPE"},
+        {"qwen2vl", "a vision encoder (multimodal) and M-RoPE"},
+        {"phi2", "LayerNorm, parallel attention and feed-forward, and partial rotary embeddings"},
+        {"gpt2", "LayerNorm, learned position embeddings and a GELU feed-forward"},
+        {"bert", "an encoder (bidirectional attention, LayerNorm)"},
+    };
+    return list;
+}
+
+const UnsupportedArch* find_unsupported_arch(std::string_view name) {
+    for (const UnsupportedArch& u : unsupported_archs())
+        if (u.name == name) return &u;
+    return nullptr;
 }
 
 const ArchSpec& default_arch() {

@@ -42,30 +42,51 @@ Result<Vocabulary> read_llama2c_tokenizer(const std::string& path, int64_t expec
     v.tokens.reserve(reserve);
     v.scores.reserve(reserve);
 
-    while (expected_vocab > 0 ? static_cast<int64_t>(v.tokens.size()) < expected_vocab : r.remaining() > 0) {
-        const std::string what = "tokenizer token " + std::to_string(v.tokens.size());
+    // One token (score, length, bytes) into `out`; false with r's status set when the file does not hold it.
+    auto read_token = [&](Vocabulary& out) {
+        const std::string what = "tokenizer token " + std::to_string(out.tokens.size());
         const uint64_t start = r.offset();
         float score = 0;
         int32_t len = 0;
         const uint8_t* bytes = nullptr;
-        if (!r.read(score, what.c_str()) || !r.read(len, what.c_str())) break;
+        if (!r.read(score, what.c_str()) || !r.read(len, what.c_str())) return false;
         if (len < 0 || len > v.max_token_length) {
             r.fail_at(start + 4, what,
                       "length " + std::to_string(len) + " is outside 0.." + std::to_string(v.max_token_length) +
                           " (max_token_length)");
-            break;
+            return false;
         }
-        if (!r.bytes(static_cast<uint64_t>(len), bytes, what.c_str())) break;
-        v.tokens.emplace_back(reinterpret_cast<const char*>(bytes), static_cast<size_t>(len));
-        v.scores.push_back(score);
+        if (!r.bytes(static_cast<uint64_t>(len), bytes, what.c_str())) return false;
+        out.tokens.emplace_back(reinterpret_cast<const char*>(bytes), static_cast<size_t>(len));
+        out.scores.push_back(score);
+        return true;
+    };
+    // run.c reads exactly vocab_size tokens: a file that ends after fewer whole tokens, or holds whole tokens beyond
+    // them, is another vocabulary's tokenizer, told with both sizes (Corrupt as before, not "truncated?").
+    auto other_size = [&](uint64_t n_found) {
+        return error(StatusCode::Corrupt, path + ": this llama2.c tokenizer holds " + std::to_string(n_found) +
+                                              " tokens, but the model's vocabulary has " +
+                                              std::to_string(expected_vocab) +
+                                              " (vocab_size): it is another model's tokenizer");
+    };
+    while (expected_vocab > 0 ? static_cast<int64_t>(v.tokens.size()) < expected_vocab : r.remaining() > 0) {
+        if (r.remaining() == 0) return other_size(v.tokens.size());
+        if (!read_token(v)) break;
     }
     if (!r.ok()) return r.status();
-    // run.c stops after vocab_size tokens; bytes beyond mean the tokenizer belongs to a larger vocabulary.
-    if (r.remaining() > 0)
-        return error(StatusCode::Corrupt, path + ": " + std::to_string(r.remaining()) + " bytes after token " +
+    if (r.remaining() > 0) {
+        const uint64_t after = r.offset();
+        const uint64_t extra_bytes = r.remaining();
+        Vocabulary extra;
+        while (r.remaining() > 0 && read_token(extra)) {
+        }
+        if (r.ok()) return other_size(v.tokens.size() + extra.tokens.size());
+        // Bytes beyond the tokens that are no tokens.
+        return error(StatusCode::Corrupt, path + ": " + std::to_string(extra_bytes) + " bytes after token " +
                                               std::to_string(v.tokens.size() - 1) + " at offset " +
-                                              std::to_string(r.offset()) + ": the file holds more than the " +
+                                              std::to_string(after) + ": the file holds more than the " +
                                               std::to_string(expected_vocab) + " tokens expected");
+    }
     return v;
 }
 

@@ -127,6 +127,27 @@ std::vector<std::string> texts(const std::vector<Problem>& p) {
 
 }  // namespace
 
+std::string architecture_problem(const ModelConfig& c) {
+    const std::string arch = "architecture '" + c.architecture + "'";
+    const ArchSpec* a = find_arch(c.architecture);
+    if (a == nullptr) {
+        if (const UnsupportedArch* u = find_unsupported_arch(c.architecture))
+            return arch + " needs " + std::string(u->missing) + ", which gkq does not run (" + arch_names_list() +
+                   " run)";
+        return arch + " is not supported (" + arch_names_list() + " are)";
+    }
+    // The block features of every row are computed (gkq/arch.h BlockFlags); these come from a config.
+    std::string missing;
+    auto lacks = [&](bool has, const std::string& what) {
+        if (has && missing.empty()) missing = what;
+    };
+    lacks(c.n_experts > 0, "a mixture-of-experts feed-forward (" + std::to_string(c.n_experts) + " experts)");
+    lacks(c.rope_scaling == RopeScaling::Unsupported, "its rope scaling type (gkq computes linear and llama3)");
+    lacks(c.sliding_window > 0 && !a->block.sliding_window, "a sliding attention window");
+    if (missing.empty()) return {};
+    return arch + " needs " + missing + ", which gkq does not run";
+}
+
 std::vector<std::string> config_problems(const ModelConfig& config) {
     return texts(config_issues(config));
 }

@@ -102,8 +102,7 @@ Result<GenerateStats> generate(Transformer& model, const Tokenizer& tokenizer, S
     if (steps <= 0 || steps > model.n_context()) steps = model.n_context();
     const auto n_prompt = static_cast<int64_t>(tokens.size());
     const int32_t bos = tokenizer.bos_id();
-    const int32_t eos = tokenizer.eos_id();
-    auto ends = [&](int32_t t) { return t == bos || (options.stop_at_eos && t == eos && eos >= 0); };
+    auto ends = [&](int32_t t) { return t == bos || (options.stop_at_eog && tokenizer.is_eog(t)); };
 
     // the prompt, as one batch (run.c feeds it one position at a time: same logits)
     const int64_t n_feed = std::min(n_prompt, steps);

@@ -144,6 +144,7 @@ Result<Tokenizer> Tokenizer::from_vocabulary(const Vocabulary& v, const std::str
         t.m_user_defined.assign(n, 0);
     }
     if (Status s = t.build(); !s) return s.with_context(label);
+    t.find_end_tokens(v.tokens, -1);
     return t;
 }
 

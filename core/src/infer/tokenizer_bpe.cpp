@@ -427,7 +427,6 @@ Result<Tokenizer> BpeBuilder::build(BpeSpec spec, const std::string& label) {
     auto in_range = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < n ? id : -1; };
     t.m_bos_id = in_range(spec.bos_id);
     t.m_eos_id = in_range(spec.eos_id);
-    t.m_eot_id = in_range(spec.eot_id);
     t.m_pad_id = in_range(spec.pad_id);
     t.m_unk_id = in_range(spec.unk_id);
     for (size_t i = 0; i < n; ++i) {
@@ -446,6 +445,7 @@ Result<Tokenizer> BpeBuilder::build(BpeSpec spec, const std::string& label) {
         return t.m_pieces[static_cast<size_t>(a)].size() > t.m_pieces[static_cast<size_t>(b)].size();
     });
     t.m_bpe = std::move(model);
+    t.find_end_tokens(spec.tokens, in_range(spec.eot_id));
     return t;
 }
 

@@ -250,7 +250,7 @@ Result<Tokenizer> Tokenizer::from_metadata(const Metadata& meta, const Vocabular
     if (vocab.model != "gpt2") {
         auto t = from_vocabulary(vocab, label);
         if (!t) return t.status();
-        t->m_eot_id = eot;
+        if (eot >= 0) t->find_end_tokens(vocab.tokens, eot);
         t->m_pad_id = pad;
         if (unk >= 0) t->m_unk_id = unk;
         if (Status s = meta_flag(meta, "tokenizer.ggml.add_bos_token", label, t->m_add_bos); !s) return s;

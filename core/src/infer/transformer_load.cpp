@@ -30,24 +30,11 @@ std::string weight_label(TensorRole role, int32_t layer) {
     return gguf_name(role, layer);
 }
 
-// The architectures of the table whose block features this forward pass computes: llama's blocks (RMSNorm, SiLU),
-// q/k/v biases, per-head q/k norms, a sliding window, Gemma's blocks (every BlockFlags feature); rope unscaled,
-// linear or Llama 3.
+// The architectures of the table whose block features this forward pass computes (every BlockFlags feature), with
+// rope unscaled, linear or Llama 3: the one check, gkq/model_check.h.
 Status check_architecture(const ModelConfig& c) {
-    const ArchSpec* a = find_arch(c.architecture);
-    if (a == nullptr)
-        return error(StatusCode::Unsupported, "transformer: architecture '" + c.architecture + "' is not supported (" +
-                                                  arch_names_list() + " are)");
-    const BlockFlags& b = a->block;
-    std::string missing;
-    auto lacks = [&](bool has, const char* what) {
-        if (has && missing.empty()) missing = what;
-    };
-    lacks(c.rope_scaling == RopeScaling::Unsupported, "its rope scaling type (gkq computes linear and llama3)");
-    lacks(c.sliding_window > 0 && !b.sliding_window, "a sliding attention window");
-    if (!missing.empty())
-        return error(StatusCode::Unsupported, "transformer: architecture '" + c.architecture + "' needs " + missing +
-                                                  ", which gkq does not run");
+    const std::string problem = architecture_problem(c);
+    if (!problem.empty()) return error(StatusCode::Unsupported, "transformer: " + problem);
     return Status::ok();
 }
 

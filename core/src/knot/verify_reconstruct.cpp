@@ -46,7 +46,8 @@ std::vector<std::string> model_identity_keys(const ModelConfig& config) {
             case HParam::FinalSoftcap:
             case HParam::QueryPreAttnScalar:
             case HParam::PartialRotary:
-            case HParam::RopeDims: break;  // the same shapes either way (the last two: read only, to refuse them)
+            case HParam::RopeDims:
+            case HParam::Experts: break;  // the same shapes either way (the last three: read only, to refuse them)
             default: keys.emplace_back(k.key);
         }
     return keys;

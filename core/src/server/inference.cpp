@@ -113,6 +113,9 @@ Status InferenceEngine::load() {
     m_model_config = m_weights->config();
     // A model with its own classifier uses it whatever the header says (as Transformer::load does).
     m_model_config.shared_classifier = m_weights->index_of(TensorRole::Output, -1) < 0;
+    // An architecture the forward pass cannot compute, named with what it lacks before its tensors are listed.
+    if (const std::string problem = architecture_problem(m_model_config); !problem.empty())
+        return error(StatusCode::Unsupported, m_weights->label() + ": " + problem);
     {
         std::vector<TensorInfo> shapes;
         for (size_t i = 0; i < m_weights->n_tensors(); ++i) shapes.push_back(m_weights->tensor_info(i));

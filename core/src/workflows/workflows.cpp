@@ -2,6 +2,7 @@
 // computed once for any number of candidates) and the saturation profile of a calibration text.
 #include "gkq/workflows.h"
 
+#include "gkq/model_check.h"
 #include "gkq/model_file.h"
 #include "gkq/transformer.h"
 
@@ -163,13 +164,24 @@ EvalText make_eval_text(const Tokenizer& tokenizer, std::string_view text, EvalP
 
 // ---- evaluation ---------------------------------------------------------------------------------------------------
 
-Result<RunnableModel> open_model_to_run(const std::string& path, const TransformerOptions& options) {
+Result<RunnableModel> open_model_to_run(const std::string& path, const TransformerOptions& options,
+                                        const TokenizerChoice* tokenizer) {
     auto opened = open_weights(path);
     if (!opened) return opened.status();
     std::shared_ptr<Weights> weights = std::move(*opened);
+    // An architecture the forward pass cannot compute is refused first, naming what it lacks.
+    if (const std::string problem = architecture_problem(weights->config()); !problem.empty())
+        return error(StatusCode::Unsupported, weights->label() + ": " + problem);
+    std::optional<Tokenizer> tok;
+    if (tokenizer != nullptr) {  // from the header: nothing of the weights read yet
+        auto chosen = choose_tokenizer(path, weights->vocabulary(), weights->config().vocab_size, *tokenizer);
+        if (!chosen) return chosen.status();
+        tok.emplace(std::move(*chosen));
+    }
     auto t = Transformer::load(std::shared_ptr<const Weights>(weights), options);  // a model file stays mapped
     if (!t) return t.status();
     RunnableModel m;
+    m.tokenizer = std::move(tok);
     m.path = path;
     m.from_knot = weights->kind() != "model-file";
     m.config = t->config();
@@ -182,13 +194,14 @@ Result<RunnableModel> open_model_to_run(const std::string& path, const Transform
 namespace {
 
 // Evaluations run 64 positions per forward_batch block.
-Result<RunnableModel> open_runnable(const std::string& path, const EvalRequest& request) {
+Result<RunnableModel> open_runnable(const std::string& path, const EvalRequest& request,
+                                    const TokenizerChoice* tokenizer = nullptr) {
     TransformerOptions options;
     options.n_threads = request.n_threads;
     options.q8_activations = request.q8_activations;
     options.release_mapped = true;  // one block of a mapped model resident at a time
     options.max_batch = 64;
-    return open_model_to_run(path, options);
+    return open_model_to_run(path, options, tokenizer);
 }
 
 }  // namespace
@@ -238,10 +251,9 @@ Result<EvalSession> EvalSession::open(const EvalRequest& request) {
     }
     auto text = read_eval_text(request.text_path);
     if (!text) return text.status();
-    auto base = open_runnable(state->request.base, request);
+    auto base = open_runnable(state->request.base, request, &request.tokenizer);
     if (!base) return base.status();
-    auto tokenizer = choose_tokenizer(base->path, base->vocab, base->config.vocab_size, request.tokenizer);
-    if (!tokenizer) return tokenizer.status();
+    const Tokenizer* tokenizer = &*base->tokenizer;
     state->protocol.per_document = request.per_document;
     state->protocol.separators = request.doc_separator.empty() ? default_doc_separators(*tokenizer)
                                                                : std::vector<std::string>{request.doc_separator};
