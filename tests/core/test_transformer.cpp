@@ -710,24 +710,25 @@ private slots:
         QVERIFY(!bad_config);
         QCOMPARE(QString::fromStdString(bad_config.message()),
                  QString("transformer: dim 64 is not a multiple of n_heads 5"));
+        // refused as unsupported, with exactly this message
+        auto refused = [&](const ModelConfig& c, const QString& message) {
+            auto r = Transformer::load(c, source_of(m));
+            QVERIFY(!r);
+            QCOMPARE(r.status().code(), StatusCode::Unsupported);
+            QCOMPARE(QString::fromStdString(r.message()), message);
+        };
         ModelConfig unknown = m.config;
         unknown.architecture = "foo";
-        auto bad_arch = Transformer::load(unknown, source_of(m));
-        QVERIFY(!bad_arch);
-        QCOMPARE(bad_arch.status().code(), StatusCode::Unsupported);
-        QCOMPARE(QString::fromStdString(bad_arch.message()),
-                 QString("transformer: architecture 'foo' is not supported (llama, mistral, qwen2, qwen3, gemma2, "
-                         "gemma3 and phi3 are)"));
+        refused(unknown,
+                "transformer: architecture 'foo' is not supported (llama, mistral, qwen2, qwen3, gemma2, "
+                "gemma3 and phi3 are)");
         // an architecture llama.cpp runs and gkq does not: named with what it lacks
         ModelConfig mixtral = m.config;
         mixtral.architecture = "mixtral";
-        auto moe = Transformer::load(mixtral, source_of(m));
-        QVERIFY(!moe);
-        QCOMPARE(moe.status().code(), StatusCode::Unsupported);
-        QCOMPARE(QString::fromStdString(moe.message()),
-                 QString("transformer: architecture 'mixtral' needs a mixture-of-experts feed-forward (a router and "
-                         "experts), which gkq does not run (llama, mistral, qwen2, qwen3, gemma2, gemma3 and phi3 "
-                         "run)"));
+        refused(mixtral,
+                "transformer: architecture 'mixtral' needs a mixture-of-experts feed-forward (a router and "
+                "experts), which gkq does not run (llama, mistral, qwen2, qwen3, gemma2, gemma3 and phi3 "
+                "run)");
         ModelConfig experts = m.config;  // Mixtral's GGUF: architecture llama with llama.expert_count
         experts.n_experts = 8;
         auto llama_moe = Transformer::load(experts, source_of(m));

@@ -145,14 +145,18 @@ int64_t grouped_rows(const StoredRows& w, int64_t rows) {
     return w.grouped ? rows - rows % kRowGroup : 0;
 }
 
+// Where code byte o (0 <= o < half a block) of row i lies among a grouped block's codes (kernels.h: kRowGroup).
+int64_t grouped_code_offset(int64_t o, int64_t i) {
+    return o * kRowGroup + i * kGroupChunkRowBytes;
+}
+
 // Row i of the group at g (a grouped Q4_0 matrix): its block b, as row-major bytes, into dst.
 void q4_0_group_block(const uint8_t* g, int64_t b, int64_t i, uint8_t* dst) {
     const uint8_t* p = g + static_cast<uint64_t>(b) * kRowGroup * GKQ_Q4_0_BLOCK_BYTES;
     std::memcpy(dst, p + GKQ_BLOCK_SCALE_BYTES * i, GKQ_BLOCK_SCALE_BYTES);
     const uint8_t* codes = p + GKQ_BLOCK_SCALE_BYTES * kRowGroup;
     for (int64_t o = 0; o < GKQ_Q4_0_BLOCK_ELEMENTS / 2; o += kGroupChunkRowBytes)
-        std::memcpy(dst + GKQ_BLOCK_SCALE_BYTES + o, codes + o * kRowGroup + i * kGroupChunkRowBytes,
-                    kGroupChunkRowBytes);
+        std::memcpy(dst + GKQ_BLOCK_SCALE_BYTES + o, codes + grouped_code_offset(o, i), kGroupChunkRowBytes);
 }
 
 // Rows [r0, r1) of a product with float32 activations: grouped rows gathered, a group at a time, into row-major
@@ -364,7 +368,7 @@ void group_rows(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, int6
                     s + static_cast<uint64_t>(i) * row_bytes + static_cast<uint64_t>(b) * GKQ_Q4_0_BLOCK_BYTES;
                 std::memcpy(p + GKQ_BLOCK_SCALE_BYTES * i, block, GKQ_BLOCK_SCALE_BYTES);
                 for (int64_t o = 0; o < GKQ_Q4_0_BLOCK_ELEMENTS / 2; o += kGroupChunkRowBytes)
-                    std::memcpy(codes + o * kRowGroup + i * kGroupChunkRowBytes, block + GKQ_BLOCK_SCALE_BYTES + o,
+                    std::memcpy(codes + grouped_code_offset(o, i), block + GKQ_BLOCK_SCALE_BYTES + o,
                                 kGroupChunkRowBytes);
             }
         }
