@@ -21,7 +21,8 @@
 # Per model: the F32 GGUF (`gkq export MODEL --dense f32`, the weights exactly as stored) is the base of both tools.
 # llama-quantize makes Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_NL from it, without and with an importance
 # matrix that llama-imatrix computed from the calibration text; gkq makes the same types with `gkq export --type`
-# (which takes no importance matrix), its knot presets (q8_0 q4_0 lowrank-q4 svd-energy paper q4_k_m q2_k),
+# (which takes no importance matrix), its knot presets (q8_0 q4_0 lowrank-q4 svd-energy paper q4_k_m q2_k, and
+# svd-plain beside svd-llm with gkq imatrix's Gram matrices: the same rank, 20 % fewer parameters),
 # q4_0 / lowrank-q4 / q4_k_m / q2_k with `quantize --imatrix` on either tool's imatrix file of the same text, and
 # `quantize --target-bpw` at the bits per weight of llama-quantize's Q4_K_M and Q2_K files with an imatrix (less 0.1
 # for the knot's headers), with gkq imatrix's file. Every GGUF is measured by
@@ -208,7 +209,7 @@ for m in "${all_models[@]}"; do
     run "$d/llama-imatrix.log" llama llama-imatrix -m "$f32" -f "$d/calib.txt" -c "$ctx" -b "$ctx" --no-ppl \
         "${LL[@]}" -o "$d/llama.imatrix.gguf"
     run "$d/gkq-imatrix.log" "$gkq" imatrix "$model" --text "$d/calib.txt" --ctx "$ctx" --tokenizer "$tok" \
-        --threads "$threads" -o "$d/gkq.imatrix.gguf"
+        --threads "$threads" -o "$d/gkq.imatrix.gguf" --gram "$d/gkq.gram.gguf"
     # same token stream? (llama-tokenize adds BOS as llama-perplexity does; gkq tokenize too)
     same_tokens="not checked (no llama-tokenize)"
     if [[ -x "$llama_bin/llama-tokenize" ]]; then
@@ -252,6 +253,9 @@ for m in "${all_models[@]}"; do
     for p in $KNOT_PRESETS; do knots+=("$p|$p||"); done
     for p in $IMATRIX_PRESETS; do knots+=("$p + gkq imatrix|$p|$d/gkq.imatrix.gguf|gi"); done
     for p in $IMATRIX_PRESETS; do knots+=("$p + llama-imatrix file|$p|$d/llama.imatrix.gguf|li"); done
+    # spectral compression done plainly and as the data sees it, at the same rank (a 20 % parameter reduction)
+    knots+=("svd-plain (20 % fewer parameters)|svd-plain||")
+    knots+=("svd-llm (20 % fewer, whitened) + gkq gram|svd-llm||gram|--gram $d/gkq.gram.gguf")
     for t in $TARGET_BPW_AT; do
         lt="$(tr 'A-Z' 'a-z' <<< "$t")"
         b="$(awk -v s="$(stat -c %s "$d/lqi-$lt.gguf")" -v n="$n_params" -v m="$TARGET_BPW_MARGIN" \
@@ -333,6 +337,10 @@ for m in "${all_models[@]}"; do
                     (rg <= 0.7 && rl <= 0.7) ? "yes" : "no"
             }' "$d/rows.tsv"
     done
+    awk -F'\t' '$1 ~ /^gkq knot svd-plain/ { p = $6; pl = $5 } $1 ~ /^gkq knot svd-llm/ { w = $6; wl = $5 }
+        END { if (p > 0 && w > 0 && pl > 0)
+                  printf "\nWhitened vs plain SVD at the same rank (20 %% fewer parameters): mean KLD %.5f vs %.5f by gkq eval (%.3fx), %.5f vs %.5f by llama.cpp (%.3fx).\n", w, p, w / p, wl, pl, wl / pl }' \
+        "$d/rows.tsv"
     awk -F'\t' '$1 !~ /q8_0|Q8_0|Q6_K|q6_k/ && $5 > 0 { n++; r = $6 / $5; if (r >= 0.95 && r <= 1.05) k++; if (r < lo || !lo) lo = r; if (r > hi) hi = r }
         END { printf "\nSame file, both tools: %d of %d files other than the Q8_0 and Q6_K ones have gkq / llama.cpp mean KLD within 5 %% (range %.3f .. %.3f).\n", k, n, lo, hi }' \
         "$d/rows.tsv"

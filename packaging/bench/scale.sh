@@ -20,8 +20,9 @@
 #   --eval-bytes B   bytes of text for the eval step (default 4096; the synthetic vocabulary spells it in byte tokens,
 #                    so B bytes are about B tokens, each run through both models)
 #   --model DIR      measure this bf16 checkpoint (made by `gkq synth --like NAME --dtype bf16`) instead of writing one
-#   --steps LIST     comma-separated steps to run (default all): inspect, analyze, quantize, generate-model,
-#                    generate-knot, eval, serve, llama (generate-knot, eval and serve need quantize's knot)
+#   --steps LIST     comma-separated steps to run (default all): inspect, analyze, quantize, quantize-k,
+#                    generate-model, generate-knot, eval, serve, llama (generate-knot, eval and serve need quantize's
+#                    knot; quantize-k is gkq's q4_k_m preset, and llama-quantize's Q4_K_M where llama is a step too)
 #
 # Prints a Markdown table to stdout and the load average before and after. The machine is noisy: quote medians.
 set -euo pipefail
@@ -38,9 +39,9 @@ threads="$(nproc)"
 serve_cache_mb=4096
 eval_bytes=4096
 model=""
-steps="inspect,analyze,quantize,generate-model,generate-knot,eval,serve,llama"
+steps="inspect,analyze,quantize,quantize-k,generate-model,generate-knot,eval,serve,llama"
 
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --gkq) gkq="$2"; shift 2 ;;
@@ -66,7 +67,7 @@ done
 [ "$runs" -ge 1 ] || { echo "scale.sh: --runs must be at least 1" >&2; exit 2; }
 for step in ${steps//,/ }; do
     case "$step" in
-        inspect|analyze|quantize|generate-model|generate-knot|eval|serve|llama) ;;
+        inspect|analyze|quantize|quantize-k|generate-model|generate-knot|eval|serve|llama) ;;
         *) echo "scale.sh: --steps: unknown step '$step' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -150,6 +151,8 @@ want analyze && measure "gkq analyze --topk 64" "$gkq" analyze "$work/model" --t
     --json -o "$work/analyze.json"
 want quantize && measure "gkq quantize --preset q4_0" "$gkq" quantize "$work/model" --preset q4_0 --threads "$threads" \
     -o "$work/q4_0.knot"
+want quantize-k && measure "gkq quantize --preset q4_k_m" "$gkq" quantize "$work/model" --preset q4_k_m \
+    --threads "$threads" -o "$work/q4_k_m.knot"
 want generate-model &&
     measure "gkq generate (bf16 model, 64 tokens)" "$gkq" generate "$work/model" -n 64 --temp 0 --threads "$threads"
 want generate-knot &&
@@ -204,6 +207,10 @@ elif [ -n "$llama_bin" ]; then
     if "$gkq" export --help >/dev/null 2>&1; then
         "$gkq" export "$work/model" -o "$work/model-bf16.gguf" --keep >/dev/null
         measure "llama-quantize Q4_0" "$llama_bin/llama-quantize" "$work/model-bf16.gguf" "$work/model-q4_0.gguf" Q4_0 "$threads"
+        if want quantize-k; then
+            measure "llama-quantize Q4_K_M" "$llama_bin/llama-quantize" "$work/model-bf16.gguf" "$work/model-q4_k_m.gguf" \
+                Q4_K_M "$threads"
+        fi
         measure "llama-bench -n 64 (Q4_0)" "$llama_bin/llama-bench" -m "$work/model-q4_0.gguf" -p 0 -n 64 -t "$threads" -r 1
         measure "llama-bench -n 64 (bf16)" "$llama_bin/llama-bench" -m "$work/model-bf16.gguf" -p 0 -n 64 -t "$threads" -r 1
     else
