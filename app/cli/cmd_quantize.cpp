@@ -12,6 +12,7 @@
 #include "gkq/quantize_fields.h"
 #include "gkq/rknot.h"
 #include "gkq/tokenizer.h"
+#include "gkq/workflows.h"
 
 #include <nlohmann/json.hpp>
 
@@ -125,12 +126,15 @@ nlohmann::json plan_json(const BpwPlan& plan) {
                            {"role", std::string(role_name(t.role))},
                            {"layer", t.layer},
                            {"chosen", std::string(method_name(t.candidates[t.chosen].method))},
+                           {"probe_kld", t.probe_kld},
+                           {"sensitivity", t.sensitivity},
                            {"candidates", std::move(cands)}});
     }
     return {{"target_bpw", plan.target_bpw},
             {"planned_payload_bpw", plan.planned_bpw},
             {"lowest_payload_bpw", plan.lowest_bpw},
             {"error", plan.weighted ? "sum_j imatrix_j * sum_i (W - W')_ij^2" : "sum_ij (W - W')_ij^2"},
+            {"output_measured", plan.output_measured},
             {"tensors", std::move(tensors)}};
 }
 
@@ -139,6 +143,8 @@ void print_plan(const BpwPlan& plan) {
                 plan.target_bpw, plan.planned_bpw, plan.lowest_bpw,
                 plan.weighted ? "weighted by the importance matrix (squared output error, diagonal)"
                               : "unweighted (squared Frobenius; pass --imatrix to weight them by the activations)");
+    if (plan.output_measured)
+        std::printf("         each projection's errors scaled by its measured output KLD (--sensitivity-text)\n");
     std::map<std::string, int> count;
     for (const BpwPlanTensor& t : plan.tensors) ++count[std::string(method_name(t.candidates[t.chosen].method))];
     std::printf("chosen  ");
@@ -301,8 +307,8 @@ std::string presets_help() {
 }  // namespace
 
 int cmd_quantize(int argc, char** argv) {
-    std::string model_path, out_path, preset, shard, tokenizer, tuning, imatrix_path, gram_path;
-    int64_t threads = 0;
+    std::string model_path, out_path, preset, shard, tokenizer, tuning, imatrix_path, gram_path, sensitivity_text;
+    int64_t threads = 0, sensitivity_tokens = 0, sensitivity_ctx = 0;
     double target_bpw = 0.0;
     bool json = false, no_tokenizer = false, allow_requantize = false, force = false;
     std::string names;
@@ -359,6 +365,18 @@ int cmd_quantize(int argc, char** argv) {
                     "fits B bits per weight; token_embd Q4_K, output Q6_K, norms f32 (llama-quantize's fallbacks). "
                     "The base preset is q4_k_m (or --preset, a k-quant mixture, q8_0 or q4_0); not with --tuning",
                     &target_bpw, 0.0, 32.0);
+    p.option("--sensitivity-text", "FILE",
+             "with --target-bpw: measure each projection's effect on the output instead of trusting its weight error "
+             "alone: the model runs over FILE once, then once more per projection with that projection alone at its "
+             "cheapest type; the mean KLD against the first run, divided by that type's error, scales the "
+             "projection's errors before the greedy choice (so matrices whose errors later layers amplify are "
+             "upgraded first). Costs one model load and one pass over FILE per projection",
+             &sensitivity_text);
+    p.option_int("--sensitivity-tokens", "N", "score only the first N tokens of --sensitivity-text (0: all)",
+                 &sensitivity_tokens, 0, int64_t{1} << 30);
+    p.option_int("--sensitivity-ctx", "N",
+                 "positions per window for --sensitivity-text, as gkq eval --ctx (0: eval's default)", &sensitivity_ctx,
+                 0, int64_t{1} << 20);
     p.option_int("--threads", "N", "worker threads (0: one per CPU)", &threads, 0, 4096);
     p.flag("--allow-requantize",
            "encode tensors that are already block-quantized (q8_0, q4_0, q8_g) although that adds a second rounding "
@@ -388,6 +406,8 @@ int cmd_quantize(int argc, char** argv) {
     if (out_path.empty()) return usage_error("missing -o OUT.knot");
     if (no_tokenizer && p.given("--tokenizer")) return usage_error("--tokenizer and --no-tokenizer exclude each other");
     const bool targeted = p.given("--target-bpw");
+    if (!targeted && (!sensitivity_text.empty() || p.given("--sensitivity-tokens") || p.given("--sensitivity-ctx")))
+        return usage_error("--sensitivity-text, --sensitivity-tokens and --sensitivity-ctx go with --target-bpw");
     if (targeted) {
         if (!tuning.empty()) return usage_error("--target-bpw and --tuning exclude each other");
         if (options.global.method) return usage_error("--target-bpw chooses the methods: it excludes --method");
@@ -493,8 +513,25 @@ int cmd_quantize(int argc, char** argv) {
     if (targeted) {
         Result<BpwPlan> planned = error(StatusCode::Internal, "not run");
         {
+            BpwOutputProbe probe;
+            if (!sensitivity_text.empty()) {
+                OutputProbeRequest pr;
+                pr.text_path = sensitivity_text;
+                pr.tokenizer.given = tokenizer;
+                pr.tokenizer.hint = "pass --tokenizer FILE";
+                pr.windows.n_ctx = sensitivity_ctx;
+                pr.n_threads = static_cast<int>(threads);
+                pr.max_tokens = sensitivity_tokens;
+                ProgressBar base_bar("sensitivity base");
+                auto made = make_output_probe(*model, pr, base_bar.callback());
+                if (!made) {
+                    std::fprintf(stderr, "gkq quantize: %s\n", made.message().c_str());
+                    return exit_code(made.status());
+                }
+                probe = std::move(made).value();
+            }
             ProgressBar bar("measure");
-            planned = plan_target_bpw(*model, target_bpw, options.importance, options.n_threads, bar.callback());
+            planned = plan_target_bpw(*model, target_bpw, options.importance, options.n_threads, bar.callback(), probe);
         }
         if (!planned) {
             std::fprintf(stderr, "gkq quantize: %s\n", planned.message().c_str());

@@ -25,7 +25,8 @@
 # svd-plain beside svd-llm with gkq imatrix's Gram matrices: the same rank, 20 % fewer parameters),
 # q4_0 / lowrank-q4 / q4_k_m / q2_k with `quantize --imatrix` on either tool's imatrix file of the same text, and
 # `quantize --target-bpw` at the bits per weight of llama-quantize's Q4_K_M and Q2_K files with an imatrix (less 0.1
-# for the knot's headers), with gkq imatrix's file. Every GGUF is measured by
+# for the knot's headers), with gkq imatrix's file, without and with `--sensitivity-text` (each projection's effect on
+# the output measured on the calibration text). Every GGUF is measured by
 # `llama-perplexity --kl-divergence` (base log-probabilities from the F32 GGUF, --kl-divergence-base) and by
 # `gkq eval --base MODEL --candidate FILE` on the same held-out text and context; a knot is measured by gkq eval as
 # the knot, and by llama-perplexity as its `gkq export --dense f32` GGUF (the knot's decoded values, exactly).
@@ -250,6 +251,7 @@ for m in "${all_models[@]}"; do
     done
     log "$name: gkq export --type done"
     knots=()
+    skipped=()
     for p in $KNOT_PRESETS; do knots+=("$p|$p||"); done
     for p in $IMATRIX_PRESETS; do knots+=("$p + gkq imatrix|$p|$d/gkq.imatrix.gguf|gi"); done
     for p in $IMATRIX_PRESETS; do knots+=("$p + llama-imatrix file|$p|$d/llama.imatrix.gguf|li"); done
@@ -261,6 +263,8 @@ for m in "${all_models[@]}"; do
         b="$(awk -v s="$(stat -c %s "$d/lqi-$lt.gguf")" -v n="$n_params" -v m="$TARGET_BPW_MARGIN" \
             'BEGIN { printf "%.3f", 8 * s / n - m }')"
         knots+=("target-bpw $b (at $t + imatrix) + gkq imatrix|q4_k_m|$d/gkq.imatrix.gguf|tb-$lt|--target-bpw $b")
+        # the same budget with each projection's effect on the output measured on the calibration text
+        knots+=("target-bpw $b (at $t + imatrix) + gkq imatrix + output sensitivities|q4_k_m|$d/gkq.imatrix.gguf|tbs-$lt|--target-bpw $b --sensitivity-text $d/calib.txt --sensitivity-ctx $ctx")
     done
     for k in "${knots[@]}"; do
         IFS='|' read -r label p im tag extra <<< "$k"
@@ -269,8 +273,18 @@ for m in "${all_models[@]}"; do
         [[ -n "$im" ]] && im_args=(--imatrix "$im")
         # shellcheck disable=SC2206 # the extra arguments are words
         [[ -n "$extra" ]] && im_args+=($extra)
-        run "${kn%.knot}.quantize.log" "$gkq" quantize "$model" -o "$kn" --preset "$p" --tokenizer "$tok" \
-            --threads "$threads" "${im_args[@]}"
+        if [[ $tag == tb-* || $tag == tbs-* ]]; then
+            # a budget below what the cheapest types need is refused by gkq: a row that says so, not the end of the run
+            if ! "$gkq" quantize "$model" -o "$kn" --preset "$p" --tokenizer "$tok" --threads "$threads" \
+                "${im_args[@]}" > "${kn%.knot}.quantize.log" 2>&1; then
+                skipped+=("gkq knot $label: $(grep -v '^imatrix:' "${kn%.knot}.quantize.log" | tail -n 1)")
+                log "$name: knot $label refused by gkq (see the table's notes)"
+                continue
+            fi
+        else
+            run "${kn%.knot}.quantize.log" "$gkq" quantize "$model" -o "$kn" --preset "$p" --tokenizer "$tok" \
+                --threads "$threads" "${im_args[@]}"
+        fi
         run "${kn%.knot}.export.log" "$gkq" export "$kn" --dense f32 -o "${kn%.knot}.gguf"
         "$gkq" inspect "$kn" --json > "${kn%.knot}.inspect.json"
         bytes="$(jq '.file_bytes' "${kn%.knot}.inspect.json")"
@@ -318,6 +332,11 @@ for m in "${all_models[@]}"; do
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     printf '%s\n' "${table[@]}"
     echo
+    if [[ ${#skipped[@]} -gt 0 ]]; then
+        echo "Not made:"
+        printf -- '- %s\n' "${skipped[@]}"
+        echo
+    fi
     echo "Targets (bpw of a knot: in memory, payloads inflated; KLD ratios by each tool, gkq eval's first):"
     echo
     echo "| target | llama.cpp reference: bpw, KLD llama.cpp / gkq | gkq's lowest KLD at or below that bpw | bpw | KLD llama.cpp / gkq | ratio by gkq eval / by llama.cpp | met (<= 0.7) |"

@@ -18,6 +18,7 @@
 #include "gkq/transformer.h"
 #include "gkq/type_traits.h"
 #include "gkq/weights.h"
+#include "gkq/workflows.h"
 
 #include <QtTest/QtTest>
 
@@ -266,6 +267,81 @@ private slots:
                 const BpwPlanTensor& t = plan->tensors[k];
                 QCOMPARE(report->tensors[t.source_index].codec.method, t.candidates[t.chosen].method);
             }
+        }
+    }
+
+    // The matrices --target-bpw does not search take the q4_k_m preset's (llama-quantize's) types: output Q6_K and
+    // token_embd Q4_K, or, where the model ties them (k64: no output matrix), token_embd the output's type.
+    void targetBpwFixedTypesAreTheMixtures() {
+        for (const MixModel& mm : mix_models()) {
+            test::TempDir dir;
+            auto file = ModelFile::open(write_model(mm, dir.file("model.gguf")));
+            QVERIFY(static_cast<bool>(file));
+            auto plan = plan_target_bpw(*file, 8.0, {}, 1);
+            QVERIFY2(static_cast<bool>(plan), plan.message().c_str());
+            QuantizeOptions o;
+            o.preset = "q4_k_m";
+            o.n_threads = 1;
+            auto report = quantize_model(*file, o, dir.file("model.knot"));
+            QVERIFY2(static_cast<bool>(report), report.message().c_str());
+            int fixed = 0;
+            for (const BpwPlanTensor& t : plan->tensors) {
+                if (t.candidates.size() != 1) continue;
+                ++fixed;
+                QVERIFY2(
+                    t.candidates[0].method == report->tensors[t.source_index].codec.method,
+                    (std::string(mm.name) + " " + t.name + ": " + std::string(method_name(t.candidates[0].method)) +
+                     " vs the preset's " + std::string(method_name(report->tensors[t.source_index].codec.method)))
+                        .c_str());
+            }
+            QCOMPARE(fixed, mm.config.shared_classifier ? 1 : 2);
+        }
+    }
+
+    // The output probe runs the model with one matrix replaced: the matrix's own values cost nothing, a larger
+    // perturbation costs more, and --target-bpw with the probe records each projection's measured KLD.
+    void outputProbeMeasuresTheReplacedModel() {
+        const MixModel mm = mix_models()[1];
+        test::TempDir dir;
+        auto file = ModelFile::open(write_model(mm, dir.file("model.gguf")));
+        QVERIFY(static_cast<bool>(file));
+        const std::string text = dir.file("calib.txt");
+        {
+            std::ofstream out(text);
+            out << "The quick brown fox jumps over the lazy dog. A probe measures what a matrix costs.";
+        }
+        OutputProbeRequest r;
+        r.text_path = text;
+        r.n_threads = 1;
+        auto probe = make_output_probe(*file, r);
+        QVERIFY2(static_cast<bool>(probe), probe.message().c_str());
+        const int64_t i = file->index_of(TensorRole::AttnV, 1);
+        QVERIFY(i >= 0);
+        auto w = file->read_f32(static_cast<size_t>(i));
+        QVERIFY(static_cast<bool>(w));
+        auto same = (*probe)(static_cast<size_t>(i), *w);
+        QVERIFY2(static_cast<bool>(same), same.message().c_str());
+        QVERIFY2(*same >= 0.0 && *same < 1e-12, std::to_string(*same).c_str());
+        double last = 0.0;
+        for (float scale : {0.05f, 0.5f}) {
+            std::vector<float> v = *w;
+            for (size_t k = 0; k < v.size(); ++k) v[k] += scale * ((k * 7919) % 13 == 0 ? 1.0f : -0.1f);
+            auto kld = (*probe)(static_cast<size_t>(i), std::move(v));
+            QVERIFY2(static_cast<bool>(kld), kld.message().c_str());
+            QVERIFY2(*kld > last, (std::to_string(*kld) + " after " + std::to_string(last)).c_str());
+            last = *kld;
+        }
+        auto wrong = (*probe)(static_cast<size_t>(i), std::vector<float>(3, 0.0f));
+        QVERIFY(!wrong);
+        QVERIFY2(wrong.message().find("attn_v") != std::string::npos, wrong.message().c_str());
+
+        auto plan = plan_target_bpw(*file, 6.0, {}, 1, {}, *probe);
+        QVERIFY2(static_cast<bool>(plan), plan.message().c_str());
+        QVERIFY(plan->output_measured);
+        for (const BpwPlanTensor& t : plan->tensors) {
+            if (t.candidates.size() < 2) continue;
+            QVERIFY2(t.probe_kld > 0.0 && std::isfinite(t.sensitivity) && t.sensitivity > 0.0, t.name.c_str());
+            QCOMPARE(t.sensitivity, t.probe_kld / t.candidates[0].error);
         }
     }
 

@@ -12,6 +12,7 @@
 #include "gkq/status.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -138,6 +139,11 @@ struct BpwPlanTensor {
     int64_t n_elements = 0;
     std::vector<BpwCandidate> candidates;  // by bits per weight, ascending; one when the type is fixed
     size_t chosen = 0;                     // index into candidates
+    // With an output probe: the model's mean KLD on the calibration text with this matrix alone at its cheapest
+    // candidate (probe_kld), and sensitivity = probe_kld / that candidate's error, the factor that turns each
+    // candidate's error into an estimate of its output KLD for the greedy choice. Without one: 0 and 1.
+    double probe_kld = 0.0;
+    double sensitivity = 1.0;
 };
 
 struct BpwPlan {
@@ -146,6 +152,7 @@ struct BpwPlan {
     double lowest_bpw = 0.0;   // the same with every searched matrix at its cheapest candidate
     int64_t n_params = 0;
     bool weighted = false;                 // errors weighted by an importance matrix
+    bool output_measured = false;          // each matrix's error scaled by its measured output sensitivity
     std::vector<BpwPlanTensor> tensors;    // the matrices, in source order (norms are f32 and not listed)
     std::vector<LayerOverride> overrides;  // the choice as QuantizeOptions::per_layer (method per layer and role)
 };
@@ -157,9 +164,17 @@ struct BpwPlan {
 // is Q4_K and output Q6_K (llama-quantize's Q4_K_M choice, with its fallbacks), norms f32, both counted in the
 // budget. `importance` as QuantizeOptions::importance (empty: unweighted). InvalidArgument when even the cheapest
 // types exceed the target, naming the lowest reachable bits per weight.
+//
+// `probe` (optional: make_output_probe in gkq/workflows.h) measures what a matrix's error costs at the output: it is
+// given a matrix's source index and the values of its cheapest candidate, and returns the model's mean KLD on a
+// calibration text with that matrix alone replaced. Each matrix's candidate errors are then scaled by
+// probe_kld / (its cheapest candidate's error) before the greedy choice, so that matrices whose errors the later
+// layers amplify are upgraded first. One model load and one pass over the text per searched projection.
+using BpwOutputProbe = std::function<Result<double>(size_t source_index, std::vector<float> values)>;
+
 Result<BpwPlan> plan_target_bpw(const Weights& model, double target_bpw,
                                 const std::vector<std::vector<float>>& importance, int n_threads,
-                                const ProgressFn& progress = {});
+                                const ProgressFn& progress = {}, const BpwOutputProbe& probe = {});
 
 // ---- merge ----------------------------------------------------------------------------------------------------
 

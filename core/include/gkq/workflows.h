@@ -13,6 +13,7 @@
 #include "gkq/evaluate.h"
 #include "gkq/metadata.h"
 #include "gkq/progress.h"
+#include "gkq/quantize.h"
 #include "gkq/saturation.h"
 #include "gkq/status.h"
 #include "gkq/tokenizer.h"
@@ -158,6 +159,23 @@ private:
 // the base's perplexity. `base_passes` (optional) receives the session's count.
 Result<std::vector<EvalRun>> evaluate_candidates(const EvalRequest& request, const std::vector<std::string>& candidates,
                                                  const ProgressFn& progress = {}, int64_t* base_passes = nullptr);
+
+// ---- output sensitivities (quantize --target-bpw --sensitivity-text) ------------------------------------------------
+
+struct OutputProbeRequest {
+    std::string text_path;  // the calibration text
+    TokenizerChoice tokenizer;
+    EvalOptions windows;     // as gkq eval's (0: its defaults)
+    int n_threads = 0;       // threads per matrix product; 0: all cores
+    int64_t max_tokens = 0;  // score only the text's first N tokens (0: all)
+};
+
+// A BpwOutputProbe over `model` (gkq/quantize.h: plan_target_bpw): the model runs over the text once and its logits
+// are kept compactly (as gkq eval keeps a base's); each call then loads the model with that one matrix replaced by
+// the given values and returns the mean KLD of its logits against the kept ones on the same windows. `model` must
+// outlive the probe.
+Result<BpwOutputProbe> make_output_probe(const Weights& model, const OutputProbeRequest& request,
+                                         const ProgressFn& progress = {});
 
 // ---- the report as JSON -------------------------------------------------------------------------------------------
 

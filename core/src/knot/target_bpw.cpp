@@ -22,7 +22,10 @@ double type_bits(DType t) {
 }
 
 // The types a matrix of rows of `cols` values is measured with: after the fallback, each once, cheapest first.
-std::vector<DType> candidate_types(TensorRole role, int64_t cols) {
+// `tied`: the model has no output matrix, so token_embd is the output too and takes its type, as llama-quantize's
+// llama_tensor_get_type gives it.
+std::vector<DType> candidate_types(TensorRole role, int64_t cols, bool tied) {
+    if (tied && role == TensorRole::TokenEmbd) role = TensorRole::Output;
     std::vector<DType> out;
     auto add = [&](DType wanted) {
         const DType t = llama_fallback_type(wanted, cols);
@@ -38,7 +41,9 @@ std::vector<DType> candidate_types(TensorRole role, int64_t cols) {
     return out;
 }
 
-Result<BpwCandidate> measure(const TensorInfo& info, const std::vector<float>& w, const float* importance, DType t) {
+// The candidate of type t for w: its bits per weight and its error; `decoded` (optional) receives its values.
+Result<BpwCandidate> measure(const TensorInfo& info, const std::vector<float>& w, const float* importance, DType t,
+                             std::vector<float>* decoded = nullptr) {
     BpwCandidate c;
     c.bits_per_weight = type_bits(t);
     if (t == DType::F16) {
@@ -65,6 +70,7 @@ Result<BpwCandidate> measure(const TensorInfo& info, const std::vector<float>& w
         err += wt * d * d;
     }
     c.error = err;
+    if (decoded != nullptr) *decoded = std::move(back).value();
     return c;
 }
 
@@ -72,7 +78,7 @@ Result<BpwCandidate> measure(const TensorInfo& info, const std::vector<float>& w
 
 Result<BpwPlan> plan_target_bpw(const Weights& model, double target_bpw,
                                 const std::vector<std::vector<float>>& importance, int n_threads,
-                                const ProgressFn& progress) {
+                                const ProgressFn& progress, const BpwOutputProbe& probe) {
     const std::string& label = model.label();
     if (!(target_bpw > 0.0 && target_bpw <= 32.0))
         return error(StatusCode::InvalidArgument, "--target-bpw " + std::to_string(target_bpw) + " is not in (0, 32]");
@@ -82,6 +88,7 @@ Result<BpwPlan> plan_target_bpw(const Weights& model, double target_bpw,
     plan.weighted = !importance.empty();
     double fixed_bits = 0.0;  // norms and other tensors that are not searched
     std::vector<size_t> matrices;
+    const bool tied = model.index_of(TensorRole::Output, -1) < 0;
     for (size_t i = 0; i < model.n_tensors(); ++i) {
         const TensorInfo& t = model.tensor_info(i);
         plan.n_params += t.n_elements();
@@ -110,7 +117,7 @@ Result<BpwPlan> plan_target_bpw(const Weights& model, double target_bpw,
             pt.role = info.role;
             pt.layer = info.layer;
             pt.n_elements = info.n_elements();
-            for (DType t : candidate_types(info.role, info.cols())) {
+            for (DType t : candidate_types(info.role, info.cols(), tied)) {
                 auto c = measure(info, *w, imp, t);
                 if (!c) return c.status().with_context(label + ": tensor '" + info.name + "'");
                 pt.candidates.push_back(*c);
@@ -125,6 +132,32 @@ Result<BpwPlan> plan_target_bpw(const Weights& model, double target_bpw,
             return Status::ok();
         });
     if (!st) return st;
+
+    // Output sensitivities: each searched matrix alone at its cheapest candidate, the model run on the probe's text.
+    if (probe) {
+        plan.output_measured = true;
+        size_t n_probed = 0, probed = 0;
+        for (const BpwPlanTensor& pt : plan.tensors) n_probed += pt.candidates.size() > 1 ? 1 : 0;
+        for (BpwPlanTensor& pt : plan.tensors) {
+            if (pt.candidates.size() < 2) continue;
+            const size_t i = pt.source_index;
+            const TensorInfo& info = model.tensor_info(i);
+            auto w = model.read_f32(i);
+            if (!w) return w.status();
+            const float* imp = i < importance.size() && !importance[i].empty() ? importance[i].data() : nullptr;
+            std::vector<float> values;
+            auto c = measure(info, *w, imp, candidate_types(info.role, info.cols(), tied).front(), &values);
+            if (!c) return c.status().with_context(label + ": tensor '" + info.name + "'");
+            std::vector<float>().swap(*w);  // the probe loads a model: hold one copy of the matrix, not two
+            auto kld = probe(i, std::move(values));
+            if (!kld) return kld.status().with_context(label + ": output probe of tensor '" + info.name + "'");
+            pt.probe_kld = std::max(0.0, *kld);
+            pt.sensitivity = c->error > 0.0 ? pt.probe_kld / c->error : 0.0;
+            if (!report_progress(progress, static_cast<double>(++probed) / static_cast<double>(n_probed),
+                                 pt.name + " (output)"))
+                return error(StatusCode::Cancelled, label + ": planning cancelled");
+        }
+    }
 
     // Every matrix at its cheapest candidate, then the best upgrade per bit while the budget holds.
     const double budget = target_bpw * static_cast<double>(plan.n_params);
@@ -148,7 +181,7 @@ Result<BpwPlan> plan_target_bpw(const Weights& model, double target_bpw,
             for (size_t c = pt.chosen + 1; c < pt.candidates.size(); ++c) {
                 const double added =
                     (pt.candidates[c].bits_per_weight - cur.bits_per_weight) * static_cast<double>(pt.n_elements);
-                const double gain = cur.error - pt.candidates[c].error;
+                const double gain = pt.sensitivity * (cur.error - pt.candidates[c].error);
                 if (added <= 0.0 || gain <= 0.0 || bits + added > budget) continue;
                 if (gain / added > best_ratio) {
                     best_ratio = gain / added;
