@@ -358,15 +358,17 @@ int cmd_quantize(int argc, char** argv) {
              "in the metric of each matrix's inputs; required by them, ignored by the others; the file's name and "
              "sha256 are recorded in the knot",
              &gram_path);
-    p.option_double("--target-bpw", "B",
-                    "mixed precision by measurement: every attention and FFN projection measured with Q2_K, Q3_K, "
-                    "Q4_K, Q5_K, Q6_K and Q8_0 (its squared error, weighted by --imatrix's column importance when "
-                    "given), then the type of each chosen greedily by error reduction per bit so that the payload "
-                    "fits B bits per weight; token_embd Q4_K, output Q6_K, norms f32 (llama-quantize's fallbacks). "
-                    "The base preset is q4_k_m (or --preset, a k-quant mixture, q8_0 or q4_0); not with --tuning",
-                    &target_bpw, 0.0, 32.0);
+    p.option_double(
+        "--target-bpw", "B",
+        "mixed precision by measurement: every attention and FFN projection measured with Q2_K, Q3_K, "
+        "Q4_K, Q5_K, Q6_K and Q8_0 (its squared error, weighted by --imatrix's column importance when "
+        "given), then the type of each chosen greedily by error reduction per bit so that the payload "
+        "fits B bits per weight; token_embd Q4_K, output Q6_K (searched too with --sensitivity-text), norms f32 "
+        "(llama-quantize's fallbacks; a tied token_embd takes the output's type). "
+        "The base preset is q4_k_m (or --preset, a k-quant mixture, q8_0 or q4_0); not with --tuning",
+        &target_bpw, 0.0, 32.0);
     p.option("--sensitivity-text", "FILE",
-             "with --target-bpw: measure each projection's effect on the output instead of trusting its weight error "
+             "with --target-bpw: measure each matrix's effect on the output instead of trusting its weight error "
              "alone: the model runs over FILE once, then once more per projection with that projection alone at its "
              "cheapest type; the mean KLD against the first run, divided by that type's error, scales the "
              "projection's errors before the greedy choice (so matrices whose errors later layers amplify are "

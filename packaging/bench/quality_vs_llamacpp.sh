@@ -25,7 +25,7 @@
 # svd-plain beside svd-llm with gkq imatrix's Gram matrices: the same rank, 20 % fewer parameters),
 # q4_0 / lowrank-q4 / q4_k_m / q2_k with `quantize --imatrix` on either tool's imatrix file of the same text, and
 # `quantize --target-bpw` at the bits per weight of llama-quantize's Q4_K_M and Q2_K files with an imatrix (less 0.1
-# for the knot's headers), with gkq imatrix's file, without and with `--sensitivity-text` (each projection's effect on
+# for the knot's headers, then once less what the first knot took above the reference), with gkq imatrix's file, without and with `--sensitivity-text` (each projection's effect on
 # the output measured on the calibration text). Every GGUF is measured by
 # `llama-perplexity --kl-divergence` (base log-probabilities from the F32 GGUF, --kl-divergence-base) and by
 # `gkq eval --base MODEL --candidate FILE` on the same held-out text and context; a knot is measured by gkq eval as
@@ -260,28 +260,45 @@ for m in "${all_models[@]}"; do
     knots+=("svd-llm (20 % fewer, whitened) + gkq gram|svd-llm||gram|--gram $d/gkq.gram.gguf")
     for t in $TARGET_BPW_AT; do
         lt="$(tr 'A-Z' 'a-z' <<< "$t")"
-        b="$(awk -v s="$(stat -c %s "$d/lqi-$lt.gguf")" -v n="$n_params" -v m="$TARGET_BPW_MARGIN" \
-            'BEGIN { printf "%.3f", 8 * s / n - m }')"
-        knots+=("target-bpw $b (at $t + imatrix) + gkq imatrix|q4_k_m|$d/gkq.imatrix.gguf|tb-$lt|--target-bpw $b")
-        # the same budget with each projection's effect on the output measured on the calibration text
-        knots+=("target-bpw $b (at $t + imatrix) + gkq imatrix + output sensitivities|q4_k_m|$d/gkq.imatrix.gguf|tbs-$lt|--target-bpw $b --sensitivity-text $d/calib.txt --sensitivity-ctx $ctx")
+        ref="$(awk -v s="$(stat -c %s "$d/lqi-$lt.gguf")" -v n="$n_params" 'BEGIN { printf "%.4f", 8 * s / n }')"
+        # @B@: the budget, first the reference's bpw less TARGET_BPW_MARGIN, then (once) lowered by what the knot's
+        # headers and tokenizer took above the reference on the first try
+        knots+=("target-bpw @B@ (at $t + imatrix) + gkq imatrix|q4_k_m|$d/gkq.imatrix.gguf|tb-$lt|--target-bpw @B@|$ref")
+        # the same budget with each matrix's effect on the output measured on the calibration text
+        knots+=("target-bpw @B@ (at $t + imatrix) + gkq imatrix + output sensitivities|q4_k_m|$d/gkq.imatrix.gguf|tbs-$lt|--target-bpw @B@ --sensitivity-text $d/calib.txt --sensitivity-ctx $ctx|$ref")
     done
     for k in "${knots[@]}"; do
-        IFS='|' read -r label p im tag extra <<< "$k"
+        IFS='|' read -r label p im tag extra ref <<< "$k"
         kn="$d/knot-$p${tag:+-$tag}.knot"
         im_args=()
         [[ -n "$im" ]] && im_args=(--imatrix "$im")
-        # shellcheck disable=SC2206 # the extra arguments are words
-        [[ -n "$extra" ]] && im_args+=($extra)
-        if [[ $tag == tb-* || $tag == tbs-* ]]; then
+        if [[ -n "$ref" ]]; then
             # a budget below what the cheapest types need is refused by gkq: a row that says so, not the end of the run
-            if ! "$gkq" quantize "$model" -o "$kn" --preset "$p" --tokenizer "$tok" --threads "$threads" \
-                "${im_args[@]}" > "${kn%.knot}.quantize.log" 2>&1; then
+            b="$(awk -v r="$ref" -v m="$TARGET_BPW_MARGIN" 'BEGIN { printf "%.3f", r - m }')"
+            made=0
+            for attempt in 1 2; do
+                # shellcheck disable=SC2206 # the extra arguments are words
+                args=("${im_args[@]}" ${extra//@B@/$b})
+                if ! "$gkq" quantize "$model" -o "$kn" --preset "$p" --tokenizer "$tok" --threads "$threads" \
+                    "${args[@]}" > "${kn%.knot}.quantize.log" 2>&1; then
+                    break
+                fi
+                made=1
+                over="$("$gkq" inspect "$kn" --json | jq --argjson n "$n_params" --argjson r "$ref" \
+                    '(.file_bytes - ([.records[].stored_bytes] | add) + ([.records[].raw_bytes] | add)) * 8 / $n - $r')"
+                if awk -v o="$over" 'BEGIN { exit !(o <= 0) }' || [[ $attempt == 2 ]]; then break; fi
+                b="$(awk -v b="$b" -v o="$over" 'BEGIN { printf "%.3f", b - o - 0.005 }')"
+                made=0
+            done
+            label="${label//@B@/$b}"
+            if [[ $made == 0 ]]; then
                 skipped+=("gkq knot $label: $(grep -v '^imatrix:' "${kn%.knot}.quantize.log" | tail -n 1)")
                 log "$name: knot $label refused by gkq (see the table's notes)"
                 continue
             fi
         else
+            # shellcheck disable=SC2206 # the extra arguments are words
+            [[ -n "$extra" ]] && im_args+=($extra)
             run "${kn%.knot}.quantize.log" "$gkq" quantize "$model" -o "$kn" --preset "$p" --tokenizer "$tok" \
                 --threads "$threads" "${im_args[@]}"
         fi

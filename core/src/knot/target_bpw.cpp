@@ -23,15 +23,18 @@ double type_bits(DType t) {
 
 // The types a matrix of rows of `cols` values is measured with: after the fallback, each once, cheapest first.
 // `tied`: the model has no output matrix, so token_embd is the output too and takes its type, as llama-quantize's
-// llama_tensor_get_type gives it.
-std::vector<DType> candidate_types(TensorRole role, int64_t cols, bool tied) {
+// llama_tensor_get_type gives it. `all`: token_embd and output are searched like the projections (their effect on the
+// output is measured by the probe, so their errors compare with the projections').
+std::vector<DType> candidate_types(TensorRole role, int64_t cols, bool tied, bool all) {
     if (tied && role == TensorRole::TokenEmbd) role = TensorRole::Output;
     std::vector<DType> out;
     auto add = [&](DType wanted) {
         const DType t = llama_fallback_type(wanted, cols);
         if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
     };
-    if (role == TensorRole::TokenEmbd)
+    if (all)
+        for (DType t : kSearched) add(t);
+    else if (role == TensorRole::TokenEmbd)
         add(DType::Q4_K);
     else if (role == TensorRole::Output)
         add(cols % type_traits(DType::Q6_K).block_elements == 0 ? DType::Q6_K : DType::Q8_0);
@@ -117,7 +120,7 @@ Result<BpwPlan> plan_target_bpw(const Weights& model, double target_bpw,
             pt.role = info.role;
             pt.layer = info.layer;
             pt.n_elements = info.n_elements();
-            for (DType t : candidate_types(info.role, info.cols(), tied)) {
+            for (DType t : candidate_types(info.role, info.cols(), tied, static_cast<bool>(probe))) {
                 auto c = measure(info, *w, imp, t);
                 if (!c) return c.status().with_context(label + ": tensor '" + info.name + "'");
                 pt.candidates.push_back(*c);
@@ -146,7 +149,8 @@ Result<BpwPlan> plan_target_bpw(const Weights& model, double target_bpw,
             if (!w) return w.status();
             const float* imp = i < importance.size() && !importance[i].empty() ? importance[i].data() : nullptr;
             std::vector<float> values;
-            auto c = measure(info, *w, imp, candidate_types(info.role, info.cols(), tied).front(), &values);
+            auto c = measure(info, *w, imp,
+                             candidate_types(info.role, info.cols(), tied, static_cast<bool>(probe)).front(), &values);
             if (!c) return c.status().with_context(label + ": tensor '" + info.name + "'");
             std::vector<float>().swap(*w);  // the probe loads a model: hold one copy of the matrix, not two
             auto kld = probe(i, std::move(values));
