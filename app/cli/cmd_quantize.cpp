@@ -414,10 +414,9 @@ int cmd_quantize(int argc, char** argv) {
         if (!tuning.empty()) return usage_error("--target-bpw and --tuning exclude each other");
         if (options.global.method) return usage_error("--target-bpw chooses the methods: it excludes --method");
         if (preset.empty()) preset = "q4_k_m";
-        auto pr = find_preset(preset);
-        if (pr && pr->llama_mixture.empty() && preset != "q8_0" && preset != "q4_0")
-            return usage_error("--target-bpw needs a block-type base preset (a k-quant mixture, q8_0 or q4_0), not " +
-                               preset);
+        // An unknown name is reported below, as without --target-bpw.
+        if (Status s = check_target_bpw_preset(preset); !s && s.code() != StatusCode::NotFound)
+            return usage_error(s.message());
     }
     if (preset.empty()) preset = kDefaultPreset;
 

@@ -146,7 +146,11 @@ QString viewHelpText(int tab) {
         case MainWindow::QuantizeTab:
             return QObject::tr(
                 "<b>Quantize</b>: choose a preset, override rank / energy / bits, press Quantize "
-                "(Ctrl+R). The table lists what the core measured per tensor (a fallback in orange, a bits "
+                "(Ctrl+R). Importance matrix... and Activation Gram matrices... take the calibration files of "
+                "gkq quantize --imatrix and --gram (the whitened presets svd-llm and q4_0-lqer need the Gram "
+                "file); Target bits per weight chooses each projection's k-quant type by measured error under "
+                "the budget (--target-bpw). The table lists what the core measured per tensor (a fallback in orange, a "
+                "bits "
                 "per weight above twice the table's in red); bits per weight count the "
                 "whole knot record. The Layers x roles tab colours each layer's matrices by method, bits per "
                 "weight or relative error (log scale optional); a cell's tooltip has its values and a click "

@@ -1,6 +1,6 @@
-// Which codec presets the workbench can run: the activation-aware ones (CodecParams::whiten: svd-llm, q4_0-lqer)
-// need a Gram file from `gkq imatrix --gram`, which the workbench cannot pass yet, so they are listed but disabled
-// with this reason instead of failing after the run starts.
+// Which codec presets the Compare view can run: the activation-aware ones (CodecParams::whiten: svd-llm, q4_0-lqer)
+// need a Gram file from `gkq imatrix --gram`, which Compare cannot pass (the Quantize view can: its "Activation Gram
+// matrices..." file), so they are listed but disabled with this reason instead of failing after the run starts.
 #pragma once
 
 #include "gkq/codec.h"
@@ -12,7 +12,7 @@
 
 namespace gkq::ui {
 
-// Empty when the workbench can run preset `name`; otherwise why not.
+// Empty when Compare can run preset `name`; otherwise why not.
 inline QString presetUnavailableReason(const std::string& name) {
     auto p = find_preset(name);
     if (!p) return QString::fromStdString(p.status().message());
@@ -21,7 +21,9 @@ inline QString presetUnavailableReason(const std::string& name) {
     if (whiten)
         return QStringLiteral(
                    "needs the activations' Gram matrices (gkq imatrix --gram FILE, then gkq quantize "
-                   "--preset %1 --gram FILE on the command line); the workbench cannot pass a Gram file yet")
+                   "--preset %1 --gram FILE on the command line, or the Quantize view with its Activation Gram "
+                   "matrices "
+                   "file); Compare cannot pass a Gram file")
             .arg(QString::fromStdString(name));
     return {};
 }

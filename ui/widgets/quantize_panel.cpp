@@ -10,8 +10,8 @@
 #include "models/display_format.h"
 #include "models/layer_role_model.h"
 #include "models/quant_result_model.h"
+#include "widgets/calibration_files.h"
 #include "widgets/output_guard.h"
-#include "widgets/preset_availability.h"
 #include "widgets/result_table.h"
 
 #include <QCheckBox>
@@ -34,11 +34,39 @@
 #include <QTableView>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <span>
 #include <sstream>
 
 namespace gkq::ui {
+
+namespace {
+
+// A run's outcome: the knot's report and, with a target bits per weight, the plan of types it quantized with.
+struct QuantizeRun {
+    QuantizeReport report;
+    std::optional<BpwPlan> plan;
+};
+
+// The plan's choice in words: target, planned and lowest payload bits per weight, the types and how many of each.
+QString planText(const BpwPlan& plan) {
+    std::map<std::string, int> count;
+    for (const BpwPlanTensor& t : plan.tensors) ++count[std::string(method_name(t.candidates[t.chosen].method))];
+    QStringList types;
+    for (const auto& [m, n] : count) types << QStringLiteral("%1 x%2").arg(QString::fromStdString(m)).arg(n);
+    return QuantizePanel::tr(
+               "<b>Target %1 bits per weight</b>: planned %2 of payload (lowest reachable %3); types "
+               "chosen: %4; errors %5")
+        .arg(QString::number(plan.target_bpw, 'f', 3), QString::number(plan.planned_bpw, 'f', 3),
+             QString::number(plan.lowest_bpw, 'f', 3), types.join(QStringLiteral(", ")),
+             plan.weighted ? QuantizePanel::tr("weighted by the importance matrix (squared output error, diagonal)")
+                           : QuantizePanel::tr("unweighted (squared Frobenius; choose an importance matrix to weight "
+                                               "them by the activations)"));
+}
+
+}  // namespace
 
 QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(parent), m_runner(runner) {
     m_presetCombo = new QComboBox(this);
@@ -47,11 +75,11 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
            "them, and the text beside it describes the preset"));
     for (const std::string& name : preset_names()) {
         m_presetCombo->addItem(QString::fromStdString(name));
-        if (const QString why = presetUnavailableReason(name); !why.isEmpty()) {
-            const int row = m_presetCombo->count() - 1;
-            m_presetCombo->setItemData(row, 0, Qt::UserRole - 1);  // Qt::ItemIsEnabled off: listed, not selectable
-            m_presetCombo->setItemData(row, why, Qt::ToolTipRole);
-        }
+        if (auto p = find_preset(name); p && preset_needs_gram(*p))
+            m_presetCombo->setItemData(m_presetCombo->count() - 1,
+                                       tr("Whitens by the activations: needs a file under Activation Gram matrices "
+                                          "(gkq imatrix MODEL --text FILE -o IMATRIX --gram FILE)"),
+                                       Qt::ToolTipRole);
     }
     m_presetDescription = new QLabel(this);
     m_presetDescription->setWordWrap(true);
@@ -102,6 +130,21 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     m_threads->setRange(0, 256);
     m_threads->setSpecialValueText(tr("all cores"));
     m_threads->setToolTip(tr("Threads that encode the tensors (gkq quantize --threads); 0: all cores"));
+    m_targetBpw = new QDoubleSpinBox(this);
+    m_targetBpw->setObjectName(QStringLiteral("target-bpw"));
+    m_targetBpw->setRange(0.0, 32.0);  // gkq quantize --target-bpw's range; 0 is off
+    m_targetBpw->setDecimals(3);
+    m_targetBpw->setSingleStep(0.25);
+    m_targetBpw->setSpecialValueText(tr("off"));
+    m_targetBpw->setValue(0.0);
+    m_targetBpw->setToolTip(
+        tr("gkq quantize --target-bpw: mixed precision by measurement. Every attention and FFN projection is "
+           "measured with Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and Q8_0 (its squared error, weighted by the importance "
+           "matrix's column importance when one is set), then each one's type is chosen greedily by error "
+           "reduction per bit so that the payload fits this many bits per weight; token_embd Q4_K, output Q6_K, "
+           "norms f32 (llama-quantize's fallbacks). The preset must be a k-quant mixture, q8_0 or q4_0, and Method "
+           "stays at preset. The heat map's Method shows the types chosen."));
+    m_calibration = new CalibrationFiles(m_runner, this);
 
     auto* form = new QFormLayout();
     form->setFieldGrowthPolicy(QFormLayout::FieldsStayAtSizeHint);
@@ -111,8 +154,14 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
                               : c.integer ? static_cast<QWidget*>(c.integer)
                                           : static_cast<QWidget*>(c.real));
     form->addRow(tr("Threads"), m_threads);
+    form->addRow(tr("Target bits per weight"), m_targetBpw);
 
     m_runButton = new QPushButton(tr("Quantize"), this);
+    m_runNote = new QLabel(this);
+    m_runNote->setObjectName(QStringLiteral("quantize-note"));
+    m_runNote->setWordWrap(true);
+    m_runNote->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_runNote->setVisible(false);
     m_cancelButton = new QPushButton(tr("Cancel"), this);
     m_evaluateButton = new QPushButton(tr("Evaluate..."), this);
     m_evaluateButton->setToolTip(
@@ -227,12 +276,16 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     m_resultTabs->addTab(tensorsPage, tr("Tensors"));
     m_resultTabs->addTab(heatPage, tr("Layers x roles"));
 
+    auto* settings = new QVBoxLayout();
+    settings->addLayout(form);
+    settings->addWidget(m_calibration);
     auto* top = new QHBoxLayout();
-    top->addLayout(form);
+    top->addLayout(settings);
     top->addWidget(m_presetDescription, 1);
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(top);
     layout->addLayout(buttons);
+    layout->addWidget(m_runNote);
     layout->addWidget(m_progress);
     layout->addWidget(m_status);
     layout->addWidget(m_totals);
@@ -252,6 +305,20 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     const QString saved = QSettings().value(QStringLiteral("quantize/preset"), QStringLiteral("lowrank-q4")).toString();
     m_presetCombo->setCurrentText(saved);
     if (m_presetDescription->text().isEmpty()) emit m_presetCombo->currentTextChanged(m_presetCombo->currentText());
+
+    // Whether Quantize can start follows the preset, the Method override, the target and the calibration files.
+    connect(m_presetCombo, &QComboBox::currentTextChanged, this, &QuantizePanel::updateButtons);
+    for (const OverrideControl& c : m_overrides) {
+        if (c.choice) connect(c.choice, &QComboBox::currentIndexChanged, this, &QuantizePanel::updateButtons);
+        if (c.integer) connect(c.integer, &QSpinBox::valueChanged, this, &QuantizePanel::updateButtons);
+        if (c.real) connect(c.real, &QDoubleSpinBox::valueChanged, this, &QuantizePanel::updateButtons);
+    }
+    connect(m_targetBpw, &QDoubleSpinBox::valueChanged, this, &QuantizePanel::updateButtons);
+    connect(m_calibration, &CalibrationFiles::changed, this, &QuantizePanel::updateButtons);
+    connect(m_calibration, &CalibrationFiles::loadFailed, this, [this](const QString& message) {
+        m_status->setText(message);
+        emit errorOccurred(message);
+    });
     updateButtons();
 }
 
@@ -267,7 +334,9 @@ void QuantizePanel::setModel(std::shared_ptr<const Weights> model) {
     if (m_job) m_runner->cancel(m_job);
     m_model = std::move(model);
     if (m_evalJob) m_runner->cancel(m_evalJob);
+    m_calibration->setModel(m_model);  // the files are matched with the new model's matrices again
     m_report.reset();
+    m_plan.reset();
     m_eval.reset();
     m_evalLabel->clear();
     m_knotPath.clear();
@@ -320,13 +389,20 @@ QString QuantizePanel::statusText() const {
     return m_status->text();
 }
 
-QuantizeOptions QuantizePanel::options() const {
-    QuantizeOptions o;
-    o.preset = preset().toStdString();
+ParamOverride QuantizePanel::globalOverrides() const {
+    ParamOverride global;
     const std::span<const OverrideField> fields = override_fields();
     for (size_t i = 0; i < fields.size(); ++i)
         if (const QString v = overrideValue(m_overrides[i]); !v.isEmpty())
-            (void)set_override(fields[i], o.global, v.toStdString());  // a control holds only values the row admits
+            (void)set_override(fields[i], global, v.toStdString());  // a control holds only values the row admits
+    return global;
+}
+
+QuantizeOptions QuantizePanel::options() const {
+    QuantizeOptions o;
+    o.preset = preset().toStdString();
+    o.global = globalOverrides();
+    m_calibration->apply(o);  // --imatrix and --gram, values and recorded command
     o.n_threads = m_threads->value();
     o.per_layer = m_tuning;
     o.producer = "gkq-workbench";
@@ -372,17 +448,83 @@ QStringList QuantizePanel::overrideFlags() const {
     return out;
 }
 
+bool QuantizePanel::setTargetBpw(double bpw) {
+    if (!std::isfinite(bpw) || bpw < m_targetBpw->minimum() || bpw > m_targetBpw->maximum()) return false;
+    m_targetBpw->setValue(bpw);
+    return std::fabs(m_targetBpw->value() - bpw) < 0.5e-3;  // the control rounds to its decimals
+}
+
+double QuantizePanel::targetBpw() const {
+    return m_targetBpw->value();
+}
+
+QString QuantizePanel::quantizeUnavailableReason() const {
+    if (!m_model) return tr("Open a model first: Quantize encodes the open model");
+    if (m_job != 0) return tr("A quantization is running: wait for it, or cancel it");
+    if (m_calibration->isLoading())
+        return tr("Reading %1: Quantize once it is loaded").arg(QFileInfo(m_calibration->loadingFile()).fileName());
+    const std::string name = preset().toStdString();
+    if (targetBpw() > 0.0) {
+        if (Status s = check_target_bpw_preset(name); !s)
+            return tr("Target bits per weight: %1; choose one of them, or set the target to off")
+                .arg(QString::fromStdString(s.message()));
+        if (globalOverrides().method)
+            return tr(
+                "Target bits per weight chooses every projection's method: set Method back to preset, or the "
+                "target to off (gkq quantize refuses --target-bpw with --method)");
+    }
+    auto p = find_preset(name);
+    if (!p) return QString::fromStdString(p.message());
+    if (preset_needs_gram(*p) && !m_calibration->hasGram())
+        return tr("Preset %1 whitens by the activations and needs their Gram matrices: choose a file under "
+                  "\"Activation Gram matrices...\" (written by gkq imatrix MODEL --text FILE -o IMATRIX --gram FILE)")
+            .arg(preset());
+    return {};
+}
+
 quint64 QuantizePanel::startQuantize() {
-    if (!m_model || !m_tempDir.isValid()) return 0;
+    if (!m_model) return 0;
+    if (const QString why = quantizeUnavailableReason(); !why.isEmpty()) {
+        m_status->setText(why);
+        return 0;
+    }
+    if (!m_tempDir.isValid()) {
+        m_status->setText(tr("No scratch folder for the knot: %1").arg(m_tempDir.errorString()));
+        return 0;
+    }
     const QuantizeOptions opts = options();
+    const double target = targetBpw();
     const std::string out = m_tempDir.filePath(QStringLiteral("run-%1.knot").arg(++m_runCount)).toStdString();
     std::shared_ptr<const Weights> model = m_model;
     m_progress->setValue(0);
-    m_status->setText(tr("Quantizing with preset %1...").arg(preset()));
-    m_job = m_runner->run<QuantizeReport>(
+    m_status->setText(target > 0.0 ? tr("Measuring the types for %1 bits per weight, then quantizing with preset %2...")
+                                         .arg(QString::number(target, 'f', 3), preset())
+                                   : tr("Quantizing with preset %1...").arg(preset()));
+    m_job = m_runner->run<QuantizeRun>(
         QStringLiteral("quantize"), tr("Quantizing (%1)").arg(preset()),
-        [model, opts, out](const ProgressFn& progress) { return quantize_model(*model, opts, out, progress); },
-        [this](QuantizeReport& report) {
+        [model, opts, out, target](const ProgressFn& progress) -> Result<QuantizeRun> {
+            QuantizeRun run;
+            QuantizeOptions o = opts;
+            ProgressFn encode = progress;
+            if (target > 0.0) {  // as gkq quantize --target-bpw: the plan's choice becomes the per-layer overrides
+                auto plan = plan_target_bpw(
+                    *model, target, o.importance, o.n_threads,
+                    [&progress](double f, std::string_view what) { return report_progress(progress, 0.5 * f, what); });
+                if (!plan) return plan.status();
+                o.per_layer = plan->overrides;
+                run.plan = std::move(plan).value();
+                encode = [progress](double f, std::string_view what) {
+                    return report_progress(progress, 0.5 + 0.5 * f, what);
+                };
+            }
+            auto report = quantize_model(*model, o, out, encode);
+            if (!report) return report.status();
+            run.report = std::move(report).value();
+            return run;
+        },
+        [this](QuantizeRun& run) {
+            QuantizeReport& report = run.report;
+            m_plan = std::move(run.plan);
             m_knotPath = QString::fromStdString(report.path);
             m_results->setReport(report);
             m_layerRoles->setReport(report, m_model ? static_cast<int>(m_model->config().n_layers) : 0);
@@ -397,7 +539,8 @@ quint64 QuantizePanel::startQuantize() {
                     .arg(formatNumber(report.bits_per_weight()))
                     .arg(formatNumber(report.ratio_vs_bf16(), 3))
                     .arg(formatNumber(report.ratio_vs_fp32(), 3))
-                    .arg(formatNumber(report.seconds, 3)));
+                    .arg(formatNumber(report.seconds, 3)) +
+                (m_plan ? QStringLiteral("<br>") + planText(*m_plan) : QString()));
             m_report = std::move(report);
             m_status->setText(tr("Done: %1").arg(m_knotPath));
         });
@@ -406,6 +549,12 @@ quint64 QuantizePanel::startQuantize() {
 }
 
 quint64 QuantizePanel::startQuantizeWithTuning(std::vector<LayerOverride> perLayer, const QString& source) {
+    if (targetBpw() > 0.0) {
+        m_status->setText(tr("Target bits per weight chooses every projection's type, a tuning sets them: set the "
+                             "target to off to quantize with the tuning of %1")
+                              .arg(source));
+        return 0;
+    }
     m_tuning = std::move(perLayer);
     const quint64 id = startQuantize();  // options() copies m_tuning into this run's options
     m_tuning.clear();
@@ -414,6 +563,7 @@ quint64 QuantizePanel::startQuantizeWithTuning(std::vector<LayerOverride> perLay
 }
 
 void QuantizePanel::cancel() {
+    m_calibration->cancel();
     if (m_job) m_runner->cancel(m_job);
     if (m_exportJob) m_runner->cancel(m_exportJob);
     if (m_evalJob) m_runner->cancel(m_evalJob);
@@ -592,8 +742,15 @@ void QuantizePanel::onJobEnded(quint64 id, JobEnd how) {
 
 void QuantizePanel::updateButtons() {
     const bool busy = m_job != 0 || m_exportJob != 0 || m_evalJob != 0;
-    m_runButton->setEnabled(m_model != nullptr && m_job == 0);
-    m_cancelButton->setEnabled(busy);
+    const QString why = quantizeUnavailableReason();
+    m_runButton->setEnabled(why.isEmpty());
+    m_runButton->setToolTip(why.isEmpty() ? tr("Quantize the open model with these settings (Ctrl+R)") : why);
+    // Said beside the button too when it is about the settings (the view's notice says "open a model", the
+    // progress line "running").
+    const bool aboutSettings = m_model != nullptr && m_job == 0 && !why.isEmpty();
+    m_runNote->setText(aboutSettings ? why : QString());
+    m_runNote->setVisible(aboutSettings);
+    m_cancelButton->setEnabled(busy || m_calibration->isLoading());
     m_exportKnotButton->setEnabled(!m_knotPath.isEmpty() && !busy);
     m_exportModelButton->setEnabled(!m_knotPath.isEmpty() && !busy);
     m_evaluateButton->setEnabled(!m_knotPath.isEmpty() && !busy);

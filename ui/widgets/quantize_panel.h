@@ -3,6 +3,12 @@
 // JobRunner job with a progress bar and a working Cancel), see the core's per-tensor report and whole-model totals, and
 // export the knot or a reconstructed safetensors / GGUF / llama2.c model (written atomically by the core), and evaluate
 // the knot against the open model on a chosen text (the core's KLD report).
+// Calibration files (CalibrationFiles: an importance matrix, the activations' Gram matrices) and a target bits per
+// weight (mixed precision by measurement: the core's plan_target_bpw chooses each projection's block type, then the
+// run quantizes with that choice as per-layer overrides, as `gkq quantize --target-bpw` does) go into a run as
+// `gkq quantize --imatrix / --gram / --target-bpw` take them. What keeps a run from starting (a whitened preset
+// without a Gram file, a target with a base preset that stores no blocks) disables Quantize, and the reason is its
+// tooltip and the line beside it.
 // The knot of the last run lives in a temporary directory until exported or replaced.
 // Beside the result table, a per-layer x role heat map (LayerRoleModel, LayerRoleHeatMap) of the last run's
 // method, bits per weight or error; with a knot open and no run yet, of the knot's records. Clicking a cell (or a
@@ -35,6 +41,7 @@ class QTabWidget;
 
 namespace gkq::ui {
 
+class CalibrationFiles;
 class JobRunner;
 class LayerRoleHeatMap;
 class LayerRoleModel;
@@ -57,9 +64,19 @@ public:
     bool setOverride(const QString& flag, const QString& value);
     QStringList overrideFlags() const;  // the rows' flags, in table order
 
-    quint64 startQuantize();  // 0 without a model
+    // The target bits per weight (0: off, the default); false when `bpw` is outside [0, 32] (the range of
+    // `gkq quantize --target-bpw`) or the control cannot show it.
+    bool setTargetBpw(double bpw);
+    double targetBpw() const;
+    CalibrationFiles* calibrationFiles() const { return m_calibration; }
+
+    // Why Quantize cannot start now (no model, a run, a calibration file loading, a whitened preset without a Gram
+    // file, a target with a preset or override it excludes); empty when it can.
+    QString quantizeUnavailableReason() const;
+    quint64 startQuantize();  // 0 when refused: quantizeUnavailableReason() is then the status line
     // One run with per-layer overrides (an rknot tuning, rknot_layer_overrides) above the controls' options;
-    // `source` names the tuning in the status line. Later runs are untuned again.
+    // `source` names the tuning in the status line. Later runs are untuned again. Refused with a target bits per
+    // weight set (its plan chooses every projection's type: `gkq quantize` refuses --target-bpw with --tuning).
     quint64 startQuantizeWithTuning(std::vector<LayerOverride> perLayer, const QString& source);
     void cancel();
     // Export the last knot, or a reconstruction of it (format from the extension: .safetensors, .gguf, .bin).
@@ -83,6 +100,8 @@ public:
     bool selectTensor(const QString& name);
     QString selectedTensor() const;  // the result table's current row's tensor, empty without one
     const std::optional<QuantizeReport>& lastReport() const { return m_report; }
+    // The last run's plan of types, when it had a target bits per weight.
+    const std::optional<BpwPlan>& lastPlan() const { return m_plan; }
     QString lastKnotPath() const { return m_knotPath; }
     // What the export dialogs propose: "<model>-<preset>.<suffix>" beside the open model (suggestedOutputPath).
     QString suggestedExportPath(const QString& suffix) const;
@@ -96,6 +115,7 @@ public:
     QProgressBar* progressBar() const { return m_progress; }
     QPushButton* cancelButton() const { return m_cancelButton; }
     QPushButton* runButton() const { return m_runButton; }
+    QLabel* runNote() const { return m_runNote; }
     QPushButton* evaluateButton() const { return m_evaluateButton; }
     bool isRunning() const { return m_job != 0; }
 
@@ -123,6 +143,7 @@ private:
     quint64 m_evalJob = 0;
     std::optional<EvalReport> m_eval;
     std::optional<QuantizeReport> m_report;
+    std::optional<BpwPlan> m_plan;
     QString m_knotPath;
     std::vector<LayerOverride> m_tuning;  // set only while startQuantizeWithTuning() starts its run
 
@@ -137,8 +158,12 @@ private:
         QDoubleSpinBox* real = nullptr;
     };
     static QString overrideValue(const OverrideControl& c);  // the control's text; empty: the preset's
+    ParamOverride globalOverrides() const;                   // the controls that are set
     std::vector<OverrideControl> m_overrides;
     QSpinBox* m_threads = nullptr;
+    QDoubleSpinBox* m_targetBpw = nullptr;
+    CalibrationFiles* m_calibration = nullptr;
+    QLabel* m_runNote = nullptr;
     QPushButton* m_runButton = nullptr;
     QPushButton* m_cancelButton = nullptr;
     QPushButton* m_evaluateButton = nullptr;

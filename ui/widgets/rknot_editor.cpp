@@ -383,7 +383,7 @@ quint64 RknotEditor::newFromOpenModel(bool discardEdits) {
     // An rknot describes a knot: quantize with the Quantize view's settings first, then encode.
     const quint64 id = m_quantize->startQuantize();
     if (id == 0) {
-        fail(tr("Could not start the quantization the new rknot needs"));
+        fail(tr("Could not start the quantization the new rknot needs: %1").arg(m_quantize->statusText()));
         return 0;
     }
     m_encodeAfterQuantize = true;
@@ -478,7 +478,7 @@ quint64 RknotEditor::requantize() {
     }
     const quint64 id = m_quantize->startQuantizeWithTuning(std::move(overrides).value(), text(label));
     if (id == 0) {
-        fail(tr("The quantization did not start"));
+        fail(tr("The quantization did not start: %1").arg(m_quantize->statusText()));  // the panel's reason
         return 0;
     }
     setMessage(tr("Re-quantizing with the tuning of %1 (%n matrices)", nullptr, static_cast<int>(r.layers.size()))

@@ -176,6 +176,11 @@ Result<BpwPlan> plan_target_bpw(const Weights& model, double target_bpw,
                                 const std::vector<std::vector<float>>& importance, int n_threads,
                                 const ProgressFn& progress = {}, const BpwOutputProbe& probe = {});
 
+// Whether preset `preset` can be the base of a --target-bpw run: the plan sets a block type per projection, so the
+// base stores blocks too (a k-quant mixture, q8_0 or q4_0). InvalidArgument naming the preset when it cannot;
+// find_preset's NotFound for an unknown name. `gkq quantize` and the workbench ask the same question.
+Status check_target_bpw_preset(const std::string& preset);
+
 // ---- merge ----------------------------------------------------------------------------------------------------
 
 struct MergeReport {

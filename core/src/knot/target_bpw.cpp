@@ -211,4 +211,13 @@ Result<BpwPlan> plan_target_bpw(const Weights& model, double target_bpw,
     return plan;
 }
 
+Status check_target_bpw_preset(const std::string& preset) {
+    auto p = find_preset(preset);
+    if (!p) return p.status();
+    if (p->llama_mixture.empty() && preset != "q8_0" && preset != "q4_0")
+        return error(StatusCode::InvalidArgument,
+                     "--target-bpw needs a block-type base preset (a k-quant mixture, q8_0 or q4_0), not " + preset);
+    return Status::ok();
+}
+
 }  // namespace gkq
