@@ -11,6 +11,7 @@
 #include <QProcess>
 #include <QtTest>
 
+#include <set>
 #include <string>
 
 using namespace gkq;
@@ -149,6 +150,30 @@ private slots:
         QCOMPARE(differ, std::vector<std::string>{parsed->layers[target].tensor});
         const int64_t idx = c->find(parsed->layers[target].tensor);
         QCOMPARE(int(c->entries()[static_cast<size_t>(idx)].factor_bits), new_bits);
+    }
+
+    // A --target-bpw mix (block types the codec has beyond q8_0 / q4_0) survives the rknot: encoded, then applied
+    // by --tuning, it gives the same records, byte for byte.
+    void targetBpwChoiceRoundTripsThroughAnRknot() {
+        test::TempDir dir;
+        const std::string model = tiny_gguf(dir);
+        const std::string a = dir.file("a.knot"), rk = dir.file("a.rknot"), b = dir.file("b.knot");
+        Run qa = run_gkq({"quantize", q(model), "-o", q(a), "--target-bpw", "6"});
+        QVERIFY2(qa.code == 0, qa.err.c_str());
+        Run enc = run_gkq({"rknot", "encode", "--knot", q(a), "--model", q(model), "-o", q(rk)});
+        QVERIFY2(enc.code == 0, enc.err.c_str());
+        Run qb = run_gkq({"quantize", q(model), "-o", q(b), "--preset", "q4_k_m", "--tuning", q(rk)});
+        QVERIFY2(qb.code == 0, qb.err.c_str());
+        auto ka = KnotFile::open(a);
+        auto kb = KnotFile::open(b);
+        QVERIFY(ka.is_ok() && kb.is_ok());
+        QCOMPARE(ka->n_records(), kb->n_records());
+        std::set<std::string> methods;
+        for (size_t i = 0; i < ka->n_records(); ++i) {
+            QVERIFY2(ka->read_raw(i)->bytes == kb->read_raw(i)->bytes, ka->entries()[i].name.c_str());
+            methods.insert(std::string(method_name(ka->entries()[i].method)));
+        }
+        QVERIFY2(methods.count("q5_0") + methods.count("q5_1") > 0, "the mix holds a type beyond q8_0 / q4_0");
     }
 
     void brokenFilesFail() {

@@ -35,18 +35,21 @@ std::string_view target_name(LowRankTarget t) {
 
 const std::vector<std::string_view> kSwitch = {"on", "off"};
 
+// Every knot method, in the method table's order (gkq/encoded_tensor.h): a block type chosen by --target-bpw and
+// kept in an rknot is applied again by --tuning.
+std::vector<std::string_view> method_choices() {
+    std::vector<std::string_view> c;
+    for (Method m : all_methods()) c.push_back(method_name(m));
+    return c;
+}
+
 std::vector<OverrideField> make_fields() {
     constexpr double kMaxCount = static_cast<double>(1 << 30);
     std::vector<OverrideField> f;
-    f.push_back({"method",
-                 "M",
-                 "Method",
-                 "method of every matrix (overrides the preset's)",
-                 OverrideKind::Choice,
-                 0,
-                 0,
-                 {"f32", "f16", "q8_0", "q4_0", "lowrank", "lowrank+residual"},
-                 "q8_0",
+    f.push_back({"method", "M", "Method",
+                 "method of every matrix (overrides the preset's): f32, f16, a block type (q8_0, q4_0, q4_k ...; rows "
+                 "a k-quant block does not divide fall back as llama-quantize's), lowrank or lowrank+residual",
+                 OverrideKind::Choice, 0, 0, method_choices(), "q8_0",
                  [](const ParamOverride& o) {
                      return o.method ? std::optional<std::string>(std::string(method_name(*o.method))) : std::nullopt;
                  },
