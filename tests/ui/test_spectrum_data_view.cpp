@@ -23,13 +23,16 @@
 #include "widgets/spectrum_panel.h"
 
 #include <QAbstractAxis>
+#include <QApplication>
 #include <QChart>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QGraphicsTextItem>
 #include <QLineSeries>
 #include <QRegularExpression>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QTabWidget>
 #include <QThread>
 #include <QtTest>
 #include <cmath>
@@ -193,8 +196,7 @@ private slots:
         QVERIFY(loadGram(panel, m_gram));
         QVERIFY(panel->dataView());  // on once the spectra arrive
         QCOMPARE(panel->gramFile(), q(m_gram));
-        VERIFY_CONTAINS(panel->gramStatusText(), q(m_gram));
-        VERIFY_CONTAINS(panel->gramStatusText(), QStringLiteral("the spectra of W L for 14 matrices"));
+        VERIFY_CONTAINS(panel->gramStatusText(), QStringLiteral("tiny.gram.gguf: the spectra of W L for 14 matrices"));
         VERIFY_CONTAINS(panel->gramStatusText(), QStringLiteral("1 matrix without activations in it"));
 
         // The values are the engine's for this matrix, exactly.
@@ -231,8 +233,10 @@ private slots:
         const int k = 5;
         panel->setRank(k);
         const QString text = panel->dataText();
-        VERIFY_CONTAINS(text, q(m_gram));
+        VERIFY_CONTAINS(text, QStringLiteral("As the data sees it"));
         VERIFY_CONTAINS(text, QStringLiteral("energy kept at rank 5"));
+        VERIFY_CONTAINS(text, QStringLiteral("W (weights)"));
+        VERIFY_CONTAINS(text, QStringLiteral("W L (output)"));
         const auto n = static_cast<int64_t>(v.size());
         VERIFY_CONTAINS(text, ui::formatNumber(100.0 * top_k_energy(v.data(), n, k), 6));
         VERIFY_CONTAINS(text, ui::formatNumber(100.0 * ui::rankStats(*W, k).energyKept, 6));
@@ -244,6 +248,21 @@ private slots:
         };
         VERIFY_CONTAINS(text, ranks(expected.metrics));
         VERIFY_CONTAINS(text, ranks(W->metrics));
+
+        // On a 1280 x 800 window (the session test's), as the user sees it: every legend entry, axis title and label
+        // and the chart's title in full. (At 1024 x 768 the chart column is narrow enough that a tick label of three
+        // decades, "0.001", is cut, with or without this overlay.)
+        w.resize(1280, 800);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        w.tabs()->setCurrentWidget(panel);
+        QApplication::processEvents();
+        QStringList drawn;
+        for (QGraphicsItem* item : panel->chart()->scene()->items())
+            if (auto* t = qgraphicsitem_cast<QGraphicsTextItem*>(item); t && t->isVisible()) drawn << t->toPlainText();
+        for (const QString& entry : {curve + QStringLiteral(" (W L)"), QStringLiteral("output energy (W L)")})
+            QVERIFY2(drawn.contains(entry), qPrintable(drawn.join(QStringLiteral(" | "))));
+        for (const QString& t : drawn) QVERIFY2(!t.endsWith(QStringLiteral("...")), qPrintable(t));
 
         // Off: the chart and readout as before; on again: back.
         panel->setDataView(false);

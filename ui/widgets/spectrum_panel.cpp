@@ -169,7 +169,7 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
                                                        tr("Gram files (*.gguf *.gram);;All files (*)"));
         if (!p.isEmpty()) loadGram(p);
     });
-    m_dataBox = new QCheckBox(tr("As the data sees it (W L beside W)"), this);
+    m_dataBox = new QCheckBox(tr("As the data sees it"), this);
     m_dataBox->setToolTip(
         tr("Draw the spectrum of W L next to W's, each over its own largest singular value: the energy of W L is the "
            "layer's output energy on the calibration text, so its energy ranks say what rank keeps what share of "
@@ -189,6 +189,8 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
             m_gramJob = 0;
             m_gramButton->setEnabled(true);
             m_gramCancel->setEnabled(false);
+            m_gramCancel->hide();
+            m_gramProgress->hide();
             const QString kept = m_whitened ? tr("; still showing %1").arg(gramFile()) : QString();
             if (how == JobEnd::Finished) {
                 m_gramStatus->setText(m_gramText);
@@ -201,11 +203,11 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
             }
         },
         tr("As the data sees it: "));
-    auto* gramRow = new QHBoxLayout();
-    gramRow->addWidget(m_gramButton);
-    gramRow->addWidget(m_dataBox);
-    gramRow->addWidget(m_gramCancel);
-    gramRow->addWidget(m_gramProgress, 1);
+    // Beside the analysis' bar, so that the chart keeps its height: the Gram job's Cancel and bar show while it runs,
+    // its status line once it has something to say.
+    m_gramCancel->hide();
+    m_gramProgress->hide();
+    m_gramStatus->hide();
 
     m_chart = new SpectrumChart(this);
     m_chart->setMinimumHeight(260);
@@ -231,6 +233,11 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     m_data->setObjectName(QStringLiteral("dataReadout"));
     m_data->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_data->setWordWrap(true);
+    m_data->setToolTip(
+        tr("W L: the matrix times L, the Cholesky factor of the Gram matrix X^T X of its inputs on the calibration "
+           "text. The energy of W L is the layer's output energy on that text (W's is its weight energy), so the "
+           "best rank-k approximation's squared output error is the sum of the dropped squares of W L's singular "
+           "values."));
     m_data->hide();
 
     m_metrics = new QLabel(this);
@@ -276,10 +283,15 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     split->setStretchFactor(1, 2);
 
     auto* layout = new QVBoxLayout(this);
+    auto* progressRow = new QHBoxLayout();
+    progressRow->addWidget(m_progress, 1);
+    progressRow->addWidget(m_gramButton);
+    progressRow->addWidget(m_dataBox);
+    progressRow->addWidget(m_gramCancel);
+    progressRow->addWidget(m_gramProgress, 1);
     layout->addLayout(top);
-    layout->addWidget(m_progress);
+    layout->addLayout(progressRow);
     layout->addWidget(m_status);
-    layout->addLayout(gramRow);
     layout->addWidget(m_gramStatus);
     layout->addWidget(split, 1);
     refreshChart();
@@ -293,9 +305,12 @@ void SpectrumPanel::setModel(std::shared_ptr<const Weights> model) {
     m_whitened.reset();
     m_gramText.clear();
     m_gramStatus->clear();
+    m_gramStatus->hide();
     m_gramProgress->setValue(0);
+    m_gramProgress->hide();
     m_gramButton->setEnabled(true);
     m_gramCancel->setEnabled(false);
+    m_gramCancel->hide();
     {
         const QSignalBlocker block(m_dataBox);
         m_dataBox->setChecked(false);
@@ -362,6 +377,7 @@ quint64 SpectrumPanel::analyze() {
 }
 
 quint64 SpectrumPanel::loadGram(const QString& path) {
+    m_gramStatus->show();
     if (!m_model) {
         m_gramStatus->setText(tr("No model open: open one (File > Open), then load a Gram file made for it"));
         return 0;
@@ -373,7 +389,9 @@ quint64 SpectrumPanel::loadGram(const QString& path) {
     }
     m_gramButton->setEnabled(false);
     m_gramCancel->setEnabled(true);
+    m_gramCancel->show();
     m_gramProgress->setValue(0);
+    m_gramProgress->show();
     m_gramStatus->setText(tr("Reading %1...").arg(path));
     std::shared_ptr<const Weights> model = m_model;
     const std::string file = path.toStdString();
@@ -386,18 +404,23 @@ quint64 SpectrumPanel::loadGram(const QString& path) {
             auto matrices = [this](size_t n) {
                 return n == 1 ? tr("1 matrix") : tr("%1 matrices").arg(formatCount(static_cast<qint64>(n)));
             };
-            m_gramText =
-                tr("%1: the spectra of W L for %2, computed in %3")
-                    .arg(name, matrices(result.byTensor.size()), QString::fromStdString(durationText(result.seconds)));
-            if (!result.withoutEntry.empty())
-                m_gramText +=
-                    tr("; %1 without activations in it (%2%3)")
-                        .arg(matrices(result.withoutEntry.size()), QString::fromStdString(result.withoutEntry.front()),
-                             result.withoutEntry.size() > 1 ? tr(", ...") : QString());
+            m_gramText = tr("%1: the spectra of W L for %2, computed in %3")
+                             .arg(QFileInfo(name).fileName(), matrices(result.byTensor.size()),
+                                  QString::fromStdString(durationText(result.seconds)));
+            // One line (the chart keeps its height); the file's path and the matrices without an entry are in the
+            // tooltip, a failure's message in full (it names the file, the entry and the tensor).
+            QString tip = name;
+            if (!result.withoutEntry.empty()) {
+                m_gramText += tr("; %1 without activations in it").arg(matrices(result.withoutEntry.size()));
+                QStringList names;
+                for (const std::string& t : result.withoutEntry) names << QString::fromStdString(t);
+                tip += tr("\nwithout activations in it: %1").arg(names.join(QStringLiteral(", ")));
+            }
             if (!result.failed.empty())
                 m_gramText +=
                     tr("; %1 could not be computed: %2")
                         .arg(matrices(result.failed.size()), QString::fromStdString(result.failed.begin()->second));
+            m_gramStatus->setToolTip(tip);
             m_whitened = std::make_shared<const WhitenedSpectra>(std::move(result));
             m_dataBox->setEnabled(true);
             if (m_dataBox->isChecked())
@@ -491,10 +514,8 @@ void SpectrumPanel::refreshChart() {
         if (name != m_current)
             if (auto s = m_store->find(name)) curves.push_back({curveName(*s), s->singular_values});
     m_chart->setNormalized(data);
-    m_chart->chart()->setTitle(
-        data ? tr("Singular values of W and of W L, each over its own s_1 (L: Cholesky factor of X^T X in %1)")
-                   .arg(QFileInfo(gramFile()).fileName())
-             : tr("Singular values"));
+    m_chart->chart()->setTitle(data ? tr("Singular values of W and W L (%1)").arg(QFileInfo(gramFile()).fileName())
+                                    : tr("Singular values"));
     m_chart->setCurves(curves);
     m_pinButton->setEnabled(spectrum != nullptr);
     m_clearButton->setEnabled(!m_overlay.isEmpty());
@@ -582,30 +603,34 @@ void SpectrumPanel::refreshData() {
     const std::vector<double>& v = seen->singular_values;
     const auto n = static_cast<int64_t>(v.size());
     const int64_t k = std::clamp<int64_t>(m_rankSpin->value(), 0, n);
-    const SpectrumMetrics& y = seen->metrics;
-    QString html =
-        tr("%1: W L, L the Cholesky factor of the Gram matrix X^T X of this matrix's inputs in %2%3; the energy of "
-           "W L is the layer's output energy on that calibration text, W's its weight energy.")
-            .arg(head, file,
-                 seen->shift > 0.0
-                     ? tr(" (with %1 added to its diagonal: X^T X is not positive definite)").arg(num(seen->shift))
-                     : QString());
-    html += QStringLiteral("<table cellspacing='2'><tr><td></td><td><b>W</b></td><td><b>W L</b></td></tr>");
-    auto row = [&html](const QString& what, const QString& w, const QString& wl) {
-        html += QStringLiteral("<tr><td>%1</td><td>%2</td><td>%3</td></tr>").arg(what, w, wl);
+    // W and W L as two rows of one table (the chart's column is wide, not tall); the chart's title names the file,
+    // the tooltip says what W L is.
+    QString html = QStringLiteral("<table cellspacing='2'>");
+    if (seen->shift > 0.0)
+        html += tr("<tr><td colspan='5'>X^T X is not positive definite: %1 added to its diagonal</td></tr>")
+                    .arg(num(seen->shift));
+    const QString atK = formatCount(static_cast<qint64>(k));
+    html += QStringLiteral("<tr><td>%1</td><td>%2</td><td>%3</td><td>%4</td><td>%5</td></tr>")
+                .arg(head, tr("energy kept at rank %1").arg(atK), tr("relative error at rank %1").arg(atK),
+                     tr("stable rank"), tr("rank for 90 / 99 / 99.9 %"));
+    auto row = [&html](const QString& what, const QString& energy, const QString& err, const QString& stable,
+                       const QString& ranks) {
+        html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td><td>%3</td><td>%4</td><td>%5</td></tr>")
+                    .arg(what, energy, err, stable, ranks);
     };
-    const QString none = tr("not analyzed yet");
-    const RankStats r = spectrum ? rankStats(*spectrum, k) : RankStats{};
-    row(tr("energy kept at rank %1").arg(formatCount(static_cast<qint64>(k))),
-        spectrum ? tr("%1 %").arg(formatNumber(100.0 * r.energyKept, 6)) : none,
-        tr("%1 %").arg(formatNumber(100.0 * top_k_energy(v.data(), n, k), 6)));
-    row(tr("relative error at rank %1 (W: weights, W L: output)").arg(formatCount(static_cast<qint64>(k))),
-        spectrum ? formatNumber(r.relError, 6) : none, formatNumber(relative_error_at_rank(v.data(), n, k), 6));
-    row(tr("stable rank"), spectrum ? num(spectrum->metrics.stable_rank) : none, num(y.stable_rank));
     auto ranks = [](const SpectrumMetrics& m) {
         return QStringLiteral("%1 / %2 / %3").arg(m.rank_90).arg(m.rank_99).arg(m.rank_999);
     };
-    row(tr("rank for 90 / 99 / 99.9 % energy"), spectrum ? ranks(spectrum->metrics) : none, ranks(y));
+    if (spectrum) {
+        const RankStats r = rankStats(*spectrum, k);
+        row(tr("W (weights)"), tr("%1 %").arg(formatNumber(100.0 * r.energyKept, 6)), formatNumber(r.relError, 6),
+            num(spectrum->metrics.stable_rank), ranks(spectrum->metrics));
+    } else {
+        html += QStringLiteral("<tr><td><b>%1</b></td><td colspan='4'>%2</td></tr>")
+                    .arg(tr("W (weights)"), tr("not analyzed yet (Analyze model)"));
+    }
+    row(tr("W L (output)"), tr("%1 %").arg(formatNumber(100.0 * top_k_energy(v.data(), n, k), 6)),
+        formatNumber(relative_error_at_rank(v.data(), n, k), 6), num(seen->metrics.stable_rank), ranks(seen->metrics));
     html += QStringLiteral("</table>");
     m_data->setText(html);
 }
