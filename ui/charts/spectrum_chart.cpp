@@ -4,6 +4,7 @@
 #include "gkq/spectrum.h"
 
 #include <QChart>
+#include <QColor>
 #include <QFont>
 #include <QLineSeries>
 #include <QLogValueAxis>
@@ -45,6 +46,15 @@ int SpectrumChart::seriesCount() const {
     return static_cast<int>(chart()->series().size());
 }
 
+void SpectrumChart::setNormalized(bool normalized) {
+    m_normalized = normalized;
+    m_y->setTitleText(valueAxisTitle());
+}
+
+QString SpectrumChart::valueAxisTitle() const {
+    return m_normalized ? tr("s_i / s_1 (log)") : tr("singular value s_i (log)");
+}
+
 void SpectrumChart::setCurves(const std::vector<Curve>& curves) {
     QChart* c = chart();
     c->removeAllSeries();
@@ -53,15 +63,20 @@ void SpectrumChart::setCurves(const std::vector<Curve>& curves) {
     double lo = std::numeric_limits<double>::infinity();
     double hi = 0.0;
     int nSeries = 0;
+    std::vector<QColor> colors;
     for (const Curve& curve : curves) {
         auto* series = new QLineSeries();
         series->setName(curve.name);
-        series->setColor(seriesColor(nSeries++));
+        colors.push_back(seriesColor(nSeries++));
+        series->setColor(colors.back());
+        // Normalized: over s_1, the first value of a descending spectrum (one division per value, nothing else, so
+        // a point is the value as the core gave it divided by the core's s_1).
+        const double scale = m_normalized && !curve.values.empty() && curve.values[0] > 0.0 ? curve.values[0] : 1.0;
         QList<QPointF> points;
         points.reserve(static_cast<qsizetype>(curve.values.size()));
         for (size_t i = 0; i < curve.values.size(); ++i) {
-            const double v = curve.values[i];
-            if (!(v > 0.0)) continue;  // a log axis cannot show zeros
+            const double v = curve.values[i] / scale;  // exact when scale is 1
+            if (!(v > 0.0)) continue;                  // a log axis cannot show zeros
             points.append(QPointF(static_cast<double>(i + 1), v));
             lo = std::min(lo, v);
             hi = std::max(hi, v);
@@ -72,21 +87,25 @@ void SpectrumChart::setCurves(const std::vector<Curve>& curves) {
         series->attachAxis(m_y);
         xMax = std::max(xMax, static_cast<double>(curve.values.size()));
     }
-    if (!curves.empty() && !curves[0].values.empty()) {
-        const auto& s = curves[0].values;
+    for (size_t k = 0; k < curves.size(); ++k) {
+        const Curve& curve = curves[k];
+        if (curve.values.empty() || (k > 0 && curve.energyName.isEmpty())) continue;
+        const auto& s = curve.values;
         const std::vector<double> energy = cumulative_energy(s.data(), static_cast<int64_t>(s.size()));
         auto* series = new QLineSeries();
-        series->setName(tr("cumulative energy"));  // of the first curve, the selected tensor
+        // curves[0]'s, the selected tensor's, unless the curve names its own
+        series->setName(curve.energyName.isEmpty() ? tr("cumulative energy") : curve.energyName);
         QList<QPointF> points;
         for (size_t i = 0; i < energy.size(); ++i) points.append(QPointF(static_cast<double>(i + 1), energy[i]));
         series->replace(points);
         QPen pen(Qt::DashLine);
-        pen.setColor(referenceLineColor());
+        pen.setColor(k == 0 ? referenceLineColor() : colors[k]);
         series->setPen(pen);
         c->addSeries(series);
         series->attachAxis(m_x);
         series->attachAxis(m_energyAxis);
-
+    }
+    if (!curves.empty() && !curves[0].values.empty()) {
         m_marker = new QLineSeries();
         m_marker->setName(tr("rank k"));
         QPen mp(Qt::black);  // not a palette colour: no curve shares it

@@ -1,5 +1,8 @@
 // SpectrumChart: singular values against their index on a log axis, for one or several tensors (overlay), with
 // the first tensor's cumulative energy on a second (linear, 0..1) axis and a vertical marker at the chosen rank.
+// A curve may bring its own cumulative energy (Curve::energyName; the Spectrum view's W L curve does). Normalized,
+// every curve is divided by its own largest value (the axis title says s_i / s_1), so spectra of different
+// scales (W and W L) compare by shape on one axis; the energy curves are scale-free either way.
 // The legend is a column to the right of the plot, so that every curve's name shows in full.
 #pragma once
 
@@ -19,6 +22,9 @@ public:
     struct Curve {
         QString name;
         std::vector<double> values;  // descending singular values
+        // Non-empty: this curve's cumulative energy is drawn too, under this name (curves[0] always has one:
+        // "cumulative energy" unless named here).
+        QString energyName = {};
     };
 
     explicit SpectrumChart(QWidget* parent = nullptr);
@@ -27,6 +33,10 @@ public:
     void setCurves(const std::vector<Curve>& curves);
     void setRank(int64_t k);
     int seriesCount() const;
+    // Each curve divided by its first (largest) value from the next setCurves on; the y axis title says which.
+    void setNormalized(bool normalized);
+    bool isNormalized() const { return m_normalized; }
+    QString valueAxisTitle() const;
 
 private:
     QLineSeries* m_marker = nullptr;
@@ -35,6 +45,7 @@ private:
     QValueAxis* m_energyAxis = nullptr;
     double m_yMin = 1.0;
     double m_yMax = 10.0;
+    bool m_normalized = false;
 };
 
 }  // namespace gkq::ui

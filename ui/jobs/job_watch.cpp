@@ -4,9 +4,22 @@
 
 #include <QLabel>
 #include <QProgressBar>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <memory>
 
 namespace gkq::ui {
+
+std::string durationText(double seconds) {
+    const auto total = static_cast<long long>(std::llround(std::max(0.0, seconds)));
+    char buf[48];
+    if (total >= 60)
+        std::snprintf(buf, sizeof buf, "%lld min %02lld s", total / 60, total % 60);
+    else
+        std::snprintf(buf, sizeof buf, "%lld s", total);
+    return buf;
+}
 
 ProgressWidgets makeProgressWidgets(QWidget* parent) {
     ProgressWidgets w;

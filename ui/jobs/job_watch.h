@@ -8,6 +8,7 @@
 
 #include <QString>
 #include <functional>
+#include <string>
 
 class QLabel;
 class QObject;
@@ -30,5 +31,9 @@ ProgressWidgets makeProgressWidgets(QWidget* parent);
 // of the progress text ("Encoding the rknot: ").
 void watchJobs(JobRunner* runner, QObject* context, std::function<bool(quint64)> owns, ProgressWidgets widgets,
                std::function<void(quint64 id, JobEnd how, const QString& message)> ended, const QString& prefix = {});
+
+// "1 min 05 s" / "42 s": a duration measured or extrapolated from a measurement (plain std::string: job threads
+// build their progress lines with it).
+std::string durationText(double seconds);
 
 }  // namespace gkq::ui

@@ -142,7 +142,13 @@ QString viewHelpText(int tab) {
                 "cumulative energy. The rank slider reads the exact relative error, energy kept and "
                 "bits per weight of a rank-k factorization; \"Add to overlay\" keeps a tensor on the "
                 "chart; the heat map shows one role across all layers; the right column lists the "
-                "WeightWatcher metrics, each marked reliable or not.");
+                "WeightWatcher metrics, each marked reliable or not. \"Load Gram file...\" reads the "
+                "activation Gram matrices X^T X of this model's inputs (gkq imatrix --gram) and computes, in the "
+                "background, the spectrum of W L (L the Cholesky factor of X^T X) of every matrix they cover; "
+                "\"As the data sees it\" then draws it beside W's, each curve over its own s_1, with the "
+                "output energy of W L, and the table under the rank slider compares W and W L: energy kept and "
+                "error at rank k, stable rank, ranks for 90 / 99 / 99.9 % energy. A matrix without an entry in "
+                "the file says so.");
         case MainWindow::QuantizeTab:
             return QObject::tr(
                 "<b>Quantize</b>: choose a preset, override rank / energy / bits, press Quantize "

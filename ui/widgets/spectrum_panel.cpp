@@ -6,14 +6,17 @@
 #include "charts/spectrum_heat_map.h"
 #include "jobs/job_runner.h"
 #include "jobs/job_watch.h"
+#include "jobs/whitened_spectra_job.h"
 #include "models/display_format.h"
 #include "models/spectrum_store.h"
 #include "widgets/output_guard.h"
 
 #include "gkq/spectrum_cache.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QProgressBar>
@@ -22,6 +25,7 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -50,17 +54,6 @@ struct AnalyzedSpectra {
     std::vector<std::string> notes;  // cache files not used and why, a cache write that failed
     double seconds = 0.0;            // wall time of the computation (0 for a hit)
 };
-
-// "1 min 05 s" / "42 s": a duration measured or extrapolated from a measurement.
-std::string durationText(double s) {
-    const auto total = static_cast<long long>(std::llround(std::max(0.0, s)));
-    char buf[48];
-    if (total >= 60)
-        std::snprintf(buf, sizeof buf, "%lld min %02lld s", total / 60, total % 60);
-    else
-        std::snprintf(buf, sizeof buf, "%lld s", total);
-    return buf;
-}
 
 // On the job's thread: the cache first (a stat per file and a hash of the tensor index, no tensor data), then,
 // on a miss, every spectrum, reporting per tensor how many are done and the time left at the rate so far (the
@@ -162,6 +155,60 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
         top->addWidget(button);
     }
 
+    // "As the data sees it": a Gram file, its own job (progress, status, Cancel), the overlay toggle.
+    m_gramButton = new QPushButton(tr("Load Gram file..."), this);
+    m_gramButton->setToolTip(
+        tr("Read the activation Gram matrices X^T X of this model's inputs on a calibration text (gkq imatrix MODEL "
+           "--text FILE -o IM --gram GRAM) and compute the spectrum of W L for every matrix they cover, L the "
+           "Cholesky factor of X^T X (in the background)"));
+    connect(m_gramButton, &QPushButton::clicked, this, [this] {
+        const QString dir = !gramFile().isEmpty() ? QFileInfo(gramFile()).absolutePath()
+                            : m_model             ? QFileInfo(QString::fromStdString(m_model->label())).absolutePath()
+                                                  : QString();
+        const QString p = QFileDialog::getOpenFileName(this, tr("Gram file (gkq imatrix --gram)"), dir,
+                                                       tr("Gram files (*.gguf *.gram);;All files (*)"));
+        if (!p.isEmpty()) loadGram(p);
+    });
+    m_dataBox = new QCheckBox(tr("As the data sees it"), this);
+    m_dataBox->setToolTip(
+        tr("Draw the spectrum of W L next to W's, each over its own largest singular value: the energy of W L is the "
+           "layer's output energy on the calibration text, so its energy ranks say what rank keeps what share of "
+           "the output (SVD-LLM). Needs a Gram file (Load Gram file...)"));
+    m_dataBox->setEnabled(false);
+    connect(m_dataBox, &QCheckBox::toggled, this, [this] { refreshChart(); });
+    m_gramCancel = new QPushButton(tr("Cancel"), this);
+    m_gramCancel->setEnabled(false);
+    connect(m_gramCancel, &QPushButton::clicked, this, &SpectrumPanel::cancelGram);
+    const ProgressWidgets gramProgress = makeProgressWidgets(this);
+    m_gramProgress = gramProgress.bar;
+    m_gramStatus = gramProgress.status;
+    m_gramStatus->setObjectName(QStringLiteral("gramStatus"));
+    watchJobs(
+        m_runner, this, [this](quint64 id) { return id == m_gramJob; }, gramProgress,
+        [this](quint64, JobEnd how, const QString& message) {
+            m_gramJob = 0;
+            m_gramButton->setEnabled(true);
+            m_gramCancel->setEnabled(false);
+            m_gramCancel->hide();
+            m_gramProgress->hide();
+            const QString kept = m_whitened ? tr("; still showing %1").arg(gramFile()) : QString();
+            if (how == JobEnd::Finished) {
+                m_gramStatus->setText(m_gramText);
+                emit gramLoaded();
+            } else if (how == JobEnd::Failed) {
+                m_gramStatus->setText(tr("Gram file not loaded: %1%2").arg(message, kept));
+                emit gramFailed(message);
+            } else {
+                m_gramStatus->setText(tr("Loading the Gram file cancelled%1").arg(kept));
+            }
+        },
+        tr("As the data sees it: "));
+    // Beside the analysis' bar, so that the chart keeps its height: the Gram job's Cancel and bar show while it runs,
+    // its status line once it has something to say.
+    m_gramCancel->hide();
+    m_gramProgress->hide();
+    m_gramStatus->hide();
+
     m_chart = new SpectrumChart(this);
     m_chart->setMinimumHeight(260);
 
@@ -182,6 +229,16 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     auto* rankRow = new QHBoxLayout();
     rankRow->addWidget(m_rankSpin);
     rankRow->addWidget(m_slider, 1);
+    m_data = new QLabel(this);
+    m_data->setObjectName(QStringLiteral("dataReadout"));
+    m_data->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_data->setWordWrap(true);
+    m_data->setToolTip(
+        tr("W L: the matrix times L, the Cholesky factor of the Gram matrix X^T X of its inputs on the calibration "
+           "text. The energy of W L is the layer's output energy on that text (W's is its weight energy), so the "
+           "best rank-k approximation's squared output error is the sum of the dropped squares of W L's singular "
+           "values."));
+    m_data->hide();
 
     m_metrics = new QLabel(this);
     m_metrics->setObjectName(QStringLiteral("spectrumMetrics"));
@@ -205,6 +262,7 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     chartColumn->addWidget(m_chart, 1);
     chartColumn->addLayout(rankRow);
     chartColumn->addWidget(m_rankLabel);
+    chartColumn->addWidget(m_data);
     upperLayout->addLayout(chartColumn, 3);
     upperLayout->addWidget(m_metrics, 1);
 
@@ -225,16 +283,39 @@ SpectrumPanel::SpectrumPanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     split->setStretchFactor(1, 2);
 
     auto* layout = new QVBoxLayout(this);
+    auto* progressRow = new QHBoxLayout();
+    progressRow->addWidget(m_progress, 1);
+    progressRow->addWidget(m_gramButton);
+    progressRow->addWidget(m_dataBox);
+    progressRow->addWidget(m_gramCancel);
+    progressRow->addWidget(m_gramProgress, 1);
     layout->addLayout(top);
-    layout->addWidget(m_progress);
+    layout->addLayout(progressRow);
     layout->addWidget(m_status);
+    layout->addWidget(m_gramStatus);
     layout->addWidget(split, 1);
     refreshChart();
 }
 
 void SpectrumPanel::setModel(std::shared_ptr<const Weights> model) {
     m_runner->cancelKey(QStringLiteral("analyze"));
+    m_runner->cancelKey(QStringLiteral("whiten"));
     m_model = std::move(model);
+    m_gramJob = 0;
+    m_whitened.reset();
+    m_gramText.clear();
+    m_gramStatus->clear();
+    m_gramStatus->hide();
+    m_gramProgress->setValue(0);
+    m_gramProgress->hide();
+    m_gramButton->setEnabled(true);
+    m_gramCancel->setEnabled(false);
+    m_gramCancel->hide();
+    {
+        const QSignalBlocker block(m_dataBox);
+        m_dataBox->setChecked(false);
+        m_dataBox->setEnabled(false);
+    }
     m_current.clear();
     m_overlay.clear();
     m_store->clear();
@@ -295,6 +376,91 @@ quint64 SpectrumPanel::analyze() {
     return id;
 }
 
+quint64 SpectrumPanel::loadGram(const QString& path) {
+    m_gramStatus->show();
+    if (!m_model) {
+        m_gramStatus->setText(tr("No model open: open one (File > Open), then load a Gram file made for it"));
+        return 0;
+    }
+    if (m_gramJob != 0) {
+        m_gramStatus->setText(
+            tr("A Gram file is already loading (the bar above shows how far it is; Cancel stops it)"));
+        return 0;
+    }
+    m_gramButton->setEnabled(false);
+    m_gramCancel->setEnabled(true);
+    m_gramCancel->show();
+    m_gramProgress->setValue(0);
+    m_gramProgress->show();
+    m_gramStatus->setText(tr("Reading %1...").arg(path));
+    std::shared_ptr<const Weights> model = m_model;
+    const std::string file = path.toStdString();
+    m_gramJob = m_runner->run<WhitenedSpectra>(
+        QStringLiteral("whiten"), tr("Computing the spectra of W L"),
+        [model, file](const ProgressFn& progress) { return whitenedSpectra(*model, file, progress); },
+        [this](WhitenedSpectra& result) {
+            const QString name = QString::fromStdString(result.gramFile);
+            // "1 matrix", "2 matrices"
+            auto matrices = [this](size_t n) {
+                return n == 1 ? tr("1 matrix") : tr("%1 matrices").arg(formatCount(static_cast<qint64>(n)));
+            };
+            m_gramText = tr("%1: the spectra of W L for %2, computed in %3")
+                             .arg(QFileInfo(name).fileName(), matrices(result.byTensor.size()),
+                                  QString::fromStdString(durationText(result.seconds)));
+            // One line (the chart keeps its height); the file's path and the matrices without an entry are in the
+            // tooltip, a failure's message in full (it names the file, the entry and the tensor).
+            QString tip = name;
+            if (!result.withoutEntry.empty()) {
+                m_gramText += tr("; %1 without activations in it").arg(matrices(result.withoutEntry.size()));
+                QStringList names;
+                for (const std::string& t : result.withoutEntry) names << QString::fromStdString(t);
+                tip += tr("\nwithout activations in it: %1").arg(names.join(QStringLiteral(", ")));
+            }
+            if (!result.failed.empty())
+                m_gramText +=
+                    tr("; %1 could not be computed: %2")
+                        .arg(matrices(result.failed.size()), QString::fromStdString(result.failed.begin()->second));
+            m_gramStatus->setToolTip(tip);
+            m_whitened = std::make_shared<const WhitenedSpectra>(std::move(result));
+            m_dataBox->setEnabled(true);
+            if (m_dataBox->isChecked())
+                refreshChart();
+            else
+                m_dataBox->setChecked(true);  // refreshes the chart
+        });
+    return m_gramJob;
+}
+
+void SpectrumPanel::cancelGram() {
+    if (m_gramJob != 0) m_runner->cancel(m_gramJob);
+}
+
+void SpectrumPanel::setDataView(bool on) {
+    if (m_dataBox->isEnabled()) m_dataBox->setChecked(on);
+}
+
+bool SpectrumPanel::dataView() const {
+    return m_dataBox->isChecked() && m_whitened != nullptr;
+}
+
+QString SpectrumPanel::gramFile() const {
+    return m_whitened ? QString::fromStdString(m_whitened->gramFile) : QString();
+}
+
+QString SpectrumPanel::gramStatusText() const {
+    return m_gramStatus->text();
+}
+
+QString SpectrumPanel::dataText() const {
+    return m_data->text();
+}
+
+const WhitenedSpectrum* SpectrumPanel::whitened(const QString& name) const {
+    if (!m_whitened) return nullptr;
+    const auto it = m_whitened->byTensor.find(name.toStdString());
+    return it == m_whitened->byTensor.end() ? nullptr : &it->second;
+}
+
 void SpectrumPanel::showTensor(const QString& name) {
     m_current = name;
     refreshChart();
@@ -336,11 +502,20 @@ QString SpectrumPanel::metricsText() const {
 
 void SpectrumPanel::refreshChart() {
     const auto spectrum = m_store->find(m_current);
+    const bool data = dataView();
+    const WhitenedSpectrum* seen = data ? whitened(m_current) : nullptr;
     std::vector<SpectrumChart::Curve> curves;
-    if (spectrum) curves.push_back({curveName(*spectrum), spectrum->singular_values});
+    if (spectrum) curves.push_back({curveName(*spectrum) + (data ? tr(" (W)") : QString()), spectrum->singular_values});
+    if (seen) {
+        const QString name = spectrum ? curveName(*spectrum) : m_current;
+        curves.push_back({tr("%1 (W L)").arg(name), seen->singular_values, tr("output energy (W L)")});
+    }
     for (const QString& name : m_overlay)
         if (name != m_current)
             if (auto s = m_store->find(name)) curves.push_back({curveName(*s), s->singular_values});
+    m_chart->setNormalized(data);
+    m_chart->chart()->setTitle(data ? tr("Singular values of W and W L (%1)").arg(QFileInfo(gramFile()).fileName())
+                                    : tr("Singular values"));
     m_chart->setCurves(curves);
     m_pinButton->setEnabled(spectrum != nullptr);
     m_clearButton->setEnabled(!m_overlay.isEmpty());
@@ -358,8 +533,13 @@ void SpectrumPanel::refreshChart() {
         m_title->setText(tr("<b>%1</b> — no spectrum: not a 2-D matrix, or its type has no float32 conversion")
                              .arg(m_current.toHtmlEscaped()));
 
-    const int n = spectrum ? static_cast<int>(spectrum->singular_values.size()) : 0;
-    const int keep = spectrum ? static_cast<int>(std::max<int64_t>(1, spectrum->metrics.rank_90)) : 0;
+    // W's values and W L's are as many (min(rows, cols)); without W's (not analyzed yet) the slider follows W L's.
+    const int n = spectrum ? static_cast<int>(spectrum->singular_values.size())
+                  : seen   ? static_cast<int>(seen->singular_values.size())
+                           : 0;
+    const int keep = spectrum ? static_cast<int>(std::max<int64_t>(1, spectrum->metrics.rank_90))
+                     : seen   ? static_cast<int>(std::max<int64_t>(1, seen->metrics.rank_90))
+                              : 0;
     m_slider->setRange(0, n);
     m_rankSpin->setRange(0, n);
     const bool same = m_rankSpin->value() == keep;
@@ -369,10 +549,11 @@ void SpectrumPanel::refreshChart() {
 }
 
 void SpectrumPanel::refreshRank() {
+    refreshData();
     const auto spectrum = m_store->find(m_current);
     if (!spectrum) {
         m_rankLabel->setText(QString());
-        m_chart->setRank(0);
+        m_chart->setRank(m_rankSpin->value());
         return;
     }
     const RankStats r = rankStats(*spectrum, m_rankSpin->value());
@@ -387,6 +568,71 @@ void SpectrumPanel::refreshRank() {
             .arg(formatNumber(r.bpwF16))
             .arg(spectrum->rows)
             .arg(spectrum->cols));
+}
+
+void SpectrumPanel::refreshData() {
+    if (!dataView()) {
+        m_data->clear();
+        m_data->hide();
+        return;
+    }
+    m_data->show();
+    const QString head = tr("<b>As the data sees it</b>");
+    const QString file = gramFile().toHtmlEscaped();
+    if (m_current.isEmpty()) {
+        m_data->setText(tr("%1: select a matrix in the model browser.").arg(head));
+        return;
+    }
+    const std::string name = m_current.toStdString();
+    if (const auto f = m_whitened->failed.find(name); f != m_whitened->failed.end()) {
+        m_data->setText(
+            tr("%1: no W L spectrum for this matrix: %2").arg(head, QString::fromStdString(f->second).toHtmlEscaped()));
+        return;
+    }
+    const WhitenedSpectrum* seen = whitened(m_current);
+    if (!seen) {
+        const int64_t i = m_model ? m_model->index_of(name) : -1;
+        const bool matrix = i >= 0 && m_model->tensor_info(static_cast<size_t>(i)).n_dims() == 2;
+        m_data->setText(
+            matrix
+                ? tr("%1: no activations for this matrix in %2 (the file has no entry for its input)").arg(head, file)
+                : tr("%1: not a matrix; no W L spectrum").arg(head));
+        return;
+    }
+    const auto spectrum = m_store->find(m_current);
+    const std::vector<double>& v = seen->singular_values;
+    const auto n = static_cast<int64_t>(v.size());
+    const int64_t k = std::clamp<int64_t>(m_rankSpin->value(), 0, n);
+    // W and W L as two rows of one table (the chart's column is wide, not tall); the chart's title names the file,
+    // the tooltip says what W L is.
+    QString html = QStringLiteral("<table cellspacing='2'>");
+    if (seen->shift > 0.0)
+        html += tr("<tr><td colspan='5'>X^T X is not positive definite: %1 added to its diagonal</td></tr>")
+                    .arg(num(seen->shift));
+    const QString atK = formatCount(static_cast<qint64>(k));
+    html += QStringLiteral("<tr><td>%1</td><td>%2</td><td>%3</td><td>%4</td><td>%5</td></tr>")
+                .arg(head, tr("energy kept at rank %1").arg(atK), tr("relative error at rank %1").arg(atK),
+                     tr("stable rank"), tr("rank for 90 / 99 / 99.9 %"));
+    auto row = [&html](const QString& what, const QString& energy, const QString& err, const QString& stable,
+                       const QString& ranks) {
+        html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td><td>%3</td><td>%4</td><td>%5</td></tr>")
+                    .arg(what, energy, err, stable, ranks);
+    };
+    auto ranks = [](const SpectrumMetrics& m) {
+        return QStringLiteral("%1 / %2 / %3").arg(m.rank_90).arg(m.rank_99).arg(m.rank_999);
+    };
+    if (spectrum) {
+        const RankStats r = rankStats(*spectrum, k);
+        row(tr("W (weights)"), tr("%1 %").arg(formatNumber(100.0 * r.energyKept, 6)), formatNumber(r.relError, 6),
+            num(spectrum->metrics.stable_rank), ranks(spectrum->metrics));
+    } else {
+        html += QStringLiteral("<tr><td><b>%1</b></td><td colspan='4'>%2</td></tr>")
+                    .arg(tr("W (weights)"), tr("not analyzed yet (Analyze model)"));
+    }
+    row(tr("W L (output)"), tr("%1 %").arg(formatNumber(100.0 * top_k_energy(v.data(), n, k), 6)),
+        formatNumber(relative_error_at_rank(v.data(), n, k), 6), num(seen->metrics.stable_rank), ranks(seen->metrics));
+    html += QStringLiteral("</table>");
+    m_data->setText(html);
 }
 
 void SpectrumPanel::refreshMetrics() {

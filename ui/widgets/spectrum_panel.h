@@ -6,6 +6,13 @@
 // (gkq/spectrum_cache.h), else analyze_model, whose per-tensor progress says how many tensors are done and the time
 // left at the rate so far, and whose result is written to the cache. They are kept per tensor in a SpectrumStore,
 // which says where they came from; Analyze again says they are already there. Cancel stops the job.
+// "As the data sees it": Load Gram file... reads a Gram file of the open model (gkq imatrix --gram) and computes, in a
+// job of its own (key "whiten", its own progress bar, status line and Cancel; jobs/whitened_spectra_job.h), the
+// spectrum of W L for every matrix the file covers, L the Cholesky factor of the Gram matrix X^T X of the matrix's
+// inputs. The toggle beside it draws the selected matrix's W L spectrum next to W's, both over their own s_1, with
+// W L's cumulative energy (the layer's output energy on the calibration text), and a readout of both: energy kept and
+// relative error at rank k, stable rank, ranks for 90 / 99 / 99.9 % energy. A matrix the file has no entry for says
+// so ("no activations for this matrix in FILE"); a file that does not fit the model says why and changes nothing.
 #pragma once
 
 #include "gkq/weights.h"
@@ -21,9 +28,16 @@ class QPushButton;
 class QSlider;
 class QSpinBox;
 
+namespace gkq {
+struct WhitenedSpectrum;
+}
+
+class QCheckBox;
+
 namespace gkq::ui {
 
 class JobRunner;
+struct WhitenedSpectra;
 class SpectrumChart;
 class SpectrumHeatMap;
 class SpectrumStore;
@@ -58,8 +72,25 @@ public:
     QString metricsText() const;
     QStringList overlay() const { return m_overlay; }
 
+    // Reads the Gram file `path` for the open model and computes the W L spectra (job key "whiten"); returns the job
+    // id. 0, with gramStatusText() saying why, without a model or while one runs. A load that fails (the file of
+    // another model, not a Gram file) keeps what was shown before and says so.
+    quint64 loadGram(const QString& path);
+    void cancelGram();
+    // The "as the data sees it" overlay and readout; turned on when a Gram file's spectra arrive. Without them it
+    // stays off (the toggle is disabled).
+    void setDataView(bool on);
+    bool dataView() const;
+    QString gramFile() const;  // the file whose W L spectra are held; empty when none
+    QString gramStatusText() const;
+    QString dataText() const;  // the readout under the rank line (rich text); empty while the overlay is off
+    // The W L spectrum of the tensor (by stored name) as whitened_spectrum() gave it; nullptr when none is held.
+    const WhitenedSpectrum* whitened(const QString& name) const;
+
 signals:
     void analyzed();
+    void gramLoaded();
+    void gramFailed(const QString& message);
 
 private:
     void refreshChart();
@@ -67,6 +98,7 @@ private:
     void refreshMetrics();
     void refreshHeatMap();
     void refreshRoles();
+    void refreshData();
 
     JobRunner* m_runner = nullptr;
     SpectrumStore* m_store = nullptr;
@@ -76,6 +108,9 @@ private:
     QStringList m_overlay;
     QString m_analyzedText;  // the status line of the last finished analysis
     int m_computeCount = 0;
+    quint64 m_gramJob = 0;
+    std::shared_ptr<const WhitenedSpectra> m_whitened;
+    QString m_gramText;  // the status line of the last finished Gram load
 
     QLabel* m_title = nullptr;
     QProgressBar* m_progress = nullptr;
@@ -88,6 +123,12 @@ private:
     QSpinBox* m_rankSpin = nullptr;
     QLabel* m_rankLabel = nullptr;
     QLabel* m_metrics = nullptr;
+    QPushButton* m_gramButton = nullptr;
+    QCheckBox* m_dataBox = nullptr;
+    QPushButton* m_gramCancel = nullptr;
+    QProgressBar* m_gramProgress = nullptr;
+    QLabel* m_gramStatus = nullptr;
+    QLabel* m_data = nullptr;
     QComboBox* m_roleCombo = nullptr;
     SpectrumHeatMap* m_heatMap = nullptr;
 };
