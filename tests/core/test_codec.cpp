@@ -2,6 +2,7 @@
 // run-length encoding, residual blocks), llama.cpp block layouts, payload checks and the accounting.
 #include "gkq/codec.h"
 #include "gkq/convert.h"
+#include "gkq/knot.h"
 #include "test_support.h"
 
 #include "codec/factor_quant.h"
@@ -11,6 +12,7 @@
 
 #include <QtTest>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 using namespace gkq;
@@ -171,6 +173,52 @@ RowReader rows_of(const std::vector<float>& w, int64_t cols, int* calls) {
         std::memcpy(dst, w.data() + row0 * cols, static_cast<size_t>(n_rows * cols) * 4);
         return Status::ok();
     };
+}
+
+// ---- low-rank + residual records as gkq wrote them before a residual could be any block type ---------------------
+
+// The records of tests/data/knot/residual-q4_0-q8_0.knot: each a random matrix (test::random_floats(rows * cols, seed))
+// encoded as rank `rank` with 8-bit factors plus a Q4_0 (residual code 4) or Q8_0 (code 8) residual, the last one
+// LQER-style with an importance vector.
+struct OldResidualRecord {
+    const char* name;
+    TensorRole role;
+    int64_t rows, cols;
+    int32_t rank;
+    ResidualKind residual;
+    LowRankTarget target;
+    uint64_t seed;
+    bool weighted;  // importance 0.5 + random_floats(cols, seed + 1) squared
+};
+constexpr OldResidualRecord kOldResidualRecords[] = {
+    {"blk.0.attn_q.weight", TensorRole::AttnQ, 64, 64, 4, ResidualKind::Q4_0, LowRankTarget::Weights, 101, false},
+    {"blk.0.ffn_up.weight", TensorRole::FfnUp, 96, 64, 3, ResidualKind::Q8_0, LowRankTarget::Weights, 102, false},
+    {"blk.0.ffn_down.weight", TensorRole::FfnDown, 64, 96, 2, ResidualKind::Q4_0, LowRankTarget::QuantError, 103, true},
+};
+
+// FNV-1a (64-bit) of a decoded record's float32 bytes.
+uint64_t fnv1a(const std::vector<float>& v) {
+    uint64_t h = 14695981039346656037ull;
+    const auto* b = reinterpret_cast<const uint8_t*>(v.data());
+    for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+// What decode_tensor gave for each record of that knot when it was written (gkq at commit ce56457).
+constexpr uint64_t kOldResidualDecoded[] = {0x44cb19276b3aafdfull, 0xb2f37d7514f0f0feull, 0xef6254f2be40fb3dull};
+
+Result<EncodedTensor> encode_old_residual_record(const OldResidualRecord& r, std::vector<float>& importance) {
+    const std::vector<float> w = test::random_floats(static_cast<size_t>(r.rows * r.cols), r.seed);
+    importance.clear();
+    if (r.weighted)
+        for (float x : test::random_floats(static_cast<size_t>(r.cols), r.seed + 1)) importance.push_back(0.5f + x * x);
+    TensorInput in = input(r.name, r.role, {r.rows, r.cols}, w);
+    in.importance = r.weighted ? importance.data() : nullptr;
+    CodecParams p = low_rank(r.rank, 8);
+    p.method = Method::LowRankResidual;
+    p.residual = r.residual;
+    p.target = r.target;
+    return encode_tensor(in, p);
 }
 
 }  // namespace
@@ -647,6 +695,56 @@ private slots:
         QCOMPARE(e.status().code(), StatusCode::InvalidArgument);
         QCOMPARE(e.message(), std::string("tensor 'm': codec parameter target: the quantization-error target needs a "
                                           "residual (q4_0 or q8_0)"));
+    }
+
+    // A knot of Q4_0 / Q8_0 residual records written before other residual types existed: the same inputs encode to
+    // the same records, and each record decodes to the values it decoded to then. GKQ_WRITE_FIXTURES=DIR writes the
+    // knot into DIR and prints the digests instead (how the fixture was made).
+    void oldResidualRecordsReadAndEncodeAsBefore() {
+        std::vector<EncodedTensor> now;
+        std::vector<float> importance;
+        for (const OldResidualRecord& r : kOldResidualRecords) {
+            Result<EncodedTensor> e = encode_old_residual_record(r, importance);
+            QVERIFY2(e.is_ok(), e.message().c_str());
+            now.push_back(std::move(*e));
+        }
+        const std::string fixture = std::string(GKQ_TEST_DATA_DIR) + "/knot/residual-q4_0-q8_0.knot";
+        if (const char* dir = std::getenv("GKQ_WRITE_FIXTURES")) {
+            KnotHeader h;
+            h.producer = "gkq 0.1.0";
+            h.command = "test_codec oldResidualRecordsReadAndEncodeAsBefore";
+            h.config.dim = 64;
+            h.config.hidden_dim = 96;
+            h.config.n_layers = 1;
+            h.config.n_heads = 4;
+            h.config.n_kv_heads = 4;
+            h.config.vocab_size = 1;
+            h.config.context_length = 16;
+            h.n_source_tensors = now.size();
+            const std::string out = std::string(dir) + "/residual-q4_0-q8_0.knot";
+            auto w = KnotWriter::create(out, h);
+            QVERIFY2(w.is_ok(), w.message().c_str());
+            for (size_t i = 0; i < now.size(); ++i) QVERIFY(w->add(now[i], i).is_ok());
+            QVERIFY(w->finish().is_ok());
+            for (const EncodedTensor& t : now)
+                qInfo("%s 0x%016llx", t.name.c_str(), (unsigned long long)fnv1a(*decode_tensor(t)));
+            QSKIP("fixture written");
+        }
+        auto knot = KnotFile::open(fixture);
+        QVERIFY2(knot.is_ok(), knot.message().c_str());
+        QCOMPARE(knot->n_records(), std::size(kOldResidualRecords));
+        for (size_t i = 0; i < now.size(); ++i) {
+            Result<EncodedTensor> old = knot->read(i);
+            QVERIFY2(old.is_ok(), old.message().c_str());
+            QCOMPARE(old->name, now[i].name);
+            QCOMPARE(old->method, Method::LowRankResidual);
+            QCOMPARE(old->residual_bits, now[i].residual_bits);
+            QCOMPARE(old->flags, now[i].flags);
+            QVERIFY2(old->payload == now[i].payload, old->name.c_str());
+            Result<std::vector<float>> d = decode_tensor(*old);
+            QVERIFY2(d.is_ok(), d.message().c_str());
+            QCOMPARE(fnv1a(*d), kOldResidualDecoded[i]);
+        }
     }
 
     // ---- folding ----------------------------------------------------------------------------------------------
