@@ -352,9 +352,9 @@ int cmd_quantize(int argc, char** argv) {
              "llama-quantize --imatrix does; the file's name and sha256 are recorded in the knot",
              &imatrix_path);
     p.option("--gram", "FILE",
-             "activation Gram matrices (gkq imatrix --gram): the whitened presets (svd-llm, q4_0-lqer) take the SVD "
-             "in the metric of each matrix's inputs; required by them, ignored by the others; the file's name and "
-             "sha256 are recorded in the knot",
+             "activation Gram matrices (gkq imatrix --gram): the whitened presets (svd-llm, q4_0-lqer, q4_k-lqer) take "
+             "the SVD in the metric of each matrix's inputs; required by them, ignored by the others; the file's name "
+             "and sha256 are recorded in the knot",
              &gram_path);
     p.option_double("--target-bpw", "B",
                     "mixed precision by measurement: every attention and FFN projection measured with Q2_K, Q3_K, "

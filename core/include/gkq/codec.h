@@ -95,9 +95,9 @@ struct Preset {
     CodecParams params_for(TensorRole role, int n_dims) const;
 };
 
-// "paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy", "svd-plain", "svd-llm", "q4_0-lqer", then llama.cpp's k-quant
-// mixtures "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k" (in that order); svd-llm and q4_0-lqer whiten by the
-// activations (CodecParams::whiten) and need each projection's Gram matrix.
+// "paper", "q8_0", "q4_0", "lowrank-q4", "lowrank-q4k", "svd-energy", "svd-plain", "svd-llm", "q4_0-lqer",
+// "q4_k-lqer", then llama.cpp's k-quant mixtures "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k" (in that order); svd-llm
+// and the -lqer presets whiten by the activations (CodecParams::whiten) and need each projection's Gram matrix.
 std::vector<std::string> preset_names();
 // NotFound listing the valid names when `name` is not one of them.
 Result<Preset> find_preset(std::string_view name);
