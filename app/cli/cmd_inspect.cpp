@@ -205,12 +205,19 @@ double record_bpw(const KnotEntry& e) {
     return n > 0 ? 8.0 * static_cast<double>(e.record_bytes) / static_cast<double>(n) : 0.0;
 }
 
-// Bits per stored weight as text: the factor bits ("2"), factor bits + the residual's type ("8+q4"), or the dense
-// type's.
+// A low-rank + residual record's residual type (the reader has refused codes that name none); Other otherwise.
+DType residual_of(const KnotEntry& e) {
+    return e.method == Method::LowRankResidual ? residual_code_type(e.residual_code).value_or(DType::Other)
+                                               : DType::Other;
+}
+
+// Bits per stored weight as text: the factor bits ("2"), factor bits + the residual's type ("8+q4_0", "8+q4_k"), or
+// the dense type's.
 std::string bits_text(const KnotEntry& e) {
     switch (e.method) {
         case Method::LowRank: return std::to_string(e.factor_bits);
-        case Method::LowRankResidual: return std::to_string(e.factor_bits) + "+q" + std::to_string(e.residual_bits);
+        case Method::LowRankResidual:
+            return std::to_string(e.factor_bits) + "+" + std::string(dtype_name(residual_of(e)));
         default: return std::to_string(method_code_bits(e.method));
     }
 }
@@ -250,19 +257,23 @@ void print_knot_json(const KnotFile& k, const std::vector<std::string>& warnings
     j["tokenizer"] = tokenizer_json(k.path(), h.vocab, h.config.vocab_size);
     nlohmann::json records = nlohmann::json::array();
     for (const KnotEntry& e : k.entries())
-        records.push_back({{"name", e.name},
-                           {"role", std::string(role_name(e.role))},
-                           {"layer", e.layer},
-                           {"shape", e.shape},
-                           {"method", std::string(method_name(e.method))},
-                           {"rank", e.rank},
-                           {"factor_bits", e.factor_bits},
-                           {"residual_bits", e.residual_bits},
-                           {"compression", e.compression == KnotCompression::Zlib ? "zlib" : "none"},
-                           {"stored_bytes", e.stored_bytes},
-                           {"raw_bytes", e.raw_bytes},
-                           {"record_bytes", e.record_bytes},
-                           {"bits_per_weight", record_bpw(e)}});
+        records.push_back(
+            {{"name", e.name},
+             {"role", std::string(role_name(e.role))},
+             {"layer", e.layer},
+             {"shape", e.shape},
+             {"method", std::string(method_name(e.method))},
+             {"rank", e.rank},
+             {"factor_bits", e.factor_bits},
+             {"residual", residual_of(e) != DType::Other ? nlohmann::json(std::string(dtype_name(residual_of(e))))
+                                                         : nlohmann::json()},
+             {"residual_bits",
+              residual_of(e) != DType::Other ? method_code_bits(*block_method_for(residual_of(e))) : 0},
+             {"compression", e.compression == KnotCompression::Zlib ? "zlib" : "none"},
+             {"stored_bytes", e.stored_bytes},
+             {"raw_bytes", e.raw_bytes},
+             {"record_bytes", e.record_bytes},
+             {"bits_per_weight", record_bpw(e)}});
     j["records"] = std::move(records);
     j["n_records"] = k.n_records();
     j["n_params"] = tot.n_params;

@@ -58,12 +58,13 @@ std::string fmt(const char* f, double v) {
     return buf;
 }
 
-// Bits per stored weight as a label: the factor bits, plus the residual's ("2", "8+q4"); the code or
+// Bits per stored weight as a label: the factor bits, plus the residual's type ("2", "8+q4_0"); the code or
 // value width of the other methods ("8", "4", "16" for f16, "32" for f32).
 std::string bits_text(const TensorReport& r) {
     switch (r.method) {
         case Method::LowRank: return std::to_string(r.factor_bits);
-        case Method::LowRankResidual: return std::to_string(r.factor_bits) + "+q" + std::to_string(r.residual_bits);
+        case Method::LowRankResidual:
+            return std::to_string(r.factor_bits) + "+" + std::string(dtype_name(r.residual_type));
         default: return std::to_string(method_code_bits(r.method));
     }
 }
@@ -172,7 +173,10 @@ void print_json(const ModelFile& model, const QuantizeReport& r, const BpwPlan* 
             {"method", std::string(method_name(c.method))},
             {"rank", c.rank},
             {"factor_bits", c.factor_bits},
-            {"residual_bits", c.residual_bits},
+            {"residual", c.residual_type != DType::Other ? nlohmann::json(std::string(dtype_name(c.residual_type)))
+                                                         : nlohmann::json()},
+            {"residual_bits",
+             c.residual_type != DType::Other ? method_code_bits(*block_method_for(c.residual_type)) : 0},
             {"flags", c.flags},
             {"payload_bytes", c.payload_bytes},
             {"compression", q.compression == KnotCompression::Zlib ? "zlib" : "none"},
@@ -349,14 +353,14 @@ int cmd_quantize(int argc, char** argv) {
              "the options above)",
              &tuning);
     p.option("--imatrix", "FILE",
-             "importance matrix (gkq imatrix or llama-imatrix; GGUF or legacy .dat): each matrix's Q4_0 blocks (the "
-             "method or a low-rank residual) are fitted weighted by its columns' importance, as llama-quantize "
-             "--imatrix does; the file's name and sha256 are recorded in the knot",
+             "importance matrix (gkq imatrix or llama-imatrix; GGUF or legacy .dat): each matrix's blocks (the method "
+             "or a low-rank residual; every block type but Q8_0) are fitted weighted by its columns' importance, as "
+             "llama-quantize --imatrix does; the file's name and sha256 are recorded in the knot",
              &imatrix_path);
     p.option("--gram", "FILE",
-             "activation Gram matrices (gkq imatrix --gram): the whitened presets (svd-llm, q4_0-lqer) take the SVD "
-             "in the metric of each matrix's inputs; required by them, ignored by the others; the file's name and "
-             "sha256 are recorded in the knot",
+             "activation Gram matrices (gkq imatrix --gram): the whitened presets (svd-llm, q4_0-lqer, q4_k-lqer) take "
+             "the SVD in the metric of each matrix's inputs; required by them, ignored by the others; the file's name "
+             "and sha256 are recorded in the knot",
              &gram_path);
     p.option_double(
         "--target-bpw", "B",

@@ -135,6 +135,10 @@ Status decode(const TensorJob& job, float* out) {
             return error(StatusCode::Unsupported, "method " + std::string(method_name(job.method)) +
                                                       " has no CUDA kernel (the CPU backends decode it)");
     }
+    if (!job.residual_is_fused())
+        return error(StatusCode::Unsupported, "a residual of type " + std::string(dtype_name(job.residual_type)) +
+                                                  " has no CUDA kernel (q4_0 and q8_0 do; the CPU backends decode it)");
+    const ResidualBlocks residual = job.fused_residual();
     if (Status s = check_grid(job.rows); !s) return s;
     const uint64_t n_codes = static_cast<uint64_t>(job.k) * static_cast<uint64_t>(job.u_len + job.v_len);
     Result<DeviceBuffer> codes = DeviceBuffer::upload(job.codes.data, code_stream_bytes(job.codes, n_codes), "codes");
@@ -144,13 +148,12 @@ Status decode(const TensorJob& job, float* out) {
     if (Status s = decode_factor(job, *codes, false, vt); !s) return s;
     Result<DeviceBuffer> sigma = DeviceBuffer::upload(job.sigma.data(), job.sigma.size() * 4, "sigma");
     if (!sigma) return sigma.status();
-    Result<DeviceBuffer> res =
-        DeviceBuffer::upload(job.residual, residual_bytes(job.residual_bits, n), "residual blocks");
+    Result<DeviceBuffer> res = DeviceBuffer::upload(residual.data, residual_bytes(residual.bits, n), "residual blocks");
     if (!res) return res.status();
     Result<DeviceBuffer> d_out = DeviceBuffer::allocate(n * 4, "W");
     if (!d_out) return d_out.status();
     launch_reconstruct(ut.as<float>(), sigma->as<float>(), vt.as<float>(), job.rows, job.cols, job.k,
-                       res->as<uint8_t>(), job.residual_bits, d_out->as<float>());
+                       res->as<uint8_t>(), residual.bits, d_out->as<float>());
     if (Status s = last_launch_status("reconstruct"); !s) return s;
     return d_out->download(out, n * 4);
 }

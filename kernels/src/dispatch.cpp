@@ -13,9 +13,11 @@
 #include "cuda/cuda_api.h"
 #endif
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <thread>
+#include <vector>
 
 namespace gkq::kernels {
 
@@ -249,6 +251,26 @@ Status decode_factor(Backend b, const TensorJob& job, bool is_u, float* out, con
     return Status::ok();
 }
 
+// out += the residual's dequantized blocks, a few rows at a time: the block types without a fused reconstruct kernel
+// (each element is then the product's value plus the residual's, as when the kernel adds it).
+Status add_residual(Backend b, const TensorJob& job, float* out, const KernelOptions& options) {
+    constexpr int64_t kChunkElements = int64_t{1} << 20;
+    const int64_t chunk_rows = std::max<int64_t>(1, kChunkElements / std::max<int64_t>(job.cols, 1));
+    const uint64_t row_bytes = *dtype_storage_bytes(job.residual_type, static_cast<uint64_t>(job.cols));
+    std::vector<float> r(static_cast<size_t>(std::min(chunk_rows, job.rows) * job.cols));
+    for (int64_t row0 = 0; row0 < job.rows; row0 += chunk_rows) {
+        const int64_t nr = std::min(chunk_rows, job.rows - row0);
+        const auto count = static_cast<uint64_t>(nr * job.cols);
+        if (Status s = dequantize_blocks(b, job.residual_type, job.residual + static_cast<uint64_t>(row0) * row_bytes,
+                                         count, r.data(), options);
+            !s)
+            return s;
+        float* dst = out + row0 * job.cols;
+        for (uint64_t i = 0; i < count; ++i) dst[i] += r[i];
+    }
+    return Status::ok();
+}
+
 Status decode_cpu(Backend b, const TensorJob& job, float* out, const KernelOptions& options) {
     const auto n = static_cast<uint64_t>(job.n);
     switch (job.method) {
@@ -261,8 +283,11 @@ Status decode_cpu(Backend b, const TensorJob& job, float* out, const KernelOptio
             AlignedFloats vt = aligned_floats(job.k * job.cols);  // (k, cols)
             if (Status s = decode_factor(b, job, true, ut.get(), options); !s) return s;
             if (Status s = decode_factor(b, job, false, vt.get(), options); !s) return s;
-            return reconstruct(b, ut.get(), job.sigma.data(), vt.get(), job.rows, job.cols, job.k,
-                               ResidualBlocks{job.residual, job.residual_bits}, out, options);
+            if (Status s = reconstruct(b, ut.get(), job.sigma.data(), vt.get(), job.rows, job.cols, job.k,
+                                       job.fused_residual(), out, options);
+                !s)
+                return s;
+            return job.residual_is_fused() ? Status::ok() : add_residual(b, job, out, options);
         }
         default: return dequantize_blocks(b, method_dtype(job.method), job.values, n, out, options);  // f16, blocks
     }

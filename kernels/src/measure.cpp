@@ -58,11 +58,9 @@ Result<std::vector<double>> reference_f64(const EncodedTensor& t) {
                         static_cast<blasint>(job.cols), static_cast<blasint>(job.k), 1.0, us.data(),
                         static_cast<blasint>(job.rows), vd.data(), static_cast<blasint>(job.cols), 0.0, ref.data(),
                         static_cast<blasint>(job.cols));
-        if (job.residual_bits) {
+        if (job.residual_type != DType::Other) {
             std::vector<float> res(n);
-            if (Status s = dequantize_blocks(Backend::CpuRef, job.residual_bits == 4 ? DType::Q4_0 : DType::Q8_0,
-                                             job.residual, n, res.data());
-                !s)
+            if (Status s = dequantize_blocks(Backend::CpuRef, job.residual_type, job.residual, n, res.data()); !s)
                 return s.with_context(job.label);
             for (size_t i = 0; i < n; ++i) ref[i] += static_cast<double>(res[i]);
         }

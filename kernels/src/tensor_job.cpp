@@ -33,19 +33,17 @@ Status check_block_rows(const TensorJob& job, DType type) {
                             std::to_string(block) + "-element block");
 }
 
-DType residual_type(int bits) {
-    return bits == 4 ? DType::Q4_0 : DType::Q8_0;
-}
-
 Status plan_lowrank(const EncodedTensor& t, TensorJob& job, const std::string& shape_text) {
     if (t.shape.size() < 2) return corrupt(job, "a low-rank tensor needs two or more dimensions, " + shape_text);
     const bool with_residual = t.method == Method::LowRankResidual;
+    DType residual_type = DType::Other;
     if (!with_residual) {
-        if (Status s = expect_zero(job, "residual_bits", t.residual_bits); !s) return s;
+        if (Status s = expect_zero(job, "residual_code", t.residual_code); !s) return s;
     } else {
-        if (t.residual_bits != 4 && t.residual_bits != 8)
-            return corrupt(job, "residual_bits is " + std::to_string(t.residual_bits) + ", expected 4 or 8");
-        if (Status s = check_block_rows(job, residual_type(t.residual_bits)); !s) return s;
+        const std::optional<DType> type = residual_code_type(t.residual_code);
+        if (!type) return corrupt(job, unknown_residual_code(t.residual_code));
+        if (Status s = check_block_rows(job, *type); !s) return s;
+        residual_type = *type;
     }
     codec::LowRankSection s;
     uint64_t consumed = 0;
@@ -55,13 +53,13 @@ Status plan_lowrank(const EncodedTensor& t, TensorJob& job, const std::string& s
         return corrupt(job, "payload is " + std::to_string(t.payload.size()) +
                                 " bytes but the low-rank section ends at " + std::to_string(consumed));
     if (with_residual) {
-        const uint64_t expected = *dtype_storage_bytes(residual_type(t.residual_bits), static_cast<uint64_t>(job.n));
+        const uint64_t expected = *dtype_storage_bytes(residual_type, static_cast<uint64_t>(job.n));
         if (rest != expected)
             return corrupt(job, "residual blocks after offset " + std::to_string(consumed) + " take " +
                                     std::to_string(rest) + " bytes, expected " + std::to_string(expected) + " for " +
                                     shape_text);
         job.residual = t.payload.data() + consumed;
-        job.residual_bits = t.residual_bits;
+        job.residual_type = residual_type;
     }
 
     job.k = s.k;
@@ -93,6 +91,12 @@ Status plan_lowrank(const EncodedTensor& t, TensorJob& job, const std::string& s
 
 }  // namespace
 
+ResidualBlocks TensorJob::fused_residual() const {
+    if (residual_type == DType::Q4_0) return ResidualBlocks{residual, method_code_bits(Method::Q4_0)};
+    if (residual_type == DType::Q8_0) return ResidualBlocks{residual, method_code_bits(Method::Q8_0)};
+    return ResidualBlocks{nullptr, 0};
+}
+
 Status plan_tensor(const EncodedTensor& t, TensorJob& job) {
     job = TensorJob{};
     job.label = "tensor '" + t.name + "' (" + std::string(method_name(t.method)) + ")";
@@ -121,7 +125,7 @@ Status plan_tensor(const EncodedTensor& t, TensorJob& job) {
     // f32, f16 and the block methods: the payload is the values of the method's type, nothing else
     if (Status s = expect_zero(job, "rank", static_cast<uint64_t>(t.rank)); !s) return s;
     if (Status s = expect_zero(job, "factor_bits", t.factor_bits); !s) return s;
-    if (Status s = expect_zero(job, "residual_bits", t.residual_bits); !s) return s;
+    if (Status s = expect_zero(job, "residual_code", t.residual_code); !s) return s;
     if (Status s = expect_zero(job, "flags", t.flags); !s) return s;
     const DType type = method_dtype(t.method);
     if (Status s = check_block_rows(job, type); !s) return s;

@@ -31,8 +31,13 @@ struct TensorJob {
     int64_t u_heads = 1, v_heads = 1;       // > 1 on the folded factor: stored vectors are one head's base block
     std::vector<float> head_scales;         // (n_heads of the folded factor)
     std::vector<float> u_scales, v_scales;  // (k) each
-    const uint8_t* residual = nullptr;      // LowRankResidual: n values in Q4_0 / Q8_0 blocks
-    int residual_bits = 0;
+    const uint8_t* residual = nullptr;      // LowRankResidual: n values in blocks of residual_type
+    DType residual_type = DType::Other;     // Other: no residual
+
+    // The residual as the fused reconstruct kernels take it (ResidualBlocks: Q4_0 or Q8_0); bits 0 for none or for
+    // another block type, whose blocks the CPU path adds after the product (the CUDA path refuses them).
+    ResidualBlocks fused_residual() const;
+    bool residual_is_fused() const { return residual_type == DType::Other || fused_residual().bits != 0; }
 
     uint64_t v_first() const { return static_cast<uint64_t>(k * u_len); }  // code index of V's first code
 };

@@ -2,6 +2,8 @@
 // run-length encoding, residual blocks), llama.cpp block layouts, payload checks and the accounting.
 #include "gkq/codec.h"
 #include "gkq/convert.h"
+#include "gkq/knot.h"
+#include "gkq/type_traits.h"
 #include "test_support.h"
 
 #include "codec/factor_quant.h"
@@ -10,7 +12,9 @@
 #include "codec/whiten.h"
 
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 using namespace gkq;
@@ -148,7 +152,7 @@ void compare_reports(const TensorReport& a, const TensorReport& b) {
     QCOMPARE(a.method, b.method);
     QCOMPARE(a.rank, b.rank);
     QCOMPARE(a.factor_bits, b.factor_bits);
-    QCOMPARE(a.residual_bits, b.residual_bits);
+    QCOMPARE(a.residual_type, b.residual_type);
     QCOMPARE(a.flags, b.flags);
     QCOMPARE(a.payload_bytes, b.payload_bytes);
     QCOMPARE(a.bits_per_weight, b.bits_per_weight);
@@ -173,6 +177,52 @@ RowReader rows_of(const std::vector<float>& w, int64_t cols, int* calls) {
     };
 }
 
+// ---- low-rank + residual records as gkq wrote them before a residual could be any block type ---------------------
+
+// The records of tests/data/knot/residual-q4_0-q8_0.knot: each a random matrix (test::random_floats(rows * cols, seed))
+// encoded as rank `rank` with 8-bit factors plus a Q4_0 (residual code 4) or Q8_0 (code 8) residual, the last one
+// LQER-style with an importance vector.
+struct OldResidualRecord {
+    const char* name;
+    TensorRole role;
+    int64_t rows, cols;
+    int32_t rank;
+    ResidualKind residual;
+    LowRankTarget target;
+    uint64_t seed;
+    bool weighted;  // importance 0.5 + random_floats(cols, seed + 1) squared
+};
+constexpr OldResidualRecord kOldResidualRecords[] = {
+    {"blk.0.attn_q.weight", TensorRole::AttnQ, 64, 64, 4, ResidualKind::Q4_0, LowRankTarget::Weights, 101, false},
+    {"blk.0.ffn_up.weight", TensorRole::FfnUp, 96, 64, 3, ResidualKind::Q8_0, LowRankTarget::Weights, 102, false},
+    {"blk.0.ffn_down.weight", TensorRole::FfnDown, 64, 96, 2, ResidualKind::Q4_0, LowRankTarget::QuantError, 103, true},
+};
+
+// FNV-1a (64-bit) of a decoded record's float32 bytes.
+uint64_t fnv1a(const std::vector<float>& v) {
+    uint64_t h = 14695981039346656037ull;
+    const auto* b = reinterpret_cast<const uint8_t*>(v.data());
+    for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+// What decode_tensor gave for each record of that knot when it was written (gkq at commit ce56457).
+constexpr uint64_t kOldResidualDecoded[] = {0x44cb19276b3aafdfull, 0xb2f37d7514f0f0feull, 0xef6254f2be40fb3dull};
+
+Result<EncodedTensor> encode_old_residual_record(const OldResidualRecord& r, std::vector<float>& importance) {
+    const std::vector<float> w = test::random_floats(static_cast<size_t>(r.rows * r.cols), r.seed);
+    importance.clear();
+    if (r.weighted)
+        for (float x : test::random_floats(static_cast<size_t>(r.cols), r.seed + 1)) importance.push_back(0.5f + x * x);
+    TensorInput in = input(r.name, r.role, {r.rows, r.cols}, w);
+    in.importance = r.weighted ? importance.data() : nullptr;
+    CodecParams p = low_rank(r.rank, 8);
+    p.method = Method::LowRankResidual;
+    p.residual = r.residual;
+    p.target = r.target;
+    return encode_tensor(in, p);
+}
+
 }  // namespace
 
 class TestCodec : public QObject {
@@ -181,9 +231,9 @@ private slots:
     // ---- presets ----------------------------------------------------------------------------------------------
 
     void presetNamesAndLookup() {
-        QCOMPARE(preset_names(),
-                 (std::vector<std::string>{"paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy", "svd-plain", "svd-llm",
-                                           "q4_0-lqer", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"}));
+        QCOMPARE(preset_names(), (std::vector<std::string>{"paper", "q8_0", "q4_0", "lowrank-q4", "lowrank-q4k",
+                                                           "svd-energy", "svd-plain", "svd-llm", "q4_0-lqer",
+                                                           "q4_k-lqer", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"}));
         for (const std::string& name : preset_names()) {
             Result<Preset> p = find_preset(name);
             QVERIFY2(p.is_ok(), p.message().c_str());
@@ -193,9 +243,37 @@ private slots:
         }
         Result<Preset> bad = find_preset("gkq-max");
         QCOMPARE(bad.status().code(), StatusCode::NotFound);
-        QCOMPARE(bad.message(),
-                 std::string("unknown preset 'gkq-max' (presets: paper, q8_0, q4_0, lowrank-q4, svd-energy, svd-plain, "
-                             "svd-llm, q4_0-lqer, q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k)"));
+        QCOMPARE(
+            bad.message(),
+            std::string("unknown preset 'gkq-max' (presets: paper, q8_0, q4_0, lowrank-q4, lowrank-q4k, svd-energy, "
+                        "svd-plain, svd-llm, q4_0-lqer, q4_k-lqer, q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k)"));
+    }
+
+    // The Q4_K versions of lowrank-q4 and q4_0-lqer: the same parameters with the residual in Q4_K blocks.
+    void kquantResidualPresets() {
+        for (const auto& [q4k, q4] : {std::pair{"lowrank-q4k", "lowrank-q4"}, std::pair{"q4_k-lqer", "q4_0-lqer"}}) {
+            const Preset k = *find_preset(q4k), base = *find_preset(q4);
+            QCOMPARE(preset_needs_gram(k), preset_needs_gram(base));
+            for (size_t i = 0; i < kTensorRoleCount; ++i) {
+                CodecParams want = base.by_role[i];
+                if (want.residual == ResidualKind::Q4_0) want.residual = ResidualKind::Q4_K;
+                const CodecParams& got = k.by_role[i];
+                QCOMPARE(got.method, want.method);
+                QCOMPARE(got.rank, want.rank);
+                QCOMPARE(got.max_rank_fraction, want.max_rank_fraction);
+                QCOMPARE(got.factor_bits, want.factor_bits);
+                QCOMPARE(got.residual, want.residual);
+                QCOMPARE(got.target, want.target);
+                QCOMPARE(got.whiten, want.whiten);
+            }
+            QCOMPARE(k.params_for(TensorRole::AttnQ, 2).residual, ResidualKind::Q4_K);
+            // what it stores, in bits per weight: the blocks', the factors' rule, and the fallback
+            for (const char* words : {"Q4_K (256-value blocks, 4.5 bits per weight)",
+                                      "(8 k (rows + cols) + 96 k) / "
+                                      "(rows cols) bits per weight (0.0626 on a 4096 x 4096 matrix)",
+                                      "Q5_0 (32-value blocks, 5.5 bits per weight) instead"})
+                QVERIFY2(k.description.find(words) != std::string::npos, k.description.c_str());
+        }
     }
 
     void paperPresetHasTheDocumentsParameters() {
@@ -265,6 +343,16 @@ private slots:
                 QCOMPARE(cols % dtype_block_elements(method_dtype(e->method)), int64_t(0));
                 expected = e->method;
             }
+            // so does a residual of such a type (lowrank-q4k): the record stays low-rank + residual
+            const bool residual_falls_back = expected == Method::LowRankResidual &&
+                                             cols % dtype_block_elements(residual_dtype(params.residual)) != 0;
+            if (residual_falls_back) {
+                QVERIFY2(report.fallback.find("residual stored " + std::string(dtype_name(report.residual_type)) +
+                                              " instead of " + std::string(residual_name(params.residual))) !=
+                             std::string::npos,
+                         report.fallback.c_str());
+                QCOMPARE(cols % dtype_block_elements(report.residual_type), int64_t(0));
+            }
             QCOMPARE(e->method, expected);
             QCOMPARE(report.method, expected);
             if (c.shape.size() == 1) QCOMPARE(e->method, Method::F32);
@@ -286,7 +374,8 @@ private slots:
                 QVERIFY2(report.rel_error > 0.0, c.name.c_str());
             QCOMPARE(report.energy_kept.has_value(),
                      e->method == Method::LowRank || e->method == Method::LowRankResidual);
-            if (!is_block_method(params.method) || e->method == params.method) QVERIFY(report.fallback.empty());
+            if (!residual_falls_back && (!is_block_method(params.method) || e->method == params.method))
+                QVERIFY(report.fallback.empty());
         }
     }
 
@@ -635,7 +724,7 @@ private slots:
             Result<EncodedTensor> e = encode_tensor(input("m", TensorRole::AttnQ, {64, 64}, w), p, &r);
             QVERIFY2(e.is_ok(), e.message().c_str());
             QCOMPARE(e->method, Method::LowRankResidual);
-            QCOMPARE(int(e->residual_bits), 4);
+            QCOMPARE(int(e->residual_code), 4);
             // sigma f32 + two scale sets + 8-bit codes, then the Q4_0 blocks
             QCOMPARE(e->payload.size(), size_t(4 * 4 * 3 + 4 * 128 + 64 * 64 / 32 * 18));
             QCOMPARE(r.rel_error, measure(w, *decode_tensor(*e)).rel);
@@ -646,7 +735,233 @@ private slots:
         Result<EncodedTensor> e = encode_tensor(input("m", TensorRole::AttnQ, {64, 64}, w), bad);
         QCOMPARE(e.status().code(), StatusCode::InvalidArgument);
         QCOMPARE(e.message(), std::string("tensor 'm': codec parameter target: the quantization-error target needs a "
-                                          "residual (q4_0 or q8_0)"));
+                                          "residual (q4_0, q8_0, q4_k ...)"));
+    }
+
+    // A knot of Q4_0 / Q8_0 residual records written before other residual types existed: the same inputs encode to
+    // the same records, and each record decodes to the values it decoded to then. GKQ_WRITE_FIXTURES=DIR writes the
+    // knot into DIR and prints the digests instead (how the fixture was made).
+    void oldResidualRecordsReadAndEncodeAsBefore() {
+        std::vector<EncodedTensor> now;
+        std::vector<float> importance;
+        for (const OldResidualRecord& r : kOldResidualRecords) {
+            Result<EncodedTensor> e = encode_old_residual_record(r, importance);
+            QVERIFY2(e.is_ok(), e.message().c_str());
+            now.push_back(std::move(*e));
+        }
+        const std::string fixture = std::string(GKQ_TEST_DATA_DIR) + "/knot/residual-q4_0-q8_0.knot";
+        if (const char* dir = std::getenv("GKQ_WRITE_FIXTURES")) {
+            KnotHeader h;
+            h.producer = "gkq 0.1.0";
+            h.command = "test_codec oldResidualRecordsReadAndEncodeAsBefore";
+            h.config.dim = 64;
+            h.config.hidden_dim = 96;
+            h.config.n_layers = 1;
+            h.config.n_heads = 4;
+            h.config.n_kv_heads = 4;
+            h.config.vocab_size = 1;
+            h.config.context_length = 16;
+            h.n_source_tensors = now.size();
+            const std::string out = std::string(dir) + "/residual-q4_0-q8_0.knot";
+            auto w = KnotWriter::create(out, h);
+            QVERIFY2(w.is_ok(), w.message().c_str());
+            for (size_t i = 0; i < now.size(); ++i) QVERIFY(w->add(now[i], i).is_ok());
+            QVERIFY(w->finish().is_ok());
+            for (const EncodedTensor& t : now)
+                qInfo("%s 0x%016llx", t.name.c_str(), (unsigned long long)fnv1a(*decode_tensor(t)));
+            QSKIP("fixture written");
+        }
+        auto knot = KnotFile::open(fixture);
+        QVERIFY2(knot.is_ok(), knot.message().c_str());
+        QCOMPARE(knot->n_records(), std::size(kOldResidualRecords));
+        for (size_t i = 0; i < now.size(); ++i) {
+            Result<EncodedTensor> old = knot->read(i);
+            QVERIFY2(old.is_ok(), old.message().c_str());
+            QCOMPARE(old->name, now[i].name);
+            QCOMPARE(old->method, Method::LowRankResidual);
+            QCOMPARE(old->residual_code, now[i].residual_code);
+            QCOMPARE(old->flags, now[i].flags);
+            QVERIFY2(old->payload == now[i].payload, old->name.c_str());
+            Result<std::vector<float>> d = decode_tensor(*old);
+            QVERIFY2(d.is_ok(), d.message().c_str());
+            QCOMPARE(fnv1a(*d), kOldResidualDecoded[i]);
+        }
+    }
+
+    // ---- residual types -----------------------------------------------------------------------------------------
+
+    // Every block method's type can be a residual, under one code each: Q4_0 4 and Q8_0 8 (what those codes meant
+    // before other types could be), every other its ggml id; no other code names a type.
+    void residualCodesAreTheBlockTypes() {
+        std::vector<int> codes;
+        for (Method m : all_methods()) {
+            const DType t = method_dtype(m);
+            const uint8_t code = residual_code_of(t);
+            QCOMPARE(code != 0, is_block_method(m));
+            if (!is_block_method(m)) continue;
+            QVERIFY2(std::find(codes.begin(), codes.end(), code) == codes.end(), std::to_string(code).c_str());
+            codes.push_back(code);
+            QCOMPARE(residual_code_type(code), std::optional<DType>(t));
+            QCOMPARE(int(code), t == DType::Q4_0 ? 4 : int(type_traits(t).ggml_id));
+            const std::optional<ResidualKind> kind = residual_kind_for(t);
+            QVERIFY2(kind.has_value(), std::string(method_name(m)).c_str());
+            QCOMPARE(residual_dtype(*kind), t);
+            QCOMPARE(residual_name(*kind), type_traits(t).name);
+            QCOMPARE(*parse_residual(type_traits(t).name), *kind);
+        }
+        QCOMPARE(residual_code_of(DType::Q4_0), uint8_t{4});
+        QCOMPARE(residual_code_of(DType::Q8_0), uint8_t{8});
+        QCOMPARE(all_residual_kinds().size(), codes.size() + 1);  // and None
+        QCOMPARE(all_residual_kinds()[0], ResidualKind::None);
+        for (int c = 0; c < 256; ++c)
+            QCOMPARE(residual_code_type(uint8_t(c)).has_value(),
+                     std::find(codes.begin(), codes.end(), c) != codes.end());
+    }
+
+    // A residual in each type, with and without importance: the payload is the low-rank section, then exactly the
+    // blocks the type table's quantizer makes of W - (decoded low-rank part) (LQER-style: of W itself), and the
+    // decoded tensor is the low-rank part plus those blocks' dequantized values, element by element.
+    void everyResidualTypeRoundTrips_data() {
+        QTest::addColumn<int>("kind");
+        QTest::addColumn<bool>("weighted");
+        for (ResidualKind r : all_residual_kinds())
+            if (r != ResidualKind::None)
+                for (bool weighted : {false, true})
+                    QTest::newRow((std::string(residual_name(r)) + (weighted ? " weighted" : "")).c_str())
+                        << int(r) << weighted;
+    }
+    void everyResidualTypeRoundTrips() {
+        QFETCH(int, kind);
+        QFETCH(bool, weighted);
+        const auto r = static_cast<ResidualKind>(kind);
+        const DType t = residual_dtype(r);
+        const TypeTraits& tr = type_traits(t);
+        const int64_t rows = 8, cols = 512, n = rows * cols;
+        const std::vector<float> w = test::random_floats(static_cast<size_t>(n), 60 + uint64_t(kind));
+        std::vector<float> importance;
+        for (float x : test::random_floats(static_cast<size_t>(cols), 61)) importance.push_back(0.25f + x * x);
+        for (LowRankTarget target : {LowRankTarget::Weights, LowRankTarget::QuantError}) {
+            CodecParams p = low_rank(3, 8);
+            p.residual = r;
+            p.target = target;
+            TensorInput in = input("m", TensorRole::FfnUp, {rows, cols}, w);
+            in.importance = weighted ? importance.data() : nullptr;
+            TensorReport report;
+            Result<EncodedTensor> e = encode_tensor(in, p, &report);
+            QVERIFY2(e.is_ok(), e.message().c_str());
+            QCOMPARE(e->method, Method::LowRankResidual);
+            QCOMPARE(e->residual_code, residual_code_of(t));
+            QCOMPARE(report.residual_type, t);
+            QCOMPARE(report.fallback, std::string());
+            Result<LowRankFactors> f = decode_lowrank_factors(*e, false);
+            QVERIFY2(f.is_ok(), f.message().c_str());
+            QCOMPARE(f->residual_type, t);
+            const uint64_t n_bytes = *dtype_storage_bytes(t, uint64_t(n));
+            QCOMPARE(uint64_t(e->payload.size()), f->residual_offset + n_bytes);
+
+            // the low-rank part alone: the record without its blocks
+            EncodedTensor lr = *e;
+            lr.method = Method::LowRank;
+            lr.residual_code = 0;
+            lr.payload.resize(static_cast<size_t>(f->residual_offset));
+            Result<std::vector<float>> low = decode_tensor(lr);
+            QVERIFY2(low.is_ok(), low.message().c_str());
+            std::vector<float> x = w;
+            if (target == LowRankTarget::Weights)
+                for (int64_t i = 0; i < n; ++i) x[i] = w[i] - (*low)[i];
+            std::vector<uint8_t> blocks(static_cast<size_t>(n_bytes));
+            if (tr.quantize_weighted != nullptr)
+                tr.quantize_weighted(x.data(), blocks.data(), rows, cols, in.importance);
+            else
+                tr.from_f32(x.data(), blocks.data(), n);  // Q8_0: no weighted quantizer, in ggml either
+            QVERIFY(std::equal(blocks.begin(), blocks.end(), e->payload.begin() + long(f->residual_offset)));
+
+            std::vector<float> deq(static_cast<size_t>(n));
+            tr.to_f32(blocks.data(), deq.data(), n);
+            Result<std::vector<float>> d = decode_tensor(*e);
+            QVERIFY2(d.is_ok(), d.message().c_str());
+            for (int64_t i = 0; i < n; ++i) {
+                const float want = (*low)[i] + deq[i];
+                QVERIFY2(std::memcmp(&(*d)[i], &want, 4) == 0, std::to_string(i).c_str());
+            }
+            QCOMPARE(report.rel_error, measure(w, *d).rel);
+        }
+    }
+
+    // Rows a residual's blocks do not divide fall back as the block methods do (llama_fallback_type: a k-quant to a
+    // 32-value type), and the report says so; with no block type left the whole tensor is f16, as before.
+    void residualFallsBackAsTheBlockMethods_data() {
+        QTest::addColumn<int>("kind");
+        QTest::addColumn<int>("cols");
+        QTest::addColumn<QString>("fallback");
+        QTest::newRow("q2_k") << int(ResidualKind::Q2_K) << 96
+                              << "row length 96 is not a multiple of 256: residual stored q4_0 instead of q2_k";
+        QTest::newRow("q3_k") << int(ResidualKind::Q3_K) << 96
+                              << "row length 96 is not a multiple of 256: residual stored q4_0 instead of q3_k";
+        QTest::newRow("q4_k") << int(ResidualKind::Q4_K) << 96
+                              << "row length 96 is not a multiple of 256: residual stored q5_0 instead of q4_k";
+        QTest::newRow("q5_k") << int(ResidualKind::Q5_K) << 96
+                              << "row length 96 is not a multiple of 256: residual stored q5_1 instead of q5_k";
+        QTest::newRow("q6_k") << int(ResidualKind::Q6_K) << 96
+                              << "row length 96 is not a multiple of 256: residual stored q8_0 instead of q6_k";
+        QTest::newRow("q4_k, rows of 48") << int(ResidualKind::Q4_K) << 48
+                                          << "row length 48 is not a multiple of 256: stored f16 instead of "
+                                             "lowrank+residual";
+        QTest::newRow("iq4_nl, rows of 48") << int(ResidualKind::IQ4_NL) << 48
+                                            << "row length 48 is not a multiple of 32: stored f16 instead of "
+                                               "lowrank+residual";
+    }
+    void residualFallsBackAsTheBlockMethods() {
+        QFETCH(int, kind);
+        QFETCH(int, cols);
+        QFETCH(QString, fallback);
+        const auto r = static_cast<ResidualKind>(kind);
+        const std::vector<float> w = test::random_floats(size_t(4 * cols), 62);
+        CodecParams p = low_rank(2, 8);
+        p.residual = r;
+        TensorReport report;
+        Result<EncodedTensor> e = encode_tensor(input("odd", TensorRole::FfnUp, {4, cols}, w), p, &report);
+        QVERIFY2(e.is_ok(), e.message().c_str());
+        QCOMPARE(QString::fromStdString(report.fallback), fallback);
+        // the block method of the same type falls back to the same type (or f16)
+        CodecParams block;
+        block.method = *block_method_for(residual_dtype(r));
+        Result<EncodedTensor> b = encode_tensor(input("odd", TensorRole::FfnUp, {4, cols}, w), block);
+        QVERIFY2(b.is_ok(), b.message().c_str());
+        if (b->method == Method::F16) {
+            QCOMPARE(e->method, Method::F16);
+        } else {
+            QCOMPARE(e->method, Method::LowRankResidual);
+            QCOMPARE(*residual_code_type(e->residual_code), method_dtype(b->method));
+            QCOMPARE(report.residual_type, method_dtype(b->method));
+            QCOMPARE(report.rel_error, measure(w, *decode_tensor(*e)).rel);
+        }
+    }
+
+    // A residual code no type has (a newer writer's, or damage) is refused by name before anything is decoded; a
+    // residual code on another method is a header field that must be 0.
+    void unknownResidualCodeIsRefusedByName() {
+        CodecParams p = low_rank(2, 8);
+        p.residual = ResidualKind::Q4_0;
+        const std::vector<float> w = test::random_floats(8 * 64, 63);
+        const EncodedTensor good = *encode_tensor(input("m", TensorRole::AttnQ, {8, 64}, w), p);
+        const std::string known =
+            " (8 q8_0, 4 q4_0, 3 q4_1, 6 q5_0, 7 q5_1, 20 iq4_nl, 10 q2_k, 11 q3_k, 12 q4_k, 13 q5_k, 14 q6_k)";
+        for (int code : {0, 1, 2, 5, 9, 15, 21, 99, 255}) {
+            EncodedTensor t = good;
+            t.residual_code = uint8_t(code);
+            const std::string want =
+                "tensor 'm' (lowrank+residual): unknown residual code " + std::to_string(code) + known;
+            Result<std::vector<float>> d = decode_tensor(t);
+            QCOMPARE(d.status().code(), StatusCode::Corrupt);
+            QCOMPARE(d.message(), want);
+            QCOMPARE(decode_lowrank_factors(t).message(), want);
+        }
+        EncodedTensor lr = good;
+        lr.method = Method::LowRank;
+        lr.residual_code = residual_code_of(DType::Q4_K);
+        QCOMPARE(decode_tensor(lr).message(),
+                 std::string("tensor 'm' (lowrank): header field residual_code is 12, expected 0 for this method"));
     }
 
     // ---- folding ----------------------------------------------------------------------------------------------
@@ -967,8 +1282,9 @@ private slots:
         const CodecParams n = resolve_params(lq, TensorRole::FfnUp, 0, 2, {}, {lqer, no_residual});
         QCOMPARE(n.residual, ResidualKind::None);
         QCOMPARE(n.target, LowRankTarget::Weights);  // no residual: nothing else to decompose
-        QCOMPARE(validate_params(n).message(),
-                 std::string("codec parameter residual: method lowrank+residual needs residual q4_0 or q8_0"));
+        QCOMPARE(
+            validate_params(n).message(),
+            std::string("codec parameter residual: method lowrank+residual needs a residual (q4_0, q8_0, q4_k ...)"));
     }
 
     void paramValidationAndNames() {

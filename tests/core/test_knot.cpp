@@ -70,7 +70,7 @@ std::vector<EncodedTensor> sample_tensors() {
     a.method = Method::LowRankResidual;
     a.rank = 3;
     a.factor_bits = 2;
-    a.residual_bits = 4;
+    a.residual_code = 4;
     a.flags = kFlagDelta | kFlagFoldedHeads;
     a.payload.assign(5000, 0);
     for (size_t i = 0; i < a.payload.size(); i += 7) a.payload[i] = static_cast<uint8_t>(i / 7);
@@ -104,7 +104,7 @@ std::vector<EncodedTensor> sample_tensors() {
 
 bool same_tensor(const EncodedTensor& a, const EncodedTensor& b) {
     return a.name == b.name && a.role == b.role && a.layer == b.layer && a.shape == b.shape && a.method == b.method &&
-           a.rank == b.rank && a.factor_bits == b.factor_bits && a.residual_bits == b.residual_bits &&
+           a.rank == b.rank && a.factor_bits == b.factor_bits && a.residual_code == b.residual_code &&
            a.flags == b.flags && a.payload == b.payload;
 }
 
@@ -584,6 +584,11 @@ private slots:
         QTest::newRow("role") << 1 << 20 + 36 << 1 << false << quint64(200) << "unknown role 200";
         QTest::newRow("method") << 1 << 20 + 37 << 1 << false << quint64(kMethodCount) << "unknown method 15";
         QTest::newRow("compression") << 1 << 20 + 40 << 1 << false << quint64(7) << "unknown compression 7";
+        // a residual type this reader does not know is refused as an unknown method is, before any record is read
+        QTest::newRow("residual code") << 0 << 20 + 39 << 1 << false << quint64(99)
+                                       << "unknown residual code 99 (8 q8_0, 4 q4_0, 3 q4_1, 6 q5_0, 7 q5_1, 20 "
+                                          "iq4_nl, 10 q2_k, 11 q3_k, 12 q4_k, 13 q5_k, 14 q6_k)";
+        QTest::newRow("ggml's Q4_0 id") << 0 << 20 + 39 << 1 << false << quint64(2) << "unknown residual code 2 (";
         QTest::newRow("dimension count") << 1 << 20 + 41 << 1 << false << quint64(9) << "9 (at most 8)";
         QTest::newRow("layer") << 1 << 20 + 28 << 4 << false << quint64(0xfffffff9u) << "layer -7";
         QTest::newRow("name length") << 3 << 20 + 42 << 2 << false << quint64(0xffff) << "needs 65535 bytes";
@@ -699,6 +704,10 @@ private slots:
         VERIFY_CONTAINS(w->add(t, 5).message(), "9 dimensions (at most 8)");
         t.shape = {4, 0};
         VERIFY_CONTAINS(w->add(t, 5).message(), "non-positive dimension in shape 4 x 0");
+        auto r = sample_tensors()[0];  // lowrank+residual
+        r.name = "r";
+        r.residual_code = 0;
+        VERIFY_CONTAINS(w->add(r, 5).message(), "unknown residual code 0 (8 q8_0, 4 q4_0,");
         QVERIFY(!KnotWriter::create(dir.file("bad.knot"),
                                     [] {
                                         KnotHeader h;

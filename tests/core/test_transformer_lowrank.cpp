@@ -1,13 +1,15 @@
 // The transformer on a knot's low-rank records, never densified: a `lowrank+residual` record (preset lowrank-q4) runs
-// as R x + U (S V^T x) with R in its Q4_0 blocks and U, S V^T in float32 (k (rows + cols) floats), a pure `lowrank`
-// record (svd-energy) as U (S V^T x), the token embedding's rows rebuilt from its factors one at a time. The factor
-// path sums in a different order from the decoded matrix (decode_tensor's W = U S V^T + R, element by element), so
-// its logits are not bit-identical to the densified path's (TransformerOptions::allow_factored = false): they agree
-// within kMaxRelativeDiff, measured as max |a - b| / max |b| over every logit of a run, and greedy continuations are
-// identical, on the tiny model, the shared checkpoints and the demo. The factor path keeps the determinism
-// contract: the same bits for 1 and 3 threads, generic and AVX2 kernels, a batch and tokens one by one.
+// as R x + U (S V^T x) with R in its Q4_0 blocks (lowrank-q4k: its Q4_K blocks) and U, S V^T in float32 (k (rows +
+// cols) floats), a pure `lowrank` record (svd-energy) as U (S V^T x), the token embedding's rows rebuilt from its
+// factors one at a time. The factor path sums in a different order from the decoded matrix (decode_tensor's W = U S V^T
+// + R, element by element), so its logits are not bit-identical to the densified path's
+// (TransformerOptions::allow_factored = false): they agree within kMaxRelativeDiff, measured as max |a - b| / max |b|
+// over every logit of a run, and greedy continuations are identical, on the tiny model, the shared checkpoints and the
+// demo. The factor path keeps the determinism contract: the same bits for 1 and 3 threads, generic and AVX2 kernels, a
+// batch and tokens one by one.
 #include "gkq/knot.h"
 #include "gkq/model_file.h"
+#include "gkq/model_writer.h"
 #include "gkq/quantize.h"
 #include "gkq/transformer.h"
 #include "gkq/type_traits.h"
@@ -30,8 +32,8 @@ using namespace gkq;
 namespace {
 
 // max |factored - dense| / max |dense| measured by the runs below: 1.0e-7 / 2.1e-7 (tiny tied / untied, lowrank-q4),
-// 1.6e-7 (tiny, rank 4), 5.0e-7 (llama2xs-279K), 2.6e-7 (babyllama-tok105), 9.8e-7 (demo); 1e-5 leaves an order of
-// magnitude for other CPUs and seeds.
+// 4.1e-7 (dim 256, lowrank-q4k), 1.6e-7 (tiny, rank 4), 5.0e-7 (llama2xs-279K), 2.6e-7 (babyllama-tok105), 9.8e-7
+// (demo); 1e-5 leaves an order of magnitude for other CPUs and seeds.
 constexpr double kMaxRelativeDiff = 1e-5;
 
 // Greedy continuation of `prompt` for n tokens.
@@ -156,6 +158,49 @@ private slots:
             QCOMPARE(m->values->stored_type, DType::Q4_0);
         }
         check_factored_against_dense(shared ? "tiny tied, lowrank-q4" : "tiny untied, lowrank-q4", knot, 24);
+    }
+
+    // lowrank-q4k on a model whose rows are whole Q4_K blocks (dim 256, FFN 512): every matrix runs factored with its
+    // residual's Q4_K blocks as stored (the stored products of the type table's Q4_K row, never densified), and its
+    // logits are those of the model its records decode to (the densified path) within the same tolerance.
+    void kquantResidualRecordsRunFactored() {
+        test::TempDir dir;
+        ModelConfig c = test::tiny_config(false);
+        c.dim = 256;
+        c.hidden_dim = 512;
+        const test::TinyModel m = test::make_tiny_model(c, 5);
+        const std::string model = dir.file("k256.gguf");
+        QVERIFY(write_gguf(model, m.config, m.tensors, {}));
+        const std::string knot = quantize_or_die(model, "lowrank-q4k", dir.file("k256-lrq4k.knot"));
+        const std::shared_ptr<const Weights> w = open_or_die(knot);
+        uint64_t expected = 0;
+        size_t n_factored = 0;
+        for (size_t i = 0; i < w->n_tensors(); ++i) {
+            const TensorInfo& info = w->tensor_info(i);
+            auto f = w->read_factors(i);
+            QVERIFY2(f, f.message().c_str());
+            if (!f->has_value()) {
+                expected += static_cast<uint64_t>(info.n_elements()) * 4;  // the norms, f32 records
+                continue;
+            }
+            const StoredFactors& sf = **f;
+            QCOMPARE(sf.residual_type, DType::Q4_K);
+            QCOMPARE(static_cast<uint64_t>(sf.residual.size()),
+                     *dtype_storage_bytes(DType::Q4_K, static_cast<uint64_t>(info.n_elements())));
+            expected += sf.residual.size() + static_cast<uint64_t>(sf.rank * (info.shape[0] + info.shape[1])) * 4;
+            ++n_factored;
+        }
+        QCOMPARE(n_factored, size_t{2 * 7 + 2});  // every projection, token_embd and output
+        Transformer t = load_or_die(w, true);
+        QCOMPARE(t.loaded_weight_bytes(), expected);
+        for (const Matrix* mat : {&t.weights().layers[1].wq, &t.weights().layers[0].w2, &t.weights().token_embedding,
+                                  &t.weights().classifier}) {
+            QVERIFY(mat->factored());
+            QVERIFY(mat->with_residual);
+            QVERIFY(mat->values->dense.empty());
+            QCOMPARE(mat->values->stored_type, DType::Q4_K);
+        }
+        check_factored_against_dense("dim 256 untied, lowrank-q4k", knot, 24);
     }
 
     // The factor path's own bits: 1 and 3 threads (every product split across the pool), both kernel sets, a batch

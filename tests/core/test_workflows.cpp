@@ -404,9 +404,10 @@ private slots:
         QTest::newRow("energy nan") << "energy"
                                     << "nan"
                                     << "'nan' is not a number";
-        QTest::newRow("residual") << "residual"
-                                  << "q2"
-                                  << "'q2' is not one of none, q4_0, q8_0";
+        QTest::newRow("residual")
+            << "residual"
+            << "q2"
+            << "'q2' is not one of none, q4_0, q8_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k";
         QTest::newRow("delta") << "delta"
                                << "yes"
                                << "'yes' is not one of on, off";

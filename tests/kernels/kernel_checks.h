@@ -8,6 +8,7 @@
 #include "gkq/lowrank_payload.h"
 #include "test_support.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -90,15 +91,23 @@ struct Case {
     uint32_t required_flags = 0;  // the layout this case exists for
 };
 
-// Random matrices through every preset, three shapes, three roles.
+// Whether every backend decodes what `p` stores on random matrices: no Gram matrix needed (the whitened presets need
+// activations; their factors decode as svd-energy's do), and only methods 0-5 with Q4_0 / Q8_0 residuals: llama.cpp's
+// other block types (methods 6-14, and residuals in those types) decode through the type table on the CPU backends
+// only, and the CUDA and WASM decoders refuse them by name (the CPU tests check those in cases of their own).
+inline bool preset_on_every_backend(const Preset& p) {
+    if (preset_needs_gram(p) || !p.llama_mixture.empty()) return false;
+    return std::none_of(p.by_role.begin(), p.by_role.end(), [](const CodecParams& c) {
+        return c.residual != ResidualKind::None && c.residual != ResidualKind::Q4_0 && c.residual != ResidualKind::Q8_0;
+    });
+}
+
+// Random matrices through every preset that preset_on_every_backend accepts, three shapes, three roles.
 inline std::vector<Case> preset_cases(std::string& error) {
     std::vector<Case> cases;
     for (const std::string& name : preset_names()) {
         const Preset p = *find_preset(name);
-        if (preset_needs_gram(p)) continue;  // needs activations; its factors decode as svd-energy's do
-        // llama.cpp's other block types (methods 6-14) decode through the type table on the CPU backends only: the
-        // CUDA and WASM decoders implement methods 0-5 and refuse the others by name
-        if (!p.llama_mixture.empty()) continue;
+        if (!preset_on_every_backend(p)) continue;
         for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{64, 96}, {96, 64}, {70, 160}})
             for (TensorRole role : {TensorRole::AttnQ, TensorRole::FfnUp, TensorRole::TokenEmbd}) {
                 const std::vector<float> w =

@@ -384,11 +384,8 @@ private slots:
         std::string error;
         const std::vector<Case> cases = preset_cases(error);
         QVERIFY2(error.empty(), error.c_str());
-        size_t runnable = 0;  // presets that need no Gram matrix and store methods 0-5 (kernel_checks.h)
-        for (const std::string& name : preset_names()) {
-            const Preset p = *find_preset(name);
-            runnable += preset_needs_gram(p) || !p.llama_mixture.empty() ? 0 : 1;
-        }
+        size_t runnable = 0;  // kernel_checks.h: preset_on_every_backend
+        for (const std::string& name : preset_names()) runnable += preset_on_every_backend(*find_preset(name)) ? 1 : 0;
         QCOMPARE(cases.size(), runnable * 9);
         for (const Case& c : cases) {
             const std::string bad = check_against_codec(c.tensor);
@@ -410,6 +407,24 @@ private slots:
         }
     }
 
+    // A residual in each block type a residual can be stored in: the CPU backends decode it as the codec does (the
+    // fused kernels add Q4_0 and Q8_0 blocks; the others are added after the product, element by element).
+    void decodeEveryResidualType() {
+        for (ResidualKind r : all_residual_kinds()) {
+            if (r == ResidualKind::None) continue;
+            CodecParams p;
+            p.method = Method::LowRankResidual;
+            p.rank = 3;
+            p.residual = r;
+            const std::vector<float> w = test::random_floats(6 * 512, 40 + int(r));
+            Result<EncodedTensor> e = encode_tensor(input("blk.0.ffn_up.weight", TensorRole::FfnUp, {6, 512}, w), p);
+            QVERIFY2(e.is_ok(), e.message().c_str());
+            QCOMPARE(e->residual_code, residual_code_of(residual_dtype(r)));
+            const std::string bad = check_against_codec(*e);
+            QVERIFY2(bad.empty(), (std::string(residual_name(r)) + ": " + bad).c_str());
+        }
+    }
+
     void decodeRejectsWhatTheCodecRejects() {
         CodecParams p;
         p.method = Method::LowRankResidual;
@@ -417,12 +432,13 @@ private slots:
         p.residual = ResidualKind::Q4_0;
         const std::vector<float> w = test::random_floats(16 * 64, 4);
         EncodedTensor good = *encode_tensor(input("blk.1.ffn_up.weight", TensorRole::FfnUp, {16, 64}, w), p);
-        std::vector<EncodedTensor> bad(5, good);
+        std::vector<EncodedTensor> bad(6, good);
         bad[0].payload.pop_back();     // residual blocks one byte short
         bad[1].rank = 99;              // rank beyond min(rows, cols)
         bad[2].factor_bits = 3;        // not 2, 4 or 8
         bad[3].method = Method::Q8_0;  // header fields a block method must not have
         bad[4].payload.resize(20);     // truncated inside the scales
+        bad[5].residual_code = 99;     // no type has this residual code
         for (const EncodedTensor& t : bad) {
             Result<std::vector<float>> codec = decode_tensor(t);
             QVERIFY(!codec);

@@ -143,6 +143,30 @@ private slots:
         QCOMPARE(s.message(), decode_tensor(t).message());
     }
 
+    // The CUDA kernels add Q4_0 and Q8_0 residual blocks; a residual in another block type is refused by name (the
+    // CPU backends decode it), and an unknown residual code as the codec refuses it.
+    void otherResidualTypesRefusedByName() {
+        for (ResidualKind r : all_residual_kinds()) {
+            if (r == ResidualKind::None || r == ResidualKind::Q4_0 || r == ResidualKind::Q8_0) continue;
+            CodecParams p;
+            p.method = Method::LowRankResidual;
+            p.rank = 3;
+            p.residual = r;
+            const std::vector<float> w = random_floats(4 * 256, 5);
+            const EncodedTensor t = *encode_tensor(input("blk.1.ffn_up.weight", TensorRole::FfnUp, {4, 256}, w), p);
+            std::vector<float> out(size_t(t.n_elements()));
+            const Status s = kernels::decode(Backend::Cuda, t, out.data(), out.size());
+            QCOMPARE(s.code(), StatusCode::Unsupported);
+            QCOMPARE(s.message(), "tensor 'blk.1.ffn_up.weight' (lowrank+residual): a residual of type " +
+                                      std::string(residual_name(r)) +
+                                      " has no CUDA kernel (q4_0 and q8_0 do; the CPU backends decode it)");
+            EncodedTensor unknown = t;
+            unknown.residual_code = 99;
+            QCOMPARE(kernels::decode(Backend::Cuda, unknown, out.data(), out.size()).message(),
+                     decode_tensor(unknown).message());
+        }
+    }
+
     void runBackendOnDevice() {
         const Preset p = *find_preset("lowrank-q4");
         const std::vector<float> w = random_floats(256 * 512, 21);

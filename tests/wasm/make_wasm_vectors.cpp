@@ -29,6 +29,8 @@ struct Record {
     std::string label;
     EncodedTensor tensor;
     bool bench = false;
+    bool refused =
+        false;  // the WebAssembly reconstructor refuses it, naming why (a residual type it has no kernel for)
 };
 
 // A LowRank(+Residual) record built directly in the docs/codec.md layout: f32 sigma, scales, packed codes,
@@ -43,7 +45,7 @@ EncodedTensor synthetic(const std::string& name, int64_t rows, int64_t cols, int
     t.method = residual ? Method::LowRankResidual : Method::LowRank;
     t.rank = k;
     t.factor_bits = static_cast<uint8_t>(bits);
-    t.residual_bits = residual ? 4 : 0;
+    t.residual_code = residual ? residual_code_of(DType::Q4_0) : 0;
     t.flags = delta ? uint32_t{kFlagDelta} : 0u;
     std::vector<float> head(static_cast<size_t>(3 * k));
     for (int32_t r = 0; r < k; ++r) {
@@ -120,6 +122,19 @@ int main(int argc, char** argv) {
         for (test::Case& c : cases) records.push_back({c.label, std::move(c.tensor), false});
     }
     {
+        // a residual in Q4_K blocks: the WebAssembly kernels add Q4_0 and Q8_0 residuals only, and the reconstructor
+        // refuses the other block types by name (not the last record: the edge tests take the last ones as runnable)
+        CodecParams p;
+        p.method = Method::LowRankResidual;
+        p.rank = 3;
+        p.residual = ResidualKind::Q4_K;
+        const std::vector<float> w = test::random_floats(4 * 256, 6);
+        Result<EncodedTensor> e = encode_tensor(test::input("kres", TensorRole::FfnUp, {4, 256}, w), p);
+        if (!e) return fail(e.message());
+        if (e->residual_code != residual_code_of(DType::Q4_K)) return fail("the q4_k residual fell back");
+        records.push_back({"rank 3 + q4_k residual (refused)", std::move(*e), false, true});
+    }
+    {
         // odd shapes: Q8_0 falls back to f16 on rows of 100; an f32 vector
         CodecParams q8;
         q8.method = Method::Q8_0;
@@ -172,7 +187,8 @@ int main(int argc, char** argv) {
                             {"expected", file},
                             {"n", decoded->size()},
                             {"method", std::string(method_name(t.method))},
-                            {"bench", records[i].bench}};
+                            {"bench", records[i].bench},
+                            {"refused", records[i].refused}};
         if (records[i].bench) {
             std::vector<float> buf(decoded->size());
             for (kernels::Backend b : {kernels::Backend::CpuSimd, kernels::Backend::CpuRef}) {

@@ -21,10 +21,11 @@ QString methodText(Method m) {
     return latin1(method_name(m));
 }
 
-QString factorBitsText(int factorBits, int residualBits) {
-    if (factorBits > 0 && residualBits > 0) return QStringLiteral("%1 + %2").arg(factorBits).arg(residualBits);
+QString factorBitsText(int factorBits, DType residual) {
+    const QString type = residual != DType::Other ? latin1(dtype_name(residual)) : QString();
+    if (factorBits > 0 && !type.isEmpty()) return QStringLiteral("%1 + %2").arg(factorBits).arg(type);
     if (factorBits > 0) return QString::number(factorBits);
-    if (residualBits > 0) return QString::number(residualBits);
+    if (!type.isEmpty()) return type;
     return QStringLiteral("-");
 }
 
@@ -72,7 +73,7 @@ void LayerRoleModel::setReport(const QuantizeReport& report, int nLayers) {
         cell->filled = true;
         cell->name = QString::fromStdString(c.name);
         cell->method = c.method;
-        cell->bits = factorBitsText(c.factor_bits, c.residual_bits);
+        cell->bits = factorBitsText(c.factor_bits, c.residual_type);
         cell->bpw = q.bits_per_weight();
         cell->bpwBasis = tr("record and index entry");
         cell->relError = c.rel_error;
@@ -98,7 +99,9 @@ void LayerRoleModel::setKnot(const Weights& weights) {
             cell->filled = true;
             cell->name = QString::fromStdString(e.name);
             cell->method = e.method;
-            cell->bits = factorBitsText(e.factor_bits, e.residual_bits);
+            cell->bits = factorBitsText(e.factor_bits, e.method == Method::LowRankResidual
+                                                           ? residual_code_type(e.residual_code).value_or(DType::Other)
+                                                           : DType::Other);
             cell->bpw = n > 0 ? 8.0 * static_cast<double>(e.record_bytes) / static_cast<double>(n) : 0.0;
             cell->bpwBasis = tr("record");
         }

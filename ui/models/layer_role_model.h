@@ -96,6 +96,7 @@ private:
 };
 
 QString methodText(Method m);
-QString factorBitsText(int factorBits, int residualBits);
+// "8 + q4_k": a low-rank record's factor bits and its residual's type (Other: none); "-" for neither.
+QString factorBitsText(int factorBits, DType residual);
 
 }  // namespace gkq::ui

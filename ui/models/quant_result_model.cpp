@@ -1,6 +1,7 @@
 #include "models/quant_result_model.h"
 
 #include "models/display_format.h"
+#include "models/layer_role_model.h"
 
 #include <QBrush>
 #include <QColor>
@@ -24,14 +25,7 @@ void QuantResultModel::setReport(const QuantizeReport& report) {
         const std::string_view m = method_name(c.method);
         r.method = QString::fromLatin1(m.data(), static_cast<qsizetype>(m.size()));
         r.rank = c.rank;
-        if (c.factor_bits > 0 && c.residual_bits > 0)
-            r.bits = tr("%1 + %2").arg(c.factor_bits).arg(c.residual_bits);
-        else if (c.factor_bits > 0)
-            r.bits = QString::number(c.factor_bits);
-        else if (c.residual_bits > 0)
-            r.bits = QString::number(c.residual_bits);
-        else
-            r.bits = QStringLiteral("-");
+        r.bits = factorBitsText(c.factor_bits, c.residual_type);
         r.bytes = q.bytes_on_disk();
         r.bpw = q.bits_per_weight();
         r.relError = c.rel_error;

@@ -44,7 +44,7 @@ test('every record decodes to the native decoder\'s floats, bit for bit', { skip
   const kernels = await loadKernels();
   const knot = await KnotReader.fromBytes(knotBytes(), 'vectors.knot');
   const m = manifest();
-  const cases = m.tensors.filter((t) => !t.bench);
+  const cases = m.tensors.filter((t) => !t.bench && !t.refused);
   assert.ok(cases.length >= 50, `only ${cases.length} records`);
   const methods = new Set();
   for (const entry of cases) {
@@ -113,7 +113,7 @@ test('a gzipped knot, and a knot at an odd offset of a Buffer, read the same', {
   const file = readFileSync(join(vectorsDir, 'vectors.knot'));
   const padded = Buffer.concat([Buffer.from([1, 2, 3]), file]);
   const offset = await KnotReader.fromBytes(padded.subarray(3), 'odd.knot');
-  for (const e of manifest().tensors.filter((t) => !t.bench))
+  for (const e of manifest().tensors.filter((t) => !t.bench && !t.refused))
     assert.equal(firstBitDifference(decodeTensor(kernels, await offset.readRecord(e.name)), expected(e)), -1, e.label);
 });
 
@@ -134,11 +134,24 @@ test('corrupt and truncated knots are rejected, naming the record', { skip: noVe
 test('payload errors name the tensor', { skip: noVectors }, async () => {
   const kernels = await loadKernels();
   const knot = await KnotReader.fromBytes(knotBytes(), 'vectors.knot');
-  const lowrank = manifest().tensors.find((t) => t.method === 'lowrank+residual' && !t.bench);
+  const lowrank = manifest().tensors.find((t) => t.method === 'lowrank+residual' && !t.bench && !t.refused);
   const t = await knot.readRecord(lowrank.name);
   assert.throws(() => decodeTensor(kernels, { ...t, payload: t.payload.subarray(0, t.payload.length - 1) }),
                 new RegExp(`tensor '${lowrank.name}' \\(lowrank\\+residual\\): payload has \\d+ bytes after the low-rank section`));
   assert.throws(() => decodeTensor(kernels, { ...t, factorBits: 3 }), /factor_bits is 3, expected 2, 4 or 8/);
+});
+
+test('a residual type without a WebAssembly kernel is refused by name, an unknown residual code too', { skip: noVectors }, async () => {
+  const kernels = await loadKernels();
+  const knot = await KnotReader.fromBytes(knotBytes(), 'vectors.knot');
+  const refused = manifest().tensors.filter((t) => t.refused);
+  assert.equal(refused.length, 1);
+  const t = await knot.readRecord(refused[0].name);
+  assert.equal(t.residualBits, 12);  // Q4_K's ggml id
+  assert.throws(() => decodeTensor(kernels, t),
+                new RegExp(`tensor '${refused[0].name}' \\(lowrank\\+residual\\): a residual of type q4_k has no WebAssembly kernel`));
+  assert.throws(() => decodeTensor(kernels, { ...t, residualBits: 99 }), /unknown residual code 99/);
+  assert.throws(() => decodeTensor(kernels, { ...t, residualBits: 2 }), /unknown residual code 2/);
 });
 
 test('reconstruct_cli.mjs: one tensor as a child process, one JSON line', { skip: noVectors }, async () => {
@@ -148,7 +161,7 @@ test('reconstruct_cli.mjs: one tensor as a child process, one JSON line', { skip
   const { modulePath, vectorsDir, jsDir } = await import('./helpers.mjs');
   const cli = join(jsDir, 'reconstruct_cli.mjs');
   const knot = join(vectorsDir, 'vectors.knot'), out = join(vectorsDir, 'cli.f32');
-  const entry = manifest().tensors.find((t) => t.method === 'lowrank+residual' && !t.bench);
+  const entry = manifest().tensors.find((t) => t.method === 'lowrank+residual' && !t.bench && !t.refused);
   const run = spawnSync(process.execPath, [cli, '--wasm', modulePath, '--knot', knot, '--tensor', entry.name, '--runs', '2',
                                            '--out', out], { encoding: 'utf8' });
   assert.equal(run.status, 0, run.stdout + run.stderr);

@@ -13,6 +13,16 @@
 export const Method = Object.freeze({ F32: 0, F16: 1, Q8_0: 2, Q4_0: 3, LowRank: 4, LowRankResidual: 5 } as const);
 export const Flags = Object.freeze({ Delta: 1, FoldedHeads: 2, RleCoefficients: 4, SigmaQuantized: 8 } as const);
 const METHOD_NAMES = ['f32', 'f16', 'q8_0', 'q4_0', 'lowrank', 'lowrank+residual'];
+// A lowrank+residual record's residual code names its blocks' type: 4 Q4_0 (the bits per code it was first written
+// with), otherwise the type's ggml id, whose names these are in ggml's order (docs/knot-format.md).
+const GGML_TYPE_NAMES = ['f32', 'f16', 'q4_0', 'q4_1', '', '', 'q5_0', 'q5_1', 'q8_0', 'q8_1', 'q2_k', 'q3_k', 'q4_k',
+                         'q5_k', 'q6_k', 'q8_k', 'iq2_xxs', 'iq2_xs', 'iq3_xxs', 'iq1_s', 'iq4_nl'];
+const RESIDUAL_TYPES = ['q4_0', 'q8_0', 'q4_1', 'q5_0', 'q5_1', 'iq4_nl', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k'];
+/** The residual type a residual code names (what gkq writes), or undefined for a code no type has. */
+function residualTypeName(code: number): string | undefined {
+  const name = code === 4 ? 'q4_0' : code === 2 ? undefined : GGML_TYPE_NAMES[code];
+  return name !== undefined && RESIDUAL_TYPES.includes(name) ? name : undefined;
+}
 const KNOT_TRAILER_BYTES = 40;
 const KNOT_VERSION = 1;
 
@@ -30,6 +40,7 @@ export interface Descriptor {
   role: number;
   method: number;
   factorBits: number;
+  /** The residual code (the descriptor's residual byte): 4 Q4_0, 8 Q8_0, or another block type's ggml id. */
   residualBits: number;
   compression: number;
   shape: number[];
@@ -60,6 +71,7 @@ export interface EncodedTensor {
   method: number;
   rank: number;
   factorBits: number;
+  /** The residual code (see Descriptor). */
   residualBits: number;
   flags: number;
   payload: Uint8Array;
@@ -212,6 +224,8 @@ function readDescriptor(r: Reader): Descriptor {
   const name = new TextDecoder().decode(r.take(nameBytes, 'name'));
   if (role > 12) throw new Error(`${r.label}: tensor '${name}': unknown role ${role}`);
   if (method > 5) throw new Error(`${r.label}: tensor '${name}': unknown method ${method}`);
+  if (method === Method.LowRankResidual && residualTypeName(residualBits) === undefined)
+    throw new Error(`${r.label}: tensor '${name}': unknown residual code ${residualBits}`);
   if (compression > 1) throw new Error(`${r.label}: tensor '${name}': unknown payload compression ${compression}`);
   if (layer < -1 || rank < 0)
     throw new Error(`${r.label}: tensor '${name}': layer ${layer} or rank ${rank} out of range`);
@@ -535,9 +549,13 @@ export function decodeTensorInWasm(kernels: GKQKernels, t: EncodedTensor): Resid
   if (k > Math.min(rows, cols)) fail(`rank ${k} is outside [0, ${Math.min(rows, cols)}]`);
   if (t.flags & ~15) fail(`unknown flag bits 0x${(t.flags & ~15).toString(16)}`);
   const withResidual = t.method === Method.LowRankResidual;
-  if (withResidual ? ![4, 8].includes(t.residualBits) : t.residualBits !== 0)
-    fail(`residual_bits is ${t.residualBits}`);
-  const residualBlock = kernels.block(t.residualBits === 4 ? 'q4_0' : 'q8_0');
+  if (!withResidual && t.residualBits !== 0) fail(`residual code is ${t.residualBits}, expected 0 for this method`);
+  const residualType = withResidual ? residualTypeName(t.residualBits) : undefined;
+  if (withResidual && residualType === undefined) fail(`unknown residual code ${t.residualBits}`);
+  // the kernels add Q4_0 and Q8_0 residual blocks; the other block types decode natively only
+  if (withResidual && residualType !== 'q4_0' && residualType !== 'q8_0')
+    fail(`a residual of type ${residualType} has no WebAssembly kernel (q4_0 and q8_0 do; gkq decodes it natively)`);
+  const residualBlock = kernels.block(residualType === 'q4_0' ? 'q4_0' : 'q8_0');
   if (withResidual && cols % residualBlock.elements !== 0)
     fail(`row length ${cols} is not a multiple of the ${residualBlock.elements}-element block`);
 

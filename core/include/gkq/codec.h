@@ -1,7 +1,8 @@
 // Codec: one tensor to an EncodedTensor (method + payload) and back to float32, with exact accounting.
-// Methods: f32 / f16, llama.cpp Q8_0 / Q4_0 blocks (bit-compatible), and the GKQ pipeline of the source
+// Methods: f32 / f16, llama.cpp's block types (bit-compatible), and the GKQ pipeline of the source
 // documents — truncated SVD (float64) -> hierarchical folding -> 2/4/8-bit factor quantization with per-vector
-// max-abs scales and optional delta encoding -> optional Q4_0/Q8_0 residual. Payload layouts: docs/codec.md.
+// max-abs scales and optional delta encoding -> optional residual in the blocks of any block method's type (Q4_0,
+// Q8_0, Q4_K ...). Payload layouts: docs/codec.md.
 // Presets map each tensor role to CodecParams; command-line and per-layer (rknot) overrides resolve on top.
 // Contract: nothing throws; decode checks every payload size against the header fields and fails with Corrupt
 // naming the tensor; every error and size in a TensorReport is measured by decoding what was encoded.
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,7 +28,8 @@ namespace gkq {
 
 // ---- parameters -------------------------------------------------------------------------------------------------
 
-enum class ResidualKind : uint8_t { None, Q4_0, Q8_0 };
+// The residual of the low-rank methods: none, or the blocks of one block method's type (residual_dtype).
+enum class ResidualKind : uint8_t { None, Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K };
 
 // What the truncated SVD decomposes (low-rank methods).
 enum class LowRankTarget : uint8_t {
@@ -69,9 +72,13 @@ struct CodecParams {
 // InvalidArgument naming the field when params cannot be encoded (bits not 2/4/8, energy outside (0, 1], ...).
 Status validate_params(const CodecParams& p);
 
-std::string_view residual_name(ResidualKind r);  // "none", "q4_0", "q8_0"
+// Every kind, None first, then in the order lists show them (q4_0, q8_0, then the other block types).
+std::span<const ResidualKind> all_residual_kinds();
+std::string_view residual_name(ResidualKind r);  // "none", then the type's name: "q4_0", "q8_0", "q4_k"
 Result<ResidualKind> parse_residual(std::string_view name);
-Result<Method> parse_method(std::string_view name);  // inverse of method_name()
+DType residual_dtype(ResidualKind r);                    // the blocks' type; Other for None
+std::optional<ResidualKind> residual_kind_for(DType t);  // nullopt for types no kind stores
+Result<Method> parse_method(std::string_view name);      // inverse of method_name()
 
 // ---- presets and overrides -------------------------------------------------------------------------------------
 
@@ -88,9 +95,9 @@ struct Preset {
     CodecParams params_for(TensorRole role, int n_dims) const;
 };
 
-// "paper", "q8_0", "q4_0", "lowrank-q4", "svd-energy", "svd-plain", "svd-llm", "q4_0-lqer", then llama.cpp's k-quant
-// mixtures "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k" (in that order); svd-llm and q4_0-lqer whiten by the
-// activations (CodecParams::whiten) and need each projection's Gram matrix.
+// "paper", "q8_0", "q4_0", "lowrank-q4", "lowrank-q4k", "svd-energy", "svd-plain", "svd-llm", "q4_0-lqer",
+// "q4_k-lqer", then llama.cpp's k-quant mixtures "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k" (in that order); svd-llm
+// and the -lqer presets whiten by the activations (CodecParams::whiten) and need each projection's Gram matrix.
 std::vector<std::string> preset_names();
 // NotFound listing the valid names when `name` is not one of them.
 Result<Preset> find_preset(std::string_view name);
@@ -149,9 +156,9 @@ struct TensorInput : TensorInfo {
     const float* data = nullptr;  // n_elements float32, row-major
     int32_t n_heads = 0;          // attention heads along the folded axis (fold_head_count); 0 = no head folding
     // (cols) per-input-column importance (an importance matrix's sums / count, gkq/imatrix.h) or null. Block types
-    // whose type-table row has quantize_weighted (Q4_0 here; the k-quants, Q4_1, Q5_x, IQ4_NL) quantize with it, as
-    // llama-quantize does with an imatrix: the Q4_0 method and the Q4_0 residual of the low-rank methods (its error
-    // weighted the same way); Q8_0, f16, f32 and the factors ignore it.
+    // whose type-table row has quantize_weighted (Q4_0, the k-quants, Q4_1, Q5_x, IQ4_NL) quantize with it, as
+    // llama-quantize does with an imatrix: those block methods and the residuals of those types of the low-rank
+    // methods (their error weighted the same way); Q8_0, f16, f32 and the factors ignore it.
     const float* importance = nullptr;
     // (cols, cols) row-major X^T X of the matrix's input activations over the calibration tokens, or null; the
     // whitened low-rank methods (CodecParams::whiten) need it.
@@ -170,7 +177,7 @@ struct TensorReport : TensorInfo {
     Method method = Method::F32;  // as encoded (after any fallback)
     int32_t rank = 0;
     int factor_bits = 0;
-    int residual_bits = 0;
+    DType residual_type = DType::Other;  // LowRankResidual: its residual's block type; Other otherwise
     uint32_t flags = 0;
     uint64_t payload_bytes = 0;           // everything: sigma, scales, fold scales, codes / RLE, residual blocks
     double bits_per_weight = 0.0;         // 8 * payload_bytes / n_elements() (0 for an empty tensor)
@@ -234,8 +241,8 @@ struct LowRankFactors {
     std::vector<float> s;         // (k)
     std::vector<float> v;         // (cols, k)
     std::vector<float> residual;  // (rows, cols) the dequantized residual blocks; empty for LowRank or when not asked
-    // LowRankResidual: the residual's block type (Q8_0 / Q4_0) and where its (rows, cols) blocks start in t.payload,
-    // checked to fill the rest of it; Other and 0 for LowRank.
+    // LowRankResidual: the residual's block type (Q4_0, Q8_0, Q4_K ...) and where its (rows, cols) blocks start in
+    // t.payload, checked to fill the rest of it; Other and 0 for LowRank.
     DType residual_type = DType::Other;
     uint64_t residual_offset = 0;
 };

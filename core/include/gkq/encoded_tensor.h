@@ -20,7 +20,7 @@ enum class Method : uint8_t {
     Q8_0 = 2,             // llama.cpp Q8_0 blocks, bit-compatible
     Q4_0 = 3,             // llama.cpp Q4_0 blocks, bit-compatible
     LowRank = 4,          // truncated SVD: quantized U_k, sigma_k, V_k (optionally folded / delta-coded)
-    LowRankResidual = 5,  // LowRank plus the residual W - U_k S_k V_k^T as Q8_0 or Q4_0 blocks
+    LowRankResidual = 5,  // LowRank plus a residual in the blocks of a block method's type (residual_code names it)
     // llama.cpp's other block types: the payload is exactly that type's blocks, row after row (gkq/type_traits.h)
     Q4_1 = 6,
     Q5_0 = 7,
@@ -46,6 +46,15 @@ bool is_block_method(Method m);
 // The block method that stores `t`'s blocks; nullopt for types no method stores.
 std::optional<Method> block_method_for(DType t);
 
+// A LowRankResidual record's residual code (EncodedTensor::residual_code, the knot descriptor's residual byte) names
+// the block type of its residual: 4 for Q4_0 (the bits per code, as the field was first defined when Q4_0 and Q8_0
+// were the only residuals), otherwise the type's ggml id from the type table (Q8_0's is 8, its bits; q4_k 12). Every
+// block method's type has a code, and no other type.
+std::optional<DType> residual_code_type(uint8_t code);  // nullopt: no type has that code
+uint8_t residual_code_of(DType t);                      // 0: `t` is not a block method's type
+// "unknown residual code 99 (4 q4_0, 8 q8_0, ...)": what every reader says before decoding such a record.
+std::string unknown_residual_code(uint8_t code);
+
 // Flags recorded per tensor (bit set).
 enum EncodedFlags : uint32_t {
     kFlagDelta = 1u << 0,            // factor codes are delta-encoded along each vector
@@ -63,7 +72,7 @@ struct EncodedTensor : TensorInfo {
     Method method = Method::F32;
     int32_t rank = 0;              // low-rank methods: k; 0 otherwise
     uint8_t factor_bits = 0;       // 2, 4 or 8 for low-rank factors; 0 otherwise
-    uint8_t residual_bits = 0;     // 4 (Q4_0) or 8 (Q8_0) for LowRankResidual; 0 otherwise
+    uint8_t residual_code = 0;     // LowRankResidual: its residual's block type (residual_code_type); 0 otherwise
     uint32_t flags = 0;            // EncodedFlags
     std::vector<uint8_t> payload;  // method-specific bytes, uncompressed
 };

@@ -50,7 +50,7 @@ struct KnotEntry : TensorInfo {
     Method method = Method::F32;
     int32_t rank = 0;
     uint8_t factor_bits = 0;
-    uint8_t residual_bits = 0;
+    uint8_t residual_code = 0;  // LowRankResidual: its residual's block type (residual_code_type)
     uint32_t flags = 0;         // EncodedFlags
     uint64_t source_index = 0;  // position of the tensor in the source model (strictly increasing in a file)
     KnotCompression compression = KnotCompression::Zlib;

@@ -26,7 +26,8 @@ TensorReport size_fields(const EncodedTensor& encoded) {
     r.method = encoded.method;
     r.rank = encoded.rank;
     r.factor_bits = encoded.factor_bits;
-    r.residual_bits = encoded.residual_bits;
+    if (encoded.method == Method::LowRankResidual)
+        r.residual_type = residual_code_type(encoded.residual_code).value_or(DType::Other);
     r.flags = encoded.flags;
     r.payload_bytes = encoded.payload.size();
     const int64_t n = r.n_elements();

@@ -18,13 +18,8 @@ struct DecodePlan {
     MatrixShape ms;
     LowRankSection section;        // low-rank methods
     uint64_t residual_offset = 0;  // LowRankResidual: where the blocks start in the payload
-    DType residual_type = DType::Q8_0;
+    DType residual_type = DType::Other;
 };
-
-// The block type of a residual stored with `bits` per code (4 or 8, checked before).
-DType residual_type(uint8_t bits) {
-    return bits == 4 ? DType::Q4_0 : DType::Q8_0;
-}
 
 std::string label_of(const EncodedTensor& t) {
     return "tensor '" + t.name + "' (" + std::string(method_name(t.method)) + ")";
@@ -69,7 +64,7 @@ Status plan_decode(const EncodedTensor& t, DecodePlan& plan) {
         // f32, f16 and the block methods: the payload is the values of the method's type, nothing else
         if (Status s = expect_zero(t, "rank", static_cast<uint64_t>(t.rank)); !s) return s;
         if (Status s = expect_zero(t, "factor_bits", t.factor_bits); !s) return s;
-        if (Status s = expect_zero(t, "residual_bits", t.residual_bits); !s) return s;
+        if (Status s = expect_zero(t, "residual_code", t.residual_code); !s) return s;
         if (Status s = expect_zero(t, "flags", t.flags); !s) return s;
         const DType type = method_dtype(t.method);
         if (Status s = expect_whole_blocks(t, type, ms->cols); !s) return s;
@@ -79,11 +74,12 @@ Status plan_decode(const EncodedTensor& t, DecodePlan& plan) {
     if (t.shape.size() < 2) return corrupt(t, "a low-rank tensor needs two or more dimensions, " + shape_text);
     const bool with_residual = t.method == Method::LowRankResidual;
     if (!with_residual) {
-        if (Status s = expect_zero(t, "residual_bits", t.residual_bits); !s) return s;
+        if (Status s = expect_zero(t, "residual_code", t.residual_code); !s) return s;
     } else {
-        if (t.residual_bits != 4 && t.residual_bits != 8)
-            return corrupt(t, "residual_bits is " + std::to_string(t.residual_bits) + ", expected 4 or 8");
-        if (Status s = expect_whole_blocks(t, residual_type(t.residual_bits), ms->cols); !s) return s;
+        const std::optional<DType> type = residual_code_type(t.residual_code);
+        if (!type) return corrupt(t, unknown_residual_code(t.residual_code));
+        if (Status s = expect_whole_blocks(t, *type, ms->cols); !s) return s;
+        plan.residual_type = *type;
     }
     uint64_t consumed = 0;
     if (Status s = read_lowrank_section(t, ms->rows, ms->cols, plan.section, consumed); !s) return s;
@@ -94,7 +90,6 @@ Status plan_decode(const EncodedTensor& t, DecodePlan& plan) {
                                   " bytes but the low-rank section ends at " + std::to_string(consumed));
         return Status::ok();
     }
-    plan.residual_type = residual_type(t.residual_bits);
     plan.residual_offset = consumed;
     const uint64_t expected = *dtype_storage_bytes(plan.residual_type, n);
     if (rest != expected)

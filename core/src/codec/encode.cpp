@@ -49,10 +49,6 @@ bool is_low_rank(Method m) {
     return m == Method::LowRank || m == Method::LowRankResidual;
 }
 
-DType residual_dtype(ResidualKind r) {
-    return r == ResidualKind::Q4_0 ? DType::Q4_0 : DType::Q8_0;
-}
-
 // The blocks of `t` for x, a matrix of shape `ms`, as llama-quantize writes them: the type table's importance-weighted
 // quantizer with `importance` (ms.cols per-column weights) or without (ggml's quantize_<type> then runs the reference
 // quantizer, or for IQ4_NL its scale search); Q8_0, which has no weighted quantizer in ggml either, and Q4_0 without
@@ -276,7 +272,7 @@ Status encode_low_rank(const TensorInput& in, const MatrixShape& ms, const Codec
     e.method = p.residual != ResidualKind::None ? Method::LowRankResidual : Method::LowRank;
     e.rank = static_cast<int32_t>(k);
     e.factor_bits = static_cast<uint8_t>(p.factor_bits);
-    e.residual_bits = p.residual == ResidualKind::None ? 0 : (p.residual == ResidualKind::Q4_0 ? 4 : 8);
+    e.residual_code = residual_code_of(rtype);
     e.flags = chosen.flags();
     e.payload = std::move(bytes);
     e.payload.insert(e.payload.end(), blocks.begin(), blocks.end());
@@ -316,14 +312,21 @@ Result<EncodePlan> plan_encode(const TensorInfo& t, const CodecParams& params) {
     if (p.method == Method::LowRankResidual) plan.blocks = residual_dtype(p.residual);
     if (plan.blocks && ms.cols % dtype_block_elements(*plan.blocks) != 0) {
         // As llama-quantize: a 256-element k-quant falls back to its 32-element type, then (or a 32-element type at
-        // once) to f16.
-        const DType smaller = is_block_method(p.method) ? llama_fallback_type(*plan.blocks, ms.cols) : DType::F16;
+        // once) to f16. A residual falls back the same way; where no block type is left, the whole tensor is f16.
+        const DType smaller = llama_fallback_type(*plan.blocks, ms.cols);
         const std::optional<Method> m = block_method_for(smaller);
-        const bool fits = m.has_value();
-        plan.fallback = "row length " + std::to_string(ms.cols) + " is not a multiple of " +
-                        std::to_string(dtype_block_elements(*plan.blocks)) + ": stored " +
-                        std::string(fits ? method_name(*m) : "f16") + " instead of " + plan.requested;
-        p.method = fits ? *m : Method::F16;
+        const std::string why = "row length " + std::to_string(ms.cols) + " is not a multiple of " +
+                                std::to_string(dtype_block_elements(*plan.blocks)) + ": ";
+        if (p.method == Method::LowRankResidual && m) {
+            plan.fallback = why + "residual stored " + std::string(method_name(*m)) + " instead of " +
+                            std::string(residual_name(p.residual));
+            p.residual = *residual_kind_for(smaller);
+            plan.blocks = smaller;
+        } else {
+            plan.fallback =
+                why + "stored " + std::string(m ? method_name(*m) : "f16") + " instead of " + plan.requested;
+            p.method = m ? *m : Method::F16;
+        }
     }
     return plan;
 }

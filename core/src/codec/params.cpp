@@ -1,9 +1,50 @@
 // CodecParams validation, the names of methods and residual kinds, and ParamOverride.
 #include "gkq/codec.h"
 
+#include "gkq/type_traits.h"
+
+#include <array>
 #include <cmath>
 
 namespace gkq {
+
+namespace {
+
+struct ResidualRow {
+    ResidualKind kind;
+    DType dtype;  // Other for None
+};
+
+// One row per kind, in the order lists show them. The block types are the block methods' (a test checks that every
+// block method's type is here); their names are the type table's.
+constexpr std::array<ResidualRow, 12> kResiduals{{
+    {ResidualKind::None, DType::Other},
+    {ResidualKind::Q4_0, DType::Q4_0},
+    {ResidualKind::Q8_0, DType::Q8_0},
+    {ResidualKind::Q4_1, DType::Q4_1},
+    {ResidualKind::Q5_0, DType::Q5_0},
+    {ResidualKind::Q5_1, DType::Q5_1},
+    {ResidualKind::IQ4_NL, DType::IQ4_NL},
+    {ResidualKind::Q2_K, DType::Q2_K},
+    {ResidualKind::Q3_K, DType::Q3_K},
+    {ResidualKind::Q4_K, DType::Q4_K},
+    {ResidualKind::Q5_K, DType::Q5_K},
+    {ResidualKind::Q6_K, DType::Q6_K},
+}};
+
+constexpr std::array<ResidualKind, kResiduals.size()> kResidualKinds = [] {
+    std::array<ResidualKind, kResiduals.size()> a{};
+    for (size_t i = 0; i < kResiduals.size(); ++i) a[i] = kResiduals[i].kind;
+    return a;
+}();
+
+const ResidualRow* residual_row(ResidualKind r) {
+    for (const ResidualRow& row : kResiduals)
+        if (row.kind == r) return &row;
+    return nullptr;
+}
+
+}  // namespace
 
 Status validate_params(const CodecParams& p) {
     auto bad = [](const std::string& what) { return error(StatusCode::InvalidArgument, "codec parameter " + what); };
@@ -22,31 +63,45 @@ Status validate_params(const CodecParams& p) {
         return bad("param_fraction: " + std::to_string(p.param_fraction) + " is outside [0, 1]");
     if (!(p.fold_tolerance >= 0.0 && std::isfinite(p.fold_tolerance)))
         return bad("fold_tolerance: " + std::to_string(p.fold_tolerance) + " is not a finite non-negative number");
-    if (p.residual != ResidualKind::None && p.residual != ResidualKind::Q4_0 && p.residual != ResidualKind::Q8_0)
-        return bad("residual: unknown kind");
+    if (residual_row(p.residual) == nullptr) return bad("residual: unknown kind");
     if (p.target != LowRankTarget::Weights && p.target != LowRankTarget::QuantError) return bad("target: unknown");
     const bool low_rank = p.method == Method::LowRank || p.method == Method::LowRankResidual;
     if (p.method == Method::LowRankResidual && p.residual == ResidualKind::None)
-        return bad("residual: method lowrank+residual needs residual q4_0 or q8_0");
+        return bad("residual: method lowrank+residual needs a residual (q4_0, q8_0, q4_k ...)");
     if (low_rank && p.target == LowRankTarget::QuantError && p.residual == ResidualKind::None)
-        return bad("target: the quantization-error target needs a residual (q4_0 or q8_0)");
+        return bad("target: the quantization-error target needs a residual (q4_0, q8_0, q4_k ...)");
     if (p.whiten && !low_rank) return bad("whiten: the whitened SVD applies to the low-rank methods only");
     return Status::ok();
 }
 
+std::span<const ResidualKind> all_residual_kinds() {
+    return kResidualKinds;
+}
+
 std::string_view residual_name(ResidualKind r) {
-    switch (r) {
-        case ResidualKind::None: return "none";
-        case ResidualKind::Q4_0: return "q4_0";
-        case ResidualKind::Q8_0: return "q8_0";
-    }
-    return "?";
+    const ResidualRow* row = residual_row(r);
+    if (row == nullptr) return "?";
+    return row->dtype == DType::Other ? std::string_view("none") : type_traits(row->dtype).name;
+}
+
+DType residual_dtype(ResidualKind r) {
+    const ResidualRow* row = residual_row(r);
+    return row != nullptr ? row->dtype : DType::Other;
+}
+
+std::optional<ResidualKind> residual_kind_for(DType t) {
+    for (const ResidualRow& row : kResiduals)
+        if (row.dtype == t && t != DType::Other) return row.kind;
+    return std::nullopt;
 }
 
 Result<ResidualKind> parse_residual(std::string_view name) {
-    for (ResidualKind r : {ResidualKind::None, ResidualKind::Q4_0, ResidualKind::Q8_0})
+    std::string list;
+    for (ResidualKind r : kResidualKinds) {
         if (residual_name(r) == name) return r;
-    return error(StatusCode::InvalidArgument, "unknown residual '" + std::string(name) + "' (none, q4_0, q8_0)");
+        list += (list.empty() ? "" : ", ") + std::string(residual_name(r));
+    }
+    return error(StatusCode::InvalidArgument, "unknown residual '" + std::string(name) + "' (" + list + ")");
 }
 
 Result<Method> parse_method(std::string_view name) {

@@ -5,6 +5,7 @@
 #include "gkq/type_traits.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 
 namespace gkq {
@@ -112,7 +113,8 @@ Preset make_block(Method m) {
 constexpr int kRankDivisor = 32;  // the low-rank presets: the rank is at most min(rows, cols) / this
 
 // Rank min(16, min(rows, cols) / kRankDivisor) with 8-bit factors plus Q4_0 blocks: lowrank-q4 (the SVD of W) and
-// q4_0-lqer (the SVD of the quantization error) differ only in `target` (and q4_0-lqer's whitening).
+// q4_0-lqer (the SVD of the quantization error) differ only in `target` (and q4_0-lqer's whitening); lowrank-q4k and
+// q4_k-lqer are the same with Q4_K blocks.
 CodecParams lowrank_q4_params(LowRankTarget target) {
     CodecParams c;
     c.method = Method::LowRankResidual;
@@ -207,6 +209,68 @@ std::string kblocks_text(DType t) {
     return buf;
 }
 
+// The factors' share of the bits, in words and for a 4096 x 4096 matrix (rank 16): each of the k U and V vectors as
+// 8-bit codes with an f32 max-abs scale, and k f32 sigma.
+std::string factor_bits_text() {
+    const int64_t side = 4096, k = 16;
+    const double bits = (8.0 * k * (side + side) + 96.0 * k) / static_cast<double>(side * side);
+    char buf[192];
+    std::snprintf(buf, sizeof buf,
+                  "the factors add (8 k (rows + cols) + 96 k) / (rows cols) bits per weight (%.4f on a %lld x %lld "
+                  "matrix)",
+                  bits, static_cast<long long>(side), static_cast<long long>(side));
+    return buf;
+}
+
+// What a residual of type `t` becomes on rows its blocks do not divide (llama-quantize's fallback, then f16).
+std::string residual_fallback_text(DType t) {
+    const DType smaller = llama_fallback_type(t, dtype_block_elements(t) / 2);
+    return "A matrix whose row length is not a multiple of " + std::to_string(dtype_block_elements(t)) +
+           " stores its residual as " + kblocks_text(smaller) + " instead (llama-quantize's fallback for " +
+           std::string(type_traits(t).ggml_name) + "), and one whose row length is not a multiple of " +
+           std::to_string(dtype_block_elements(smaller)) + " either is stored f16; the report names each. ";
+}
+
+// lowrank-q4k: lowrank-q4 with the residual in Q4_K blocks.
+Preset make_lowrank_q4k() {
+    Preset p;
+    p.name = "lowrank-q4k";
+    p.description =
+        "Low rank plus Q4_K residual, for every matrix: the truncated SVD of W keeps rank min(16, max(1, "
+        "floor(min(rows, cols) / " +
+        std::to_string(kRankDivisor) +
+        "))) with 8-bit factors and f32 sigma; the residual W - (decoded low-rank part) is stored as " +
+        kblocks_text(DType::Q4_K) +
+        ", importance-weighted with quantize --imatrix, so the blocks carry what the low-rank part misses including "
+        "its own quantization error; " +
+        factor_bits_text() + ". Decoded as U S V^T + deq(Q4_K). " + residual_fallback_text(DType::Q4_K) + "Norms: f32.";
+    CodecParams c = lowrank_q4_params(LowRankTarget::Weights);
+    c.residual = ResidualKind::Q4_K;
+    p.by_role = table([c](TensorRole) { return c; }, c);
+    return p;
+}
+
+// q4_k-lqer: q4_0-lqer with Q4_K blocks.
+Preset make_q4_k_lqer() {
+    Preset p;
+    p.name = "q4_k-lqer";
+    p.description =
+        kblocks_text(DType::Q4_K) +
+        " of W (importance-weighted with quantize --imatrix) plus a low-rank correction of their quantization error "
+        "E = W - deq(Q4_K(W)), for every matrix: rank min(16, max(1, floor(min(rows, cols) / " +
+        std::to_string(kRankDivisor) + "))) with 8-bit factors and f32 sigma; " + factor_bits_text() +
+        ". Attention and FFN projections take the SVD of E S, S the lower Cholesky factor of the input's Gram "
+        "matrix X^T X (needs quantize --gram FILE), and store U_k, sigma_k and S^-T V_k; token_embd and output (no "
+        "Gram matrix) take the plain SVD of E. Decoded as deq(Q4_K) + U S V^T. " +
+        residual_fallback_text(DType::Q4_K) + "Norms: f32.";
+    CodecParams c = lowrank_q4_params(LowRankTarget::QuantError);
+    c.residual = ResidualKind::Q4_K;
+    CodecParams w = c;
+    w.whiten = true;
+    p.by_role = table([w](TensorRole) { return w; }, c);
+    return p;
+}
+
 // llama-quantize's k-quant mixtures (codec/llama_mix.cpp holds the rules; the descriptions say them in words).
 Preset make_llama_mixture(std::string_view name) {
     const LlamaFileType* ft = find_llama_file_type(name);
@@ -246,6 +310,29 @@ Preset make_llama_mixture(std::string_view name) {
     return p;
 }
 
+// One row per preset, in the order lists show them (gkq quantize --help, the workbench): its name and what makes it.
+struct PresetRow {
+    std::string_view name;
+    Preset (*make)(std::string_view name);
+};
+constexpr std::array<PresetRow, 15> kPresets{{
+    {"paper", [](std::string_view) { return make_paper(); }},
+    {"q8_0", [](std::string_view) { return make_block(Method::Q8_0); }},
+    {"q4_0", [](std::string_view) { return make_block(Method::Q4_0); }},
+    {"lowrank-q4", [](std::string_view) { return make_lowrank_q4(); }},
+    {"lowrank-q4k", [](std::string_view) { return make_lowrank_q4k(); }},
+    {"svd-energy", [](std::string_view) { return make_svd_energy(); }},
+    {"svd-plain", [](std::string_view) { return make_svd_reduction(false); }},
+    {"svd-llm", [](std::string_view) { return make_svd_reduction(true); }},
+    {"q4_0-lqer", [](std::string_view) { return make_q4_0_lqer(); }},
+    {"q4_k-lqer", [](std::string_view) { return make_q4_k_lqer(); }},
+    {"q2_k", make_llama_mixture},
+    {"q3_k_m", make_llama_mixture},
+    {"q4_k_m", make_llama_mixture},
+    {"q5_k_m", make_llama_mixture},
+    {"q6_k", make_llama_mixture},
+}};
+
 bool matches(const LayerOverride& o, int32_t layer, TensorRole role, bool with_role) {
     if (o.layer != -1 && o.layer != layer) return false;
     return with_role ? (o.role && *o.role == role) : !o.role;
@@ -264,21 +351,14 @@ bool preset_needs_gram(const Preset& p) {
 }
 
 std::vector<std::string> preset_names() {
-    return {"paper",     "q8_0", "q4_0",   "lowrank-q4", "svd-energy", "svd-plain", "svd-llm",
-            "q4_0-lqer", "q2_k", "q3_k_m", "q4_k_m",     "q5_k_m",     "q6_k"};
+    std::vector<std::string> names;
+    for (const PresetRow& r : kPresets) names.emplace_back(r.name);
+    return names;
 }
 
 Result<Preset> find_preset(std::string_view name) {
-    if (name == "paper") return make_paper();
-    if (name == "q8_0") return make_block(Method::Q8_0);
-    if (name == "q4_0") return make_block(Method::Q4_0);
-    if (name == "lowrank-q4") return make_lowrank_q4();
-    if (name == "svd-energy") return make_svd_energy();
-    if (name == "svd-plain") return make_svd_reduction(false);
-    if (name == "svd-llm") return make_svd_reduction(true);
-    if (name == "q4_0-lqer") return make_q4_0_lqer();
-    if (name == "q2_k" || name == "q3_k_m" || name == "q4_k_m" || name == "q5_k_m" || name == "q6_k")
-        return make_llama_mixture(name);
+    for (const PresetRow& r : kPresets)
+        if (r.name == name) return r.make(name);
     std::string list;
     for (const std::string& n : preset_names()) list += (list.empty() ? "" : ", ") + n;
     return error(StatusCode::NotFound, "unknown preset '" + std::string(name) + "' (presets: " + list + ")");

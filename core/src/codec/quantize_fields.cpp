@@ -43,6 +43,13 @@ std::vector<std::string_view> method_choices() {
     return c;
 }
 
+// "none", then every block type a residual can be stored in (the codec's residual table).
+std::vector<std::string_view> residual_choices() {
+    std::vector<std::string_view> c;
+    for (ResidualKind r : all_residual_kinds()) c.push_back(residual_name(r));
+    return c;
+}
+
 std::vector<OverrideField> make_fields() {
     constexpr double kMaxCount = static_cast<double>(1 << 30);
     std::vector<OverrideField> f;
@@ -165,15 +172,9 @@ std::vector<OverrideField> make_fields() {
                      o.sigma_quantized = w == "on";
                      return Status::ok();
                  }});
-    f.push_back({"residual",
-                 "R",
-                 "Residual",
-                 "residual blocks of low-rank matrices: none, q4_0 or q8_0",
-                 OverrideKind::Choice,
-                 0,
-                 0,
-                 {"none", "q4_0", "q8_0"},
-                 "q8_0",
+    f.push_back({"residual", "R", "Residual",
+                 "residual blocks of low-rank matrices: none or a block type (q4_0, q8_0, q4_k ...)",
+                 OverrideKind::Choice, 0, 0, residual_choices(), "q8_0",
                  [](const ParamOverride& o) {
                      return o.residual ? std::optional<std::string>(std::string(residual_name(*o.residual)))
                                        : std::nullopt;

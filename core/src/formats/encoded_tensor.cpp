@@ -1,5 +1,7 @@
 #include "gkq/encoded_tensor.h"
 
+#include "gkq/type_traits.h"
+
 #include <array>
 
 namespace gkq {
@@ -45,6 +47,10 @@ constexpr std::array<Method, kMethodCount> kAll = [] {
     return a;
 }();
 
+// Q4_0's residual code: the bits per code the field held when Q4_0 and Q8_0 were the only residuals. Every other
+// block type's code is its ggml id (Q8_0's is 8, the bits it was written with; ggml's 4 was the removed Q4_2).
+constexpr uint8_t kQ4_0ResidualCode = 4;
+
 const MethodRow* row_of(Method m) {
     const auto i = static_cast<unsigned>(m);
     return i < kMethodCount ? &kMethods[i] : nullptr;
@@ -80,6 +86,26 @@ std::optional<Method> block_method_for(DType t) {
     for (const MethodRow& r : kMethods)
         if (r.dtype == t && is_block_method(r.method)) return r.method;
     return std::nullopt;
+}
+
+uint8_t residual_code_of(DType t) {
+    if (!block_method_for(t)) return 0;
+    if (t == DType::Q4_0) return kQ4_0ResidualCode;
+    return static_cast<uint8_t>(type_traits(t).ggml_id);
+}
+
+std::optional<DType> residual_code_type(uint8_t code) {
+    for (const MethodRow& r : kMethods)
+        if (code != 0 && residual_code_of(r.dtype) == code) return r.dtype;
+    return std::nullopt;
+}
+
+std::string unknown_residual_code(uint8_t code) {
+    std::string known;
+    for (const MethodRow& r : kMethods)
+        if (const uint8_t c = residual_code_of(r.dtype); c != 0)
+            known += (known.empty() ? "" : ", ") + std::to_string(c) + " " + std::string(r.name);
+    return "unknown residual code " + std::to_string(code) + " (" + known + ")";
 }
 
 }  // namespace gkq

@@ -39,7 +39,7 @@ void put_descriptor(Out& out, const KnotEntry& e) {
     out.put<uint8_t>(static_cast<uint8_t>(e.role));
     out.put<uint8_t>(static_cast<uint8_t>(e.method));
     out.put<uint8_t>(e.factor_bits);
-    out.put<uint8_t>(e.residual_bits);
+    out.put<uint8_t>(e.residual_code);
     out.put<uint8_t>(static_cast<uint8_t>(e.compression));
     out.put<uint8_t>(static_cast<uint8_t>(e.shape.size()));
     out.put<uint16_t>(static_cast<uint16_t>(e.name.size()));
@@ -56,6 +56,9 @@ std::string check_descriptor(const KnotEntry& e) {
         return "unknown role " + std::to_string(static_cast<unsigned>(e.role));
     if (static_cast<unsigned>(e.method) >= kMethodCount)
         return "unknown method " + std::to_string(static_cast<unsigned>(e.method));
+    // as an unknown method: a reader refuses a residual type it does not know before decoding anything
+    if (e.method == Method::LowRankResidual && !residual_code_type(e.residual_code))
+        return unknown_residual_code(e.residual_code);
     if (static_cast<uint8_t>(e.compression) > static_cast<uint8_t>(KnotCompression::Zlib))
         return "unknown compression " + std::to_string(static_cast<unsigned>(e.compression));
     if (e.shape.size() > static_cast<size_t>(kMaxDims))
@@ -94,7 +97,7 @@ bool read_descriptor(ByteReader& r, KnotEntry& e) {
     r.read(role, "role");
     r.read(method, "method");
     r.read(e.factor_bits, "factor bits");
-    r.read(e.residual_bits, "residual bits");
+    r.read(e.residual_code, "residual code");
     r.read(compression, "compression");
     r.read(n_dims, "dimension count");
     if (!r.read(name_len, "name length")) return false;

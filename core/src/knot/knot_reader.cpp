@@ -302,7 +302,7 @@ Result<EncodedTensor> decode_knot_record(const KnotEntry& entry, std::span<const
     // The record must say exactly what the index says about it.
     if (d.name != entry.name || d.role != entry.role || d.layer != entry.layer || d.shape != entry.shape ||
         d.method != entry.method || d.rank != entry.rank || d.factor_bits != entry.factor_bits ||
-        d.residual_bits != entry.residual_bits || d.flags != entry.flags || d.source_index != entry.source_index ||
+        d.residual_code != entry.residual_code || d.flags != entry.flags || d.source_index != entry.source_index ||
         d.compression != entry.compression || d.stored_bytes != entry.stored_bytes || d.raw_bytes != entry.raw_bytes)
         return corrupt(who + ": the record's descriptor (tensor '" + d.name + "', " + shape_to_string(d.shape) + ", " +
                        std::string(method_name(d.method)) + ") differs from its index entry");
@@ -313,7 +313,7 @@ Result<EncodedTensor> decode_knot_record(const KnotEntry& entry, std::span<const
     t.method = d.method;
     t.rank = d.rank;
     t.factor_bits = d.factor_bits;
-    t.residual_bits = d.residual_bits;
+    t.residual_code = d.residual_code;
     t.flags = d.flags;
     if (d.compression == KnotCompression::None) {
         t.payload.assign(stored, stored + d.stored_bytes);

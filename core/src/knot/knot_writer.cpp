@@ -20,7 +20,7 @@ Result<KnotRecord> make_knot_record(const EncodedTensor& t, uint64_t source_inde
     e.dtype = method_dtype(t.method);
     e.rank = t.rank;
     e.factor_bits = t.factor_bits;
-    e.residual_bits = t.residual_bits;
+    e.residual_code = t.residual_code;
     e.flags = t.flags;
     e.source_index = source_index;
     e.raw_bytes = t.payload.size();
