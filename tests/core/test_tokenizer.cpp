@@ -287,6 +287,71 @@ private slots:
         QCOMPARE(ids_text(tok->encode("a a", false, false)), QString("229,153,132,259,229,153,132,259"));
     }
 
+    // User-defined tokens as llama.cpp's tokenizer_st_partition and SPM session have them: the text as stored splits
+    // the raw text (convert_hf_to_gguf.py stores Gemma's runs of spaces as spaces, so "  " splits; a GGUF that kept
+    // U+2581 splits only at a literal "▁▁"), the session matches the other tokens against the text with its spaces
+    // as U+2581 (a literal U+2581 is a space), forms any token a pair makes whatever its score (the -1e10 of a
+    // token no tokenizer.json merge forms included), and a user-defined token llama.cpp types as control by its
+    // text (an end-of-generation "</s>") splits nothing. Checked live against llama.cpp in
+    // test_tokenizer_vectors byte_fallback_json_real (tests/data/tokenizer).
+    void spmUserDefinedAsStored() {
+        const std::string mark = "\xE2\x96\x81";
+        auto vocab = [&](const std::string& run) {
+            Vocabulary v;
+            v.model = "llama";
+            // "</s>": user-defined, and an end-of-generation text
+            v.tokens = {"<unk>", "<bos>", "<eos>", mark, "a", "b", run, mark + "b", "</s>", "c", "cc"};
+            v.token_types = {2, 3, 3, 1, 1, 1, 4, 1, 4, 1, 1};
+            v.scores = {0, 0, 0, -1, -1, -1, -1000, -2, -1000, -1, -1e10f};
+            v.bos_id = 1;
+            v.eos_id = 2;
+            Metadata meta;
+            meta.set("tokenizer.ggml.add_space_prefix", MetaValue::of_bool(false));
+            return Tokenizer::from_metadata(meta, v, "user-defined.gguf");
+        };
+        auto spaces = vocab("  ");  // as the converter writes it
+        QVERIFY2(spaces, spaces.message().c_str());
+        QCOMPARE(ids_text(spaces->encode("a  b", false, false)), QString("4,6,5"));
+        // "▁▁" in the text is two spaces to the session, and "  " stored with spaces never comes out of a merge
+        QCOMPARE(ids_text(spaces->encode("a" + mark + mark + "b", false, false)), QString("4,3,7"));
+        QCOMPARE(spaces->decode(4, 6), std::string_view("  "));
+        auto marks = vocab(mark + mark);  // as stored by a converter that kept U+2581
+        QVERIFY2(marks, marks.message().c_str());
+        QCOMPARE(ids_text(marks->encode("a  b", false, false)), QString("4,3,7"));
+        QCOMPARE(ids_text(marks->encode("a" + mark + mark + "b", false, false)), QString("4,6,5"));
+        QCOMPARE(marks->piece(6), mark + mark);  // its text as stored, as llama.cpp's token_to_piece gives it
+        // a token no merge forms (score -1e10) still comes out of the session's merges
+        QCOMPARE(ids_text(spaces->encode("cc", false, false)), QString("10"));
+        // "</s>" is typed control by its text: it splits the text only with parse_special
+        QVERIFY(spaces->is_control(8) && spaces->is_eog(8));
+        QVERIFY(spaces->encode("a</s>", false, false) != (Ids{4, 8}));
+        QCOMPARE(ids_text(spaces->encode("a</s>", false, false, true)), QString("4,8"));
+    }
+
+    // A byte-fallback tokenizer.json's user-defined added token (Gemma's "▁▁") becomes the GGUF vocabulary's text
+    // convert_hf_to_gguf.py writes ("pre-normalize user-defined spaces": U+2581 as spaces), which export stores and
+    // which splits the text's "  " as llama.cpp does on that GGUF.
+    void hfUserDefinedAsTheConverterWritesIt() {
+        test::TempDir dir;
+        const std::string json = R"({"added_tokens": [
+            {"id": 0, "content": "<unk>", "special": true}, {"id": 1, "content": "<s>", "special": true},
+            {"id": 2, "content": "</s>", "special": true}, {"id": 6, "content": "\u2581\u2581", "special": false}],
+            "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+            "model": {"type": "BPE", "byte_fallback": true, "unk_token": "<unk>",
+                      "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "\u2581": 3, "a": 4, "b": 5, "\u2581\u2581": 6,
+                                "\u2581b": 7},
+                      "merges": ["\u2581 b", "\u2581 \u2581"]}})";
+        test::write_file(dir.file("tokenizer.json"), std::string_view(json));
+        auto found = vocabulary_for_model(dir.file("model.safetensors"), {}, 8, dir.file("tokenizer.json"));
+        QVERIFY2(found, found.message().c_str());
+        QCOMPARE(found->vocab.tokens[6], std::string("  "));
+        QCOMPARE(found->vocab.token_types[6], 4);  // USER_DEFINED
+        auto tok = Tokenizer::load(dir.file("tokenizer.json"));
+        QVERIFY2(tok, tok.message().c_str());
+        QCOMPARE(ids_text(tok->encode("a  b", false, false)), QString("4,6,5"));
+        QCOMPARE(ids_text(tok->encode("a b", false, false)), QString("4,7"));
+    }
+
     // ---- merge order ----
 
     void equalScoresMergeLeftmostFirst() {

@@ -15,7 +15,9 @@
 // token per UTF-8 character (up to 4 bytes) found in the vocabulary, byte-fallback tokens <0xXX> for the
 // bytes of a character that is not, then repeatedly the highest-scoring adjacent pair is merged (the
 // leftmost among equal scores) until no pair forms a vocabulary piece. It produces run.c's tokens exactly;
-// merging uses a priority queue instead of run.c's rescans, so long texts encode in O(n log n).
+// merging uses a priority queue instead of run.c's rescans, so long texts encode in O(n log n). A GGUF (and Hugging
+// Face) vocabulary is merged as llama.cpp's llm_tokenizer_spm_session merges it: any pair that forms a token, not
+// only those scoring above run.c's -1e10.
 // One deliberate difference: run.c emits id byte+3 for a byte without a piece even when the vocabulary has
 // no byte tokens (a character-level vocabulary), which names an unrelated character or runs past the
 // vocabulary; here such a character becomes the unknown token (id 0, sentencepiece's <unk>), and from a
@@ -25,8 +27,15 @@
 // added token marked special) becomes that token, as llama.cpp's tokenizer_st_partition does; user-defined
 // tokens (BPE and SPM) are always matched first (llama.cpp and Hugging Face do the same).
 //
+// User-defined and control tokens are matched as their text is stored, as llama.cpp's tokenizer_st_partition does:
+// convert_hf_to_gguf.py stores a user-defined token's U+2581 as spaces (Gemma's runs of spaces), so such a token
+// matches the spaces of the text; one stored with U+2581 matches only that character. The SPM session matches the
+// other tokens against the text with its spaces as U+2581 (llama_escape_whitespace), so a U+2581 in the text is a
+// space.
+//
 // decode() follows run.c's decode(): the piece of a token, with the leading space dropped after BOS and a
-// byte token <0xXX> turned into its raw byte. GGUF pieces have their U+2581 '▁' turned into spaces and
+// byte token <0xXX> turned into its raw byte. GGUF pieces have their U+2581 '▁' turned into spaces (not those of
+// user-defined and control tokens, which are their text as stored, as llama.cpp's token_to_piece has them) and
 // control tokens decode to nothing. A BPE token decodes to the bytes its characters stand for, so decoding
 // an encoded text gives the text back.
 #pragma once
@@ -118,7 +127,10 @@ public:
     std::string decode_all(const std::vector<int32_t>& tokens, bool after_bos = true) const;
 
 private:
-    int32_t lookup(std::string_view s) const;  // -1 when no mergeable piece is `s`
+    int32_t lookup(std::string_view s) const;  // -1 when no mergeable token's match_text() is `s`
+    // What the SPM session matches a token as: its text as stored for a GGUF vocabulary (the session's text has its
+    // spaces as U+2581), its piece for a llama2.c one.
+    const std::string& match_text(int32_t id) const;
     Status build();
     // The SPM session: run.c's encode of one text fragment.
     std::vector<int32_t> encode_spm(std::string_view text, bool bos, bool eos, bool dummy_prefix) const;
@@ -140,6 +152,8 @@ private:
     TokenizerFamily m_family = TokenizerFamily::Spm;
     std::string m_pre;
     std::vector<std::string> m_pieces;        // (vocab) text of each token
+    std::vector<std::string> m_stored;        // (vocab) GGUF SPM: the token texts as stored (U+2581 for spaces)
+    bool m_escape_spaces = false;             // GGUF SPM: the session's text has its spaces as U+2581
     std::vector<float> m_scores;              // (vocab) merge priority
     std::vector<uint8_t> m_mergeable;         // (vocab) 1 when encode may produce the piece from text
     std::vector<int16_t> m_byte_value;        // (vocab) the byte a <0xXX> token stands for, or -1

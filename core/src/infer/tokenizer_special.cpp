@@ -111,8 +111,9 @@ void Tokenizer::find_end_tokens(const std::vector<std::string>& stored, int32_t 
     auto make_control = [&](int32_t id) {
         if (!in_range(id) || m_control[static_cast<size_t>(id)]) return;
         m_control[static_cast<size_t>(id)] = 1;
-        // A BPE control token's piece is its raw text (a normal one's the bytes its characters stand for).
-        if (m_family == TokenizerFamily::Bpe) m_pieces[static_cast<size_t>(id)] = stored[static_cast<size_t>(id)];
+        // A control token's piece is its raw text (a normal one's the bytes its characters stand for, or its U+2581
+        // as spaces).
+        m_pieces[static_cast<size_t>(id)] = stored[static_cast<size_t>(id)];
         if (!m_pieces[static_cast<size_t>(id)].empty() &&
             std::find(m_special.begin(), m_special.end(), id) == m_special.end()) {
             m_special.push_back(id);
