@@ -176,6 +176,7 @@ Result<ExportReport> export_gguf(const std::string& in_path, const std::string& 
         }
     if (uniform && one_type) wo.dtype = *one_type;
     copy_source_tokenizer_keys(source_meta, vocab, wo.extra_metadata);
+    report.vocabulary_note = describe(fit_vocabulary(vocab, wo.extra_metadata, config.vocab_size));
     // The end-of-turn token gkq stops at, stated as llama.cpp's converter states BOS and EOS: without the key llama.cpp
     // looks for it by text in an order of its own (see eot_token_by_text).
     if (const int32_t eot = eot_token_by_text(vocab.tokens);
