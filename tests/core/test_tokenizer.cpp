@@ -352,6 +352,29 @@ private slots:
         QCOMPARE(ids_text(tok->encode("a b", false, false)), QString("4,7"));
     }
 
+    // tokenizer.json's fuse_unk is read and not applied: llama.cpp has no key for it and never fuses (its SPM
+    // session sends an unknown character's bytes to byte_to_token, which throws without a token for the byte; node-
+    // llama-cpp aborts on this vocabulary), so the folder tokenizes as the GGUF vocabulary it becomes: one <unk>
+    // per unknown character.
+    void fuseUnkNotApplied() {
+        test::TempDir dir;
+        const std::string json = R"({"added_tokens": [
+            {"id": 0, "content": "<unk>", "special": true}, {"id": 1, "content": "<s>", "special": true},
+            {"id": 2, "content": "</s>", "special": true}],
+            "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+            "model": {"type": "BPE", "byte_fallback": true, "fuse_unk": true, "unk_token": "<unk>",
+                      "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "\u2581": 3, "a": 4, "b": 5}, "merges": []}})";
+        test::write_file(dir.file("tokenizer.json"), std::string_view(json));
+        auto tok = Tokenizer::load(dir.file("tokenizer.json"));
+        QVERIFY2(tok, tok.message().c_str());
+        QCOMPARE(ids_text(tok->encode("aXYb Z", false, false)), QString("4,0,0,5,3,0"));
+        auto found = vocabulary_for_model(dir.file("model.safetensors"), {}, 6, dir.file("tokenizer.json"));
+        QVERIFY2(found, found.message().c_str());
+        auto gguf = Tokenizer::from_metadata(found->keys, found->vocab, "exported.gguf");
+        QVERIFY2(gguf, gguf.message().c_str());
+        QCOMPARE(ids_text(gguf->encode("aXYb Z", false, false)), ids_text(tok->encode("aXYb Z", false, false)));
+    }
+
     // ---- merge order ----
 
     void equalScoresMergeLeftmostFirst() {

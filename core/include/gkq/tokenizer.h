@@ -20,8 +20,11 @@
 // only those scoring above run.c's -1e10.
 // One deliberate difference: run.c emits id byte+3 for a byte without a piece even when the vocabulary has
 // no byte tokens (a character-level vocabulary), which names an unrelated character or runs past the
-// vocabulary; here such a character becomes the unknown token (id 0, sentencepiece's <unk>), and from a
-// tokenizer.model (or a tokenizer.json with fuse_unk) a run of them is one <unk>, as sentencepiece makes it.
+// vocabulary; here such a character becomes the unknown token (id 0, sentencepiece's <unk>), one per character.
+// A run of them is not fused into one <unk> as sentencepiece and a tokenizer.json with fuse_unk make it: llama.cpp
+// has neither the notion nor a GGUF key for it (its SPM session emits each byte of such a character through
+// llama_vocab::byte_to_token, which throws when the vocabulary has no token for the byte), so a Hugging Face folder
+// tokenizes as the knot and the GGUF made from it do.
 //
 // Special tokens: with `parse_special` the text of a control token (GGUF token type CONTROL, a tokenizer.json
 // added token marked special) becomes that token, as llama.cpp's tokenizer_st_partition does; user-defined
@@ -174,7 +177,6 @@ private:
     bool m_add_bos = true;
     bool m_add_eos = false;
     bool m_add_space_prefix = true;
-    bool m_fuse_unk = false;  // SPM: consecutive unknown characters become one <unk> (sentencepiece, fuse_unk)
     size_t m_max_piece_bytes = 0;
 };
 

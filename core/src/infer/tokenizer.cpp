@@ -377,10 +377,8 @@ std::vector<int32_t> Tokenizer::encode_spm(std::string_view text, bool bos, bool
     out.reserve(tokens.size() + 1);
     for (int32_t i = 0; i < n; ++i) {
         if (!alive[static_cast<size_t>(i)]) continue;
-        const int32_t t = tokens[static_cast<size_t>(i)];
-        // sentencepiece (and tokenizer.json's fuse_unk) make a run of unknown characters one <unk>.
-        if (m_fuse_unk && t == m_unk_id && !out.empty() && out.back() == m_unk_id) continue;
-        out.push_back(t);
+        // One <unk> per unknown character, never a run fused into one (see gkq/tokenizer.h).
+        out.push_back(tokens[static_cast<size_t>(i)]);
     }
     if (eos && m_eos_id >= 0) out.push_back(m_eos_id);
     return out;

@@ -207,7 +207,7 @@ struct HfLoader {
 
     // The SPM vocabulary `v` with the folder's special tokens, as the keys a GGUF holds them in; `space_prefix` is
     // what the tokenizer file says.
-    HfVocabulary finish(Vocabulary v, const nlohmann::json& tokenizer_json, bool space_prefix, bool fuse_unk) const {
+    HfVocabulary finish(Vocabulary v, const nlohmann::json& tokenizer_json, bool space_prefix) const {
         const Specials s = specials(tokenizer_json, v.tokens.size());
         const auto n = static_cast<int32_t>(v.tokens.size());
         v.bos_id = s.bos >= 0 ? s.bos : (n > 1 ? 1 : -1);
@@ -224,15 +224,11 @@ struct HfLoader {
             out.keys.set("tokenizer.ggml.unknown_token_id",
                          MetaValue::of_uint(static_cast<uint64_t>(s.unk), MetaType::U32));
         out.vocab = std::move(v);
-        out.fuse_unk = fuse_unk;
         return out;
     }
 
     static Result<Tokenizer> tokenizer(const HfVocabulary& v, const std::string& label) {
-        auto t = Tokenizer::from_metadata(v.keys, v.vocab, label);
-        if (!t) return t.status();
-        t->m_fuse_unk = v.fuse_unk;
-        return t;
+        return Tokenizer::from_metadata(v.keys, v.vocab, label);
     }
 
     // _create_vocab_sentencepiece.
@@ -306,7 +302,7 @@ struct HfLoader {
         // the vocabulary came from.
         auto tokenizer_json = read_json(dir / "tokenizer.json");
         if (!tokenizer_json) return tokenizer_json.status();
-        return finish(std::move(v), *tokenizer_json, sp->add_dummy_prefix, true);
+        return finish(std::move(v), *tokenizer_json, sp->add_dummy_prefix);
     }
 
     // LlamaHfVocab over a byte-fallback BPE tokenizer.json (scores from merge ranks: see the file comment).
@@ -400,7 +396,8 @@ struct HfLoader {
         };
         if (j.contains("normalizer")) scan(j["normalizer"], "normalizers", scan);
         if (j.contains("pre_tokenizer")) scan(j["pre_tokenizer"], "pretokenizers", scan);
-        return finish(std::move(v), j, prefix, model.value("fuse_unk", false));
+        // model.fuse_unk is not kept: llama.cpp has no such key, and never fuses (see gkq/tokenizer.h).
+        return finish(std::move(v), j, prefix);
     }
 };
 
