@@ -368,6 +368,45 @@ private slots:
         QVERIFY2(!same.out.contains("vocabulary:"), qPrintable(same.out));
     }
 
+    // EOM and the fill-in-the-middle ids travel: a GGUF's own key (eom_token_id) is kept, those found by text are
+    // stated (so llama.cpp need not look for them in an order of its own), through the knot too; inspect reports them.
+    void specialIdsCarried() {
+        test::TempDir dir;
+        const std::string sp = "\xE2\x96\x81";
+        Vocabulary v = test::tiny_vocabulary({sp + "a", "ab", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
+                                              "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<|eom_id|>", "hi"});
+        const test::TinyModel tm = test::make_tiny_model(test::tiny_config(false), 5);
+        WriteOptions wo;
+        wo.extra_metadata.set("tokenizer.ggml.eom_token_id", MetaValue::of_uint(39, MetaType::U32));
+        const std::string src = dir.file("src.gguf"), knot = dir.file("m.knot");
+        QVERIFY(write_gguf(src, tm.config, tm.tensors, v, wo).is_ok());
+        Run qz = run_gkq({"quantize", q(src), "--preset", "q8_0", "--threads", "2", "-o", q(knot)});
+        QVERIFY2(qz.code == 0, qPrintable(qz.err));
+        for (const std::string& from : {src, knot}) {
+            const std::string out = dir.file("out.gguf");
+            Run r = run_gkq({"export", q(from), "-o", q(out)});
+            QVERIFY2(r.code == 0, qPrintable(r.err));
+            auto m = ModelFile::open(out);
+            QVERIFY2(m.is_ok(), m.message().c_str());
+            auto key = [&](const char* name) {
+                const MetaValue* value = m->metadata().find(std::string("tokenizer.ggml.") + name);
+                return value != nullptr ? *value->as_int() : int64_t{-1};
+            };
+            QCOMPARE(key("eom_token_id"), int64_t{39});  // the source's, not "<|eom_id|>" (38)
+            QCOMPARE(QList<int64_t>({key("fim_pre_token_id"), key("fim_suf_token_id"), key("fim_mid_token_id"),
+                                     key("fim_pad_token_id"), key("fim_rep_token_id"), key("fim_sep_token_id")}),
+                     QList<int64_t>({32, 33, 34, 35, 36, 37}));
+            QCOMPARE(key("eot_token_id"), int64_t{-1});  // none in the vocabulary
+            Run in = run_gkq({"inspect", "--json", q(out)});
+            QVERIFY2(in.code == 0, qPrintable(in.err));
+            const nlohmann::json t = nlohmann::json::parse(in.out.toStdString())["tokenizer"];
+            QCOMPARE(t["eom_id"], nlohmann::json(39));
+            QCOMPARE(t["fim_ids"]["sep"], nlohmann::json(37));
+            // EOS, the FIM pad / repository / separator, "<|eom_id|>" by its text, and the keyed EOM
+            QCOMPARE(t["eog_ids"], nlohmann::json({2, 35, 36, 37, 38, 39}));
+        }
+    }
+
     void badInputRefused() {
         test::TempDir dir;
         const std::string out = dir.file("x.gguf");

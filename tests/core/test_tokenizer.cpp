@@ -4,6 +4,7 @@
 #include "gkq/model_file.h"
 #include "gkq/tokenizer.h"
 #include "test_support.h"
+#include "tiny_model.h"
 
 #include <QtTest>
 
@@ -373,6 +374,64 @@ private slots:
         auto gguf = Tokenizer::from_metadata(found->keys, found->vocab, "exported.gguf");
         QVERIFY2(gguf, gguf.message().c_str());
         QCOMPARE(ids_text(gguf->encode("aXYb Z", false, false)), ids_text(tok->encode("aXYb Z", false, false)));
+    }
+
+    // EOM and the fill-in-the-middle tokens, as llama.cpp's llama_vocab::impl::load finds them: by text without
+    // keys (the first text of its list, the token made control; FIM pad / repository / separator and EOM end
+    // generation), else from tokenizer.ggml.*_token_id, where the older prefix/suffix/middle_token_id, read after,
+    // wins; a key that names no token is refused naming it; what no key states is what a writer adds.
+    void specialIdsFromKeysAndText() {
+        Vocabulary v = test::tiny_vocabulary();  // 40 tokens, then:
+        for (const char* t : {"<PRE>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>",
+                              "<|repo_name|>", "<|file_sep|>", "<|eom_id|>"}) {
+            v.tokens.push_back(t);
+            v.scores.push_back(0);
+            v.token_types.push_back(1);
+        }
+        auto by_text = Tokenizer::from_metadata(Metadata{}, v, "fim.gguf");
+        QVERIFY2(by_text, by_text.message().c_str());
+        const SpecialIds& s = by_text->special_ids();
+        QCOMPARE(s.fim_pre, 41);  // "<|fim_prefix|>" comes before "<PRE>" in llama.cpp's list
+        QCOMPARE(s.fim_suf, 42);
+        QCOMPARE(s.fim_mid, 43);
+        QCOMPARE(s.fim_pad, 44);
+        QCOMPARE(s.fim_rep, 45);
+        QCOMPARE(s.fim_sep, 46);
+        QCOMPARE(by_text->eom_id(), 47);
+        QCOMPARE(by_text->eot_id(), -1);
+        QCOMPARE(ids_text(by_text->eog_ids()), QString("2,44,45,46,47"));
+        QVERIFY(by_text->is_control(41) && by_text->is_control(47) && !by_text->is_control(40));
+        QCOMPARE(ids_text(by_text->encode("a<|fim_prefix|>", false, false, true)),
+                 QString("30,41"));  // "▁a", the token
+        QCOMPARE(special_ids_by_text(v.tokens).fim_mid, 43);
+
+        Metadata keys;
+        keys.set("tokenizer.ggml.fim_pre_token_id", MetaValue::of_uint(5, MetaType::U32));
+        keys.set("tokenizer.ggml.prefix_token_id", MetaValue::of_uint(40, MetaType::U32));
+        keys.set("tokenizer.ggml.eom_token_id", MetaValue::of_uint(6, MetaType::U32));
+        keys.set("tokenizer.ggml.fim_sep_token_id", MetaValue::of_uint(7, MetaType::U32));
+        auto keyed = Tokenizer::from_metadata(keys, v, "fim.gguf");
+        QVERIFY2(keyed, keyed.message().c_str());
+        QCOMPARE(keyed->special_ids().fim_pre, 40);  // the older key
+        QCOMPARE(keyed->eom_id(), 6);
+        QCOMPARE(keyed->special_ids().fim_sep, 7);
+        QCOMPARE(keyed->special_ids().fim_suf, 42);                       // no key: by text
+        QCOMPARE(ids_text(keyed->eog_ids()), QString("2,6,7,44,45,47"));  // "<|eom_id|>" and "<|file_sep|>" no more
+        QVERIFY(!keyed->is_control(41));                                  // found by no one
+        auto unstated = special_ids_unstated(keys, v.tokens, "fim.gguf");
+        QVERIFY2(unstated, unstated.message().c_str());
+        QCOMPARE(unstated->fim_pre, -1);
+        QCOMPARE(unstated->eom, -1);
+        QCOMPARE(unstated->fim_mid, 43);
+        QCOMPARE(special_id_keys(*unstated).front(),
+                 (std::pair<std::string, int32_t>("tokenizer.ggml.fim_suf_token_id", 42)));
+
+        keys.set("tokenizer.ggml.fim_pad_token_id", MetaValue::of_uint(48, MetaType::U32));
+        auto bad = Tokenizer::from_metadata(keys, v, "fim.gguf");
+        QVERIFY(!bad);
+        QCOMPARE(bad.status().code(), StatusCode::Corrupt);
+        QVERIFY2(bad.message().find("fim.gguf: metadata 'tokenizer.ggml.fim_pad_token_id' = 48") == 0,
+                 bad.message().c_str());
     }
 
     // ---- merge order ----

@@ -573,7 +573,66 @@ private slots:
         QVERIFY2(bool(keyed), keyed.message().c_str());
         QCOMPARE(keyed->eot_id(), 128008);
         QVERIFY(keyed->is_eog(128008) && keyed->is_eog(128009) && keyed->is_eog(128001));
-        QCOMPARE(eot_token_by_text(file->vocabulary().tokens), 128009);
+        QCOMPARE(special_ids_by_text(file->vocabulary().tokens).eot, 128009);
+    }
+
+    // End of message and fill in the middle in real vocabularies without their keys, found by text as llama.cpp finds
+    // them: the ids are llama.cpp's, read through node-llama-cpp 3.22.1 (model.tokens.infill, model.isEogToken over
+    // every id) from GGUFs of these files that state none of them: Qwen3's tokenizer.json, and Llama 3's with
+    // <|reserved_special_token_4|> (128008) renamed <|eom_id|>, as Llama 3.1's is. gkq inspect reports them.
+    void fim_and_eom_tokens() {
+        auto qwen3 = Tokenizer::load(hf("tokenizer-qwen3").toStdString());
+        QVERIFY2(bool(qwen3), qwen3.message().c_str());
+        const SpecialIds& q = qwen3->special_ids();
+        QCOMPARE(QList<int>({q.fim_pre, q.fim_suf, q.fim_mid, q.fim_pad, q.fim_rep, q.fim_sep}),
+                 QList<int>({151659, 151661, 151660, 151662, 151663, 151664}));
+        QCOMPARE(qwen3->eom_id(), -1);
+        QCOMPARE(QList<int>(qwen3->eog_ids().begin(), qwen3->eog_ids().end()),
+                 QList<int>({128247, 151643, 151645, 151662, 151663, 151664}));
+
+        test::TempDir dir;
+        std::ifstream in(hf("tokenizer-llama3").toStdString());
+        nlohmann::json j = nlohmann::json::parse(in);
+        for (auto& a : j["added_tokens"])
+            if (a["id"] == 128008) a["content"] = "<|eom_id|>";
+        test::write_file(dir.file("tokenizer.json"), std::string_view(j.dump()));
+        auto llama31 = Tokenizer::load(dir.file("tokenizer.json"));
+        QVERIFY2(bool(llama31), llama31.message().c_str());
+        QCOMPARE(llama31->eom_id(), 128008);
+        QCOMPARE(QList<int>(llama31->eog_ids().begin(), llama31->eog_ids().end()),
+                 QList<int>({128001, 128008, 128009}));
+
+        const QString gkq = qEnvironmentVariable("GKQ_CLI");
+        if (gkq.isEmpty()) QSKIP("the gkq binary is not built (GKQ_CLI unset)");
+        QVERIFY(QFile::copy(hf("tokenizer-qwen3"), QString::fromStdString(dir.file("tokenizer.json.qwen3"))));
+        const auto m = test::make_tiny_model(test::tiny_config(true), 2);
+        QVERIFY(bool(write_safetensors(dir.file("model.safetensors"), m.config, m.tensors)));
+        QProcess p;
+        p.start(gkq, {"inspect", QString::fromStdString(dir.path()), "--json"});
+        QVERIFY(p.waitForFinished(120000));
+        QCOMPARE(p.exitCode(), 0);
+        QJsonObject t = QJsonDocument::fromJson(p.readAllStandardOutput()).object()["tokenizer"].toObject();
+        QCOMPARE(t["eom_id"].toInt(), 128008);
+        QVERIFY(t["fim_ids"].toObject()["pre"].isNull());
+        QVERIFY(t["eog_ids"].toArray().contains(128008));
+        QFile::remove(QString::fromStdString(dir.file("tokenizer.json")));
+        QVERIFY(QFile::rename(QString::fromStdString(dir.file("tokenizer.json.qwen3")),
+                              QString::fromStdString(dir.file("tokenizer.json"))));
+        p.start(gkq, {"inspect", QString::fromStdString(dir.path()), "--json"});
+        QVERIFY(p.waitForFinished(120000));
+        QCOMPARE(p.exitCode(), 0);
+        t = QJsonDocument::fromJson(p.readAllStandardOutput()).object()["tokenizer"].toObject();
+        QVERIFY(t["eom_id"].isNull());
+        const QJsonObject fim = t["fim_ids"].toObject();
+        QCOMPARE(QList<int>({fim["pre"].toInt(), fim["suf"].toInt(), fim["mid"].toInt(), fim["pad"].toInt(),
+                             fim["rep"].toInt(), fim["sep"].toInt()}),
+                 QList<int>({151659, 151661, 151660, 151662, 151663, 151664}));
+        p.start(gkq, {"inspect", QString::fromStdString(dir.path())});
+        QVERIFY(p.waitForFinished(120000));
+        QVERIFY2(p.readAllStandardOutput().contains(
+                     ", eot 151645, fim pre 151659 suf 151661 mid 151660 pad 151662 rep 151663 sep 151664, generation "
+                     "ends at 128247 151643 151645 151662 151663 151664\n"),
+                 "the table's tokenizer line");
     }
 
     // gkq inspect --json reports the architecture and the tokenizer's end tokens.

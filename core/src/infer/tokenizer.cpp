@@ -86,6 +86,10 @@ Result<Tokenizer> Tokenizer::load_llama2c(const std::string& path, int64_t vocab
 }
 
 Result<Tokenizer> Tokenizer::from_vocabulary(const Vocabulary& v, const std::string& label) {
+    return from_vocabulary(v, label, SpecialIds{});
+}
+
+Result<Tokenizer> Tokenizer::from_vocabulary(const Vocabulary& v, const std::string& label, const SpecialIds& keyed) {
     const bool spm = v.model == "llama";
     if (v.model == "gpt2")
         return error(StatusCode::Unsupported, label +
@@ -155,7 +159,7 @@ Result<Tokenizer> Tokenizer::from_vocabulary(const Vocabulary& v, const std::str
     // the tokens as stored.
     if (spm) t.m_stored = v.tokens;
     if (Status s = t.build(); !s) return s.with_context(label);
-    t.find_end_tokens(v.tokens, -1);
+    t.find_end_tokens(v.tokens, keyed);
     return t;
 }
 
