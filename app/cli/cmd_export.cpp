@@ -79,6 +79,7 @@ int cmd_export(int argc, char** argv) {
                     std::string(dtype_name(t.stored)).c_str(), std::string(dtype_name(t.written)).c_str(),
                     with_commas(t.bytes).c_str(), how.c_str());
     }
+    if (!r->vocabulary_note.empty()) std::printf("vocabulary: %s\n", r->vocabulary_note.c_str());
     std::printf("wrote %s (gguf): %zu tensors, %s parameters, %s bytes; %zu fell back\n", r->path.c_str(),
                 r->n_file_tensors, with_commas(static_cast<uint64_t>(r->n_params)).c_str(),
                 with_commas(r->file_bytes).c_str(), r->n_fell_back);

@@ -85,19 +85,29 @@ nlohmann::json tokenizer_json(const std::string& path, const Vocabulary& vocab, 
     auto t = tokenizer_for_model(path, vocab, vocab_size);
     if (!t) return {{"error", t.message()}};
     auto id = [](int32_t v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(); };
+    const SpecialIds& s = t->special_ids();
     return {{"family", std::string(tokenizer_family_name(t->family()))},
             {"pre", t->pre()},
             {"size", t->vocab_size()},
             {"bos_id", id(t->bos_id())},
             {"eos_id", id(t->eos_id())},
-            {"eot_id", id(t->eot_id())},
+            {"eot_id", id(s.eot)},
+            {"eom_id", id(s.eom)},
+            {"fim_ids",
+             {{"pre", id(s.fim_pre)},
+              {"suf", id(s.fim_suf)},
+              {"mid", id(s.fim_mid)},
+              {"pad", id(s.fim_pad)},
+              {"rep", id(s.fim_rep)},
+              {"sep", id(s.fim_sep)}}},
             {"eog_ids", t->eog_ids()},
             {"pad_id", id(t->pad_id())},
             {"add_bos", t->add_bos()}};
 }
 
 // The same as one line of the table: "tokenizer bpe (llama-bpe), 128256 tokens, bos 128000, eos 128001, eot 128009,
-// generation ends at 128001 128009".
+// generation ends at 128001 128009"; EOM and the fill-in-the-middle ids where the vocabulary has them ("eom 128008",
+// "fim pre 151659 suf 151661 mid 151660 pad 151662 rep 151663 sep 151664").
 void print_tokenizer_line(const std::string& path, const Vocabulary& vocab, int64_t vocab_size) {
     auto t = tokenizer_for_model(path, vocab, vocab_size);
     if (!t) {
@@ -108,9 +118,21 @@ void print_tokenizer_line(const std::string& path, const Vocabulary& vocab, int6
     std::string ends;
     for (const int32_t e : t->eog_ids()) ends += " " + std::to_string(e);
     const std::string pre = t->pre().empty() ? "" : " (" + t->pre() + ")";
-    std::printf("tokenizer %s%s, %d tokens, bos %s, eos %s, eot %s, generation ends at%s\n",
+    const SpecialIds& s = t->special_ids();
+    std::string more;
+    if (s.eom >= 0) more += ", eom " + std::to_string(s.eom);
+    std::string fim;
+    for (const auto& [name, v] : {std::pair{"pre", s.fim_pre},
+                                  {"suf", s.fim_suf},
+                                  {"mid", s.fim_mid},
+                                  {"pad", s.fim_pad},
+                                  {"rep", s.fim_rep},
+                                  {"sep", s.fim_sep}})
+        if (v >= 0) fim += std::string(" ") + name + " " + std::to_string(v);
+    if (!fim.empty()) more += ", fim" + fim;
+    std::printf("tokenizer %s%s, %d tokens, bos %s, eos %s, eot %s%s, generation ends at%s\n",
                 std::string(tokenizer_family_name(t->family())).c_str(), pre.c_str(), t->vocab_size(),
-                id(t->bos_id()).c_str(), id(t->eos_id()).c_str(), id(t->eot_id()).c_str(),
+                id(t->bos_id()).c_str(), id(t->eos_id()).c_str(), id(t->eot_id()).c_str(), more.c_str(),
                 ends.empty() ? " BOS only" : ends.c_str());
 }
 

@@ -49,6 +49,7 @@ int cmd_reconstruct(int argc, char** argv) {
             std::fprintf(stderr, "gkq reconstruct: %s\n", r.message().c_str());
         return exit_code(c);
     }
+    if (!r->vocabulary_note.empty()) std::printf("vocabulary: %s\n", r->vocabulary_note.c_str());
     std::printf("wrote %s (%s): %zu tensors, %s parameters, %s bytes\n", r->path.c_str(), r->format.c_str(),
                 r->n_tensors, with_commas(static_cast<uint64_t>(r->n_params)).c_str(),
                 with_commas(r->file_bytes).c_str());

@@ -298,6 +298,115 @@ private slots:
         QVERIFY(gen_hf.out.startsWith(family == "bpe" ? "37,28,26,31" : "1,36,3,34"));
     }
 
+    // One token per embedding row, as llama.cpp loads it: a tokenizer with more tokens than the config's vocab_size
+    // (Gemma 3's <image_soft_token> after 262144 rows) loses the ids past it, one with fewer gets "[PADi]" tokens,
+    // as convert_hf_to_gguf.py writes them; export and reconstruct say so, and the BOS / EOS ids past the end go.
+    void vocabularyFitsTheEmbedding() {
+        test::TempDir dir;
+        const std::string hf = dir.file("hf");
+        write_hf_folder(hf, "spm");
+        if (QTest::currentTestFailed()) return;
+        const std::string json_path = hf + "/tokenizer.json";
+        const std::vector<uint8_t> bytes = test::read_file(json_path);
+        const nlohmann::json original = nlohmann::json::parse(bytes.begin(), bytes.end());
+        nlohmann::json more = original;
+        more["added_tokens"].push_back({{"id", 40}, {"content", "<image_soft_token>"}, {"special", true}});
+        more["added_tokens"].push_back({{"id", 41}, {"content", "<eos>"}, {"special", true}});
+        test::write_file(json_path, std::string_view(more.dump()));
+        test::write_file(hf + "/tokenizer_config.json",
+                         std::string_view(R"({"bos_token": "<s>", "eos_token": "<eos>", "add_bos_token": true})"));
+        const std::string out = dir.file("more.gguf");
+        Run r = run_gkq({"export", q(hf), "-o", q(out), "--dense", "f32"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains("vocabulary: 42 tokens for 40 embedding rows: ids 40..41 dropped "
+                                "('<image_soft_token>', '<eos>'), as convert_hf_to_gguf.py drops them"),
+                 qPrintable(r.out));
+        auto m = ModelFile::open(out);
+        QVERIFY2(m.is_ok(), m.message().c_str());
+        QCOMPARE(m->metadata().find("tokenizer.ggml.tokens")->array.size(), size_t{40});
+        QCOMPARE(m->metadata().find("tokenizer.ggml.scores")->array.size(), size_t{40});
+        QCOMPARE(m->metadata().find("tokenizer.ggml.token_type")->array.size(), size_t{40});
+        QCOMPARE(*m->metadata().find("tokenizer.ggml.bos_token_id")->as_int(), int64_t{1});
+        QVERIFY(m->metadata().find("tokenizer.ggml.eos_token_id") == nullptr);  // <eos> was dropped
+        // the knot keeps the tokenizer's 42; its reconstruction to GGUF fits it the same way
+        const std::string knot = dir.file("more.knot"), rebuilt = dir.file("rebuilt.gguf");
+        Run qz = run_gkq({"quantize", q(hf), "--preset", "q8_0", "--threads", "2", "-o", q(knot)});
+        QVERIFY2(qz.code == 0, qPrintable(qz.err));
+        Run rc = run_gkq({"reconstruct", q(knot), "-o", q(rebuilt)});
+        QVERIFY2(rc.code == 0, qPrintable(rc.err));
+        QVERIFY2(rc.out.contains("vocabulary: 42 tokens for 40 embedding rows: ids 40..41 dropped"),
+                 qPrintable(rc.out));
+        auto back = ModelFile::open(rebuilt);
+        QVERIFY2(back.is_ok(), back.message().c_str());
+        QCOMPARE(back->metadata().find("tokenizer.ggml.tokens")->array.size(), size_t{40});
+
+        // fewer tokens than rows: the last two merges' tokens (ids 38, 39) gone from the tokenizer
+        nlohmann::json fewer = original;
+        for (auto it = fewer["model"]["vocab"].begin(); it != fewer["model"]["vocab"].end();)
+            it = it.value().get<int>() >= 38 ? fewer["model"]["vocab"].erase(it) : std::next(it);
+        fewer["model"]["merges"].erase(fewer["model"]["merges"].end() - 2, fewer["model"]["merges"].end());
+        test::write_file(json_path, std::string_view(fewer.dump()));
+        test::write_file(hf + "/tokenizer_config.json",
+                         std::string_view(R"({"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": true})"));
+        const std::string padded = dir.file("fewer.gguf");
+        Run p = run_gkq({"export", q(hf), "-o", q(padded), "--dense", "f32"});
+        QVERIFY2(p.code == 0, qPrintable(p.err));
+        QVERIFY2(p.out.contains("vocabulary: 38 tokens for 40 embedding rows: 2 \"[PADi]\" tokens added, as "
+                                "convert_hf_to_gguf.py pads them"),
+                 qPrintable(p.out));
+        auto pm = ModelFile::open(padded);
+        QVERIFY2(pm.is_ok(), pm.message().c_str());
+        const MetaValue* tokens = pm->metadata().find("tokenizer.ggml.tokens");
+        QCOMPARE(tokens->array.size(), size_t{40});
+        QCOMPARE(*tokens->array[39].as_string(), std::string("[PAD39]"));
+        QCOMPARE(*pm->metadata().find("tokenizer.ggml.token_type")->array[39].as_int(), int64_t{5});  // UNUSED
+        QCOMPARE(*pm->metadata().find("tokenizer.ggml.eos_token_id")->as_int(), int64_t{2});
+        // a tokenizer with one token per row is written as it is, and export says nothing of it
+        test::write_file(json_path, std::string_view(original.dump()));
+        Run same = run_gkq({"export", q(hf), "-o", q(dir.file("same.gguf")), "--dense", "f32"});
+        QVERIFY2(same.code == 0, qPrintable(same.err));
+        QVERIFY2(!same.out.contains("vocabulary:"), qPrintable(same.out));
+    }
+
+    // EOM and the fill-in-the-middle ids travel: a GGUF's own key (eom_token_id) is kept, those found by text are
+    // stated (so llama.cpp need not look for them in an order of its own), through the knot too; inspect reports them.
+    void specialIdsCarried() {
+        test::TempDir dir;
+        const std::string sp = "\xE2\x96\x81";
+        Vocabulary v = test::tiny_vocabulary({sp + "a", "ab", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
+                                              "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<|eom_id|>", "hi"});
+        const test::TinyModel tm = test::make_tiny_model(test::tiny_config(false), 5);
+        WriteOptions wo;
+        wo.extra_metadata.set("tokenizer.ggml.eom_token_id", MetaValue::of_uint(39, MetaType::U32));
+        const std::string src = dir.file("src.gguf"), knot = dir.file("m.knot");
+        QVERIFY(write_gguf(src, tm.config, tm.tensors, v, wo).is_ok());
+        Run qz = run_gkq({"quantize", q(src), "--preset", "q8_0", "--threads", "2", "-o", q(knot)});
+        QVERIFY2(qz.code == 0, qPrintable(qz.err));
+        for (const std::string& from : {src, knot}) {
+            const std::string out = dir.file("out.gguf");
+            Run r = run_gkq({"export", q(from), "-o", q(out)});
+            QVERIFY2(r.code == 0, qPrintable(r.err));
+            auto m = ModelFile::open(out);
+            QVERIFY2(m.is_ok(), m.message().c_str());
+            auto key = [&](const char* name) {
+                const MetaValue* value = m->metadata().find(std::string("tokenizer.ggml.") + name);
+                return value != nullptr ? *value->as_int() : int64_t{-1};
+            };
+            QCOMPARE(key("eom_token_id"), int64_t{39});  // the source's, not "<|eom_id|>" (38)
+            QCOMPARE(QList<int64_t>({key("fim_pre_token_id"), key("fim_suf_token_id"), key("fim_mid_token_id"),
+                                     key("fim_pad_token_id"), key("fim_rep_token_id"), key("fim_sep_token_id")}),
+                     QList<int64_t>({32, 33, 34, 35, 36, 37}));
+            QCOMPARE(key("eot_token_id"), int64_t{-1});  // none in the vocabulary
+            Run in = run_gkq({"inspect", "--json", q(out)});
+            QVERIFY2(in.code == 0, qPrintable(in.err));
+            const nlohmann::json t = nlohmann::json::parse(in.out.toStdString())["tokenizer"];
+            QCOMPARE(t["eom_id"], nlohmann::json(39));
+            QCOMPARE(t["fim_ids"]["sep"], nlohmann::json(37));
+            // EOS, the FIM pad / repository / separator, "<|eom_id|>" by its text, and the keyed EOM
+            QCOMPARE(t["eog_ids"], nlohmann::json({2, 35, 36, 37, 38, 39}));
+        }
+    }
+
     void badInputRefused() {
         test::TempDir dir;
         const std::string out = dir.file("x.gguf");

@@ -867,7 +867,9 @@ private slots:
                          qPrintable(QString::fromStdString(what)));
             }
 #if defined(GKQ_TEST_SERVE)
-            // served over HTTP: the greedy completion generate gives on the same weights
+            // served over HTTP: the greedy completion generate gives on the same weights, compared as token ids (the
+            // prompt as the server's tokenizer encoded it, and the ids generated), so a tokenizer difference cannot
+            // hide behind equal text
             ServerConfig sc = test::loopback_config("epoll");
             sc.weights_path = source;
             sc.n_workers = 1;
@@ -876,17 +878,29 @@ private slots:
             QVERIFY2(server.is_ok(), qPrintable(QString::fromStdString(from + " serve: " + server.message())));
             QVERIFY2((*server)->wait_loaded(60000) && (*server)->load_status().is_ok(),
                      qPrintable(QString::fromStdString(from + " serve: " + (*server)->load_status().message())));
-            auto answer = test::http_request((*server)->port(), "POST", "/infer",
-                                             R"({"prompt": "Hello", "max_tokens": 8, "temperature": 0})");
+            auto answer =
+                test::http_request((*server)->port(), "POST", "/infer",
+                                   R"({"prompt": "Hello", "max_tokens": 8, "temperature": 0, "return_tokens": true})");
             QVERIFY2(answer && answer->status == 200,
                      qPrintable(QString::fromStdString(from + " serve: " + (answer ? answer->body : "no answer"))));
-            const std::string want =
-                nlohmann::json::parse(nlohmann::json(test::reference_completion(source, "Hello", 8))
-                                          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-            const std::string got = nlohmann::json::parse(answer->body).at("text").get<std::string>();
-            QVERIFY2(got == want,
-                     qPrintable(QString::fromStdString(from + " serve: '" + got + "', generate '" + want + "'")));
-            QVERIFY(!want.empty());
+            const test::ReferenceRun ref = test::reference_run(source, "Hello", 8);
+            const nlohmann::json got = nlohmann::json::parse(answer->body);
+            auto ids_text = [](const std::vector<int32_t>& ids) {
+                std::string s;
+                for (int32_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+                return s;
+            };
+            const std::vector<int32_t> prompt_ids = got.at("prompt_ids").get<std::vector<int32_t>>();
+            const std::vector<int32_t> ids = got.at("tokens").get<std::vector<int32_t>>();
+            QVERIFY2(prompt_ids == ref.prompt_ids,
+                     qPrintable(QString::fromStdString(from + " serve: prompt " + ids_text(prompt_ids) +
+                                                       ", the tokenizer's " + ids_text(ref.prompt_ids))));
+            QVERIFY2(ids == ref.ids, qPrintable(QString::fromStdString(from + " serve: " + ids_text(ids) +
+                                                                       ", generate " + ids_text(ref.ids))));
+            QVERIFY(!ref.ids.empty());
+            const std::string want = nlohmann::json::parse(
+                nlohmann::json(ref.text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+            QCOMPARE(got.at("text").get<std::string>(), want);
 #endif
         }
     }

@@ -4,6 +4,7 @@
 #include "gkq/model_file.h"
 #include "gkq/tokenizer.h"
 #include "test_support.h"
+#include "tiny_model.h"
 
 #include <QtTest>
 
@@ -285,6 +286,152 @@ private slots:
         auto tok = Tokenizer::from_vocabulary(v, "bytes.gguf");
         QVERIFY2(tok, tok.message().c_str());
         QCOMPARE(ids_text(tok->encode("a a", false, false)), QString("229,153,132,259,229,153,132,259"));
+    }
+
+    // User-defined tokens as llama.cpp's tokenizer_st_partition and SPM session have them: the text as stored splits
+    // the raw text (convert_hf_to_gguf.py stores Gemma's runs of spaces as spaces, so "  " splits; a GGUF that kept
+    // U+2581 splits only at a literal "▁▁"), the session matches the other tokens against the text with its spaces
+    // as U+2581 (a literal U+2581 is a space), forms any token a pair makes whatever its score (the -1e10 of a
+    // token no tokenizer.json merge forms included), and a user-defined token llama.cpp types as control by its
+    // text (an end-of-generation "</s>") splits nothing. Checked live against llama.cpp in
+    // test_tokenizer_vectors byte_fallback_json_real (tests/data/tokenizer).
+    void spmUserDefinedAsStored() {
+        const std::string mark = "\xE2\x96\x81";
+        auto vocab = [&](const std::string& run) {
+            Vocabulary v;
+            v.model = "llama";
+            // "</s>": user-defined, and an end-of-generation text
+            v.tokens = {"<unk>", "<bos>", "<eos>", mark, "a", "b", run, mark + "b", "</s>", "c", "cc"};
+            v.token_types = {2, 3, 3, 1, 1, 1, 4, 1, 4, 1, 1};
+            v.scores = {0, 0, 0, -1, -1, -1, -1000, -2, -1000, -1, -1e10f};
+            v.bos_id = 1;
+            v.eos_id = 2;
+            Metadata meta;
+            meta.set("tokenizer.ggml.add_space_prefix", MetaValue::of_bool(false));
+            return Tokenizer::from_metadata(meta, v, "user-defined.gguf");
+        };
+        auto spaces = vocab("  ");  // as the converter writes it
+        QVERIFY2(spaces, spaces.message().c_str());
+        QCOMPARE(ids_text(spaces->encode("a  b", false, false)), QString("4,6,5"));
+        // "▁▁" in the text is two spaces to the session, and "  " stored with spaces never comes out of a merge
+        QCOMPARE(ids_text(spaces->encode("a" + mark + mark + "b", false, false)), QString("4,3,7"));
+        QCOMPARE(spaces->decode(4, 6), std::string_view("  "));
+        auto marks = vocab(mark + mark);  // as stored by a converter that kept U+2581
+        QVERIFY2(marks, marks.message().c_str());
+        QCOMPARE(ids_text(marks->encode("a  b", false, false)), QString("4,3,7"));
+        QCOMPARE(ids_text(marks->encode("a" + mark + mark + "b", false, false)), QString("4,6,5"));
+        QCOMPARE(marks->piece(6), mark + mark);  // its text as stored, as llama.cpp's token_to_piece gives it
+        // a token no merge forms (score -1e10) still comes out of the session's merges
+        QCOMPARE(ids_text(spaces->encode("cc", false, false)), QString("10"));
+        // "</s>" is typed control by its text: it splits the text only with parse_special
+        QVERIFY(spaces->is_control(8) && spaces->is_eog(8));
+        QVERIFY(spaces->encode("a</s>", false, false) != (Ids{4, 8}));
+        QCOMPARE(ids_text(spaces->encode("a</s>", false, false, true)), QString("4,8"));
+    }
+
+    // A byte-fallback tokenizer.json's user-defined added token (Gemma's "▁▁") becomes the GGUF vocabulary's text
+    // convert_hf_to_gguf.py writes ("pre-normalize user-defined spaces": U+2581 as spaces), which export stores and
+    // which splits the text's "  " as llama.cpp does on that GGUF.
+    void hfUserDefinedAsTheConverterWritesIt() {
+        test::TempDir dir;
+        const std::string json = R"({"added_tokens": [
+            {"id": 0, "content": "<unk>", "special": true}, {"id": 1, "content": "<s>", "special": true},
+            {"id": 2, "content": "</s>", "special": true}, {"id": 6, "content": "\u2581\u2581", "special": false}],
+            "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+            "model": {"type": "BPE", "byte_fallback": true, "unk_token": "<unk>",
+                      "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "\u2581": 3, "a": 4, "b": 5, "\u2581\u2581": 6,
+                                "\u2581b": 7},
+                      "merges": ["\u2581 b", "\u2581 \u2581"]}})";
+        test::write_file(dir.file("tokenizer.json"), std::string_view(json));
+        auto found = vocabulary_for_model(dir.file("model.safetensors"), {}, 8, dir.file("tokenizer.json"));
+        QVERIFY2(found, found.message().c_str());
+        QCOMPARE(found->vocab.tokens[6], std::string("  "));
+        QCOMPARE(found->vocab.token_types[6], 4);  // USER_DEFINED
+        auto tok = Tokenizer::load(dir.file("tokenizer.json"));
+        QVERIFY2(tok, tok.message().c_str());
+        QCOMPARE(ids_text(tok->encode("a  b", false, false)), QString("4,6,5"));
+        QCOMPARE(ids_text(tok->encode("a b", false, false)), QString("4,7"));
+    }
+
+    // tokenizer.json's fuse_unk is read and not applied: llama.cpp has no key for it and never fuses (its SPM
+    // session sends an unknown character's bytes to byte_to_token, which throws without a token for the byte; node-
+    // llama-cpp aborts on this vocabulary), so the folder tokenizes as the GGUF vocabulary it becomes: one <unk>
+    // per unknown character.
+    void fuseUnkNotApplied() {
+        test::TempDir dir;
+        const std::string json = R"({"added_tokens": [
+            {"id": 0, "content": "<unk>", "special": true}, {"id": 1, "content": "<s>", "special": true},
+            {"id": 2, "content": "</s>", "special": true}],
+            "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+            "model": {"type": "BPE", "byte_fallback": true, "fuse_unk": true, "unk_token": "<unk>",
+                      "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "\u2581": 3, "a": 4, "b": 5}, "merges": []}})";
+        test::write_file(dir.file("tokenizer.json"), std::string_view(json));
+        auto tok = Tokenizer::load(dir.file("tokenizer.json"));
+        QVERIFY2(tok, tok.message().c_str());
+        QCOMPARE(ids_text(tok->encode("aXYb Z", false, false)), QString("4,0,0,5,3,0"));
+        auto found = vocabulary_for_model(dir.file("model.safetensors"), {}, 6, dir.file("tokenizer.json"));
+        QVERIFY2(found, found.message().c_str());
+        auto gguf = Tokenizer::from_metadata(found->keys, found->vocab, "exported.gguf");
+        QVERIFY2(gguf, gguf.message().c_str());
+        QCOMPARE(ids_text(gguf->encode("aXYb Z", false, false)), ids_text(tok->encode("aXYb Z", false, false)));
+    }
+
+    // EOM and the fill-in-the-middle tokens, as llama.cpp's llama_vocab::impl::load finds them: by text without
+    // keys (the first text of its list, the token made control; FIM pad / repository / separator and EOM end
+    // generation), else from tokenizer.ggml.*_token_id, where the older prefix/suffix/middle_token_id, read after,
+    // wins; a key that names no token is refused naming it; what no key states is what a writer adds.
+    void specialIdsFromKeysAndText() {
+        Vocabulary v = test::tiny_vocabulary();  // 40 tokens, then:
+        for (const char* t : {"<PRE>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>",
+                              "<|repo_name|>", "<|file_sep|>", "<|eom_id|>"}) {
+            v.tokens.push_back(t);
+            v.scores.push_back(0);
+            v.token_types.push_back(1);
+        }
+        auto by_text = Tokenizer::from_metadata(Metadata{}, v, "fim.gguf");
+        QVERIFY2(by_text, by_text.message().c_str());
+        const SpecialIds& s = by_text->special_ids();
+        QCOMPARE(s.fim_pre, 41);  // "<|fim_prefix|>" comes before "<PRE>" in llama.cpp's list
+        QCOMPARE(s.fim_suf, 42);
+        QCOMPARE(s.fim_mid, 43);
+        QCOMPARE(s.fim_pad, 44);
+        QCOMPARE(s.fim_rep, 45);
+        QCOMPARE(s.fim_sep, 46);
+        QCOMPARE(by_text->eom_id(), 47);
+        QCOMPARE(by_text->eot_id(), -1);
+        QCOMPARE(ids_text(by_text->eog_ids()), QString("2,44,45,46,47"));
+        QVERIFY(by_text->is_control(41) && by_text->is_control(47) && !by_text->is_control(40));
+        QCOMPARE(ids_text(by_text->encode("a<|fim_prefix|>", false, false, true)),
+                 QString("30,41"));  // "▁a", the token
+        QCOMPARE(special_ids_by_text(v.tokens).fim_mid, 43);
+
+        Metadata keys;
+        keys.set("tokenizer.ggml.fim_pre_token_id", MetaValue::of_uint(5, MetaType::U32));
+        keys.set("tokenizer.ggml.prefix_token_id", MetaValue::of_uint(40, MetaType::U32));
+        keys.set("tokenizer.ggml.eom_token_id", MetaValue::of_uint(6, MetaType::U32));
+        keys.set("tokenizer.ggml.fim_sep_token_id", MetaValue::of_uint(7, MetaType::U32));
+        auto keyed = Tokenizer::from_metadata(keys, v, "fim.gguf");
+        QVERIFY2(keyed, keyed.message().c_str());
+        QCOMPARE(keyed->special_ids().fim_pre, 40);  // the older key
+        QCOMPARE(keyed->eom_id(), 6);
+        QCOMPARE(keyed->special_ids().fim_sep, 7);
+        QCOMPARE(keyed->special_ids().fim_suf, 42);                       // no key: by text
+        QCOMPARE(ids_text(keyed->eog_ids()), QString("2,6,7,44,45,47"));  // "<|eom_id|>" and "<|file_sep|>" no more
+        QVERIFY(!keyed->is_control(41));                                  // found by no one
+        auto unstated = special_ids_unstated(keys, v.tokens, "fim.gguf");
+        QVERIFY2(unstated, unstated.message().c_str());
+        QCOMPARE(unstated->fim_pre, -1);
+        QCOMPARE(unstated->eom, -1);
+        QCOMPARE(unstated->fim_mid, 43);
+        QCOMPARE(special_id_keys(*unstated).front(),
+                 (std::pair<std::string, int32_t>("tokenizer.ggml.fim_suf_token_id", 42)));
+
+        keys.set("tokenizer.ggml.fim_pad_token_id", MetaValue::of_uint(48, MetaType::U32));
+        auto bad = Tokenizer::from_metadata(keys, v, "fim.gguf");
+        QVERIFY(!bad);
+        QCOMPARE(bad.status().code(), StatusCode::Corrupt);
+        QVERIFY2(bad.message().find("fim.gguf: metadata 'tokenizer.ggml.fim_pad_token_id' = 48") == 0,
+                 bad.message().c_str());
     }
 
     // ---- merge order ----

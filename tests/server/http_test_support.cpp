@@ -74,7 +74,7 @@ TinyKnot make_tiny_knot(const TempDir& dir, const std::string& preset) {
     return k;
 }
 
-std::string reference_completion(const std::string& knot, const std::string& prompt, int64_t max_tokens) {
+ReferenceRun reference_run(const std::string& knot, const std::string& prompt, int64_t max_tokens) {
     auto weights = open_weights(knot);
     if (!weights) qFatal("%s", weights.message().c_str());
     TransformerOptions options;
@@ -84,20 +84,28 @@ std::string reference_completion(const std::string& knot, const std::string& pro
     // the tokenizer the server takes: the model's own vocabulary, else the tokenizer.bin beside it
     auto tok = tokenizer_for_model(knot, (*weights)->vocabulary(), (*weights)->config().vocab_size);
     if (!tok) qFatal("%s", tok.message().c_str());
-    const auto n_prompt = static_cast<int64_t>(tok->encode(prompt, true, false).size());
+    ReferenceRun run;
+    run.prompt_ids = tok->encode(prompt, true, false);
+    const auto n_prompt = static_cast<int64_t>(run.prompt_ids.size());
     SamplerOptions so;
     so.temperature = 0;
     Sampler sampler(tok->vocab_size(), so);
     GenerateOptions go;
     go.steps = n_prompt + max_tokens - 1;
-    std::string text;
     int64_t n = 0;
-    auto st = generate(*model, *tok, sampler, prompt, go, [&](std::string_view piece) {
-        if (n++ >= n_prompt - 1) text += piece;
-        return true;
-    });
+    auto st = generate(
+        *model, *tok, sampler, run.prompt_ids, go,
+        [&](std::string_view piece) {
+            if (n++ >= n_prompt - 1) run.text += piece;
+            return true;
+        },
+        [&](int32_t id) { run.ids.push_back(id); });
     if (!st) qFatal("%s", st.message().c_str());
-    return text;
+    return run;
+}
+
+std::string reference_completion(const std::string& knot, const std::string& prompt, int64_t max_tokens) {
+    return reference_run(knot, prompt, max_tokens).text;
 }
 
 // ---- client ------------------------------------------------------------------------------------------------------

@@ -32,8 +32,14 @@ TinyKnot make_tiny_knot(const TempDir& dir, const std::string& preset = "q8_0");
 // The completion text greedy generation gives for `prompt` and `max_tokens`, run directly on the knot or model
 // (without the server; the tokenizer found as the server finds it; the server's default activations): the reference
 // the server's answers are compared with. The bytes as generated: the server's JSON carries invalid UTF-8 (a byte
-// token's piece) as U+FFFD.
-
+// token's piece) as U+FFFD. reference_run() gives the ids too: the prompt as the tokenizer encodes it (BOS included)
+// and the generated ids, what /infer's "prompt_ids" and "tokens" carry with "return_tokens".
+struct ReferenceRun {
+    std::string text;
+    std::vector<int32_t> prompt_ids;
+    std::vector<int32_t> ids;
+};
+ReferenceRun reference_run(const std::string& knot, const std::string& prompt, int64_t max_tokens);
 std::string reference_completion(const std::string& knot, const std::string& prompt, int64_t max_tokens);
 
 // ---- client ------------------------------------------------------------------------------------------------------

@@ -147,6 +147,7 @@ private slots:
         QCOMPARE(j["cache"]["misses"].get<int>(), 0);
         QCOMPARE(j["cache"]["model_rebuilt"].get<bool>(), false);
         QCOMPARE(j["cache"]["lookups"].get<size_t>(), n_records);
+        QVERIFY(!j.contains("tokens") && !j.contains("prompt_ids"));
 
         auto completion =
             http_request(port, "POST", "/v1/completions",
@@ -212,6 +213,17 @@ private slots:
         VERIFY_CONTAINS(metrics, "gkq_cache_misses_total " + std::to_string(n_records) + "\n");
         VERIFY_CONTAINS(metrics, "gkq_http_requests_total{route=\"/v1/completions\",code=\"200\"} 2\n");
         VERIFY_CONTAINS(metrics, "gkq_cache_reconstruction_seconds_count " + std::to_string(n_records) + "\n");
+
+        // the ids, with return_tokens: the prompt as the tokenizer encodes it, and the greedy ids
+        const test::ReferenceRun ref = test::reference_run(m_tiny.knot, "ab cd", 6);
+        auto ids = http_request(port, "POST", "/infer",
+                                R"({"prompt":"ab cd","max_tokens":6,"temperature":0,"return_tokens":true})");
+        QCOMPARE(ids->status, 200);
+        json k = parse(ids->body);
+        QCOMPARE(k["prompt_ids"].get<std::vector<int32_t>>(), ref.prompt_ids);
+        QCOMPARE(k["tokens"].get<std::vector<int32_t>>(), ref.ids);
+        QCOMPARE(k["tokens"].size(), k["completion_tokens"].get<size_t>());
+        QCOMPARE(k["text"].get<std::string>(), want);
 
         // A prompt longer than the context (32 positions) is refused before generating.
         auto too_long = http_request(port, "POST", "/infer", R"({"prompt":")" + std::string(80, 'z') + R"("})");

@@ -378,6 +378,7 @@ private slots:
             {"/infer", R"({"prompt":"a","top_p":1.5})", "top_p", "between 0 and 1"},
             {"/infer", R"({"prompt":"a","seed":-3})", "seed", "non-negative integer"},
             {"/infer", R"({"prompt":"a","stream":true})", "stream", "use /v1/completions"},
+            {"/infer", R"({"prompt":"a","return_tokens":1})", "return_tokens", "must be true or false"},
             {"/v1/completions", R"({"prompt":"a"})", "model", "'model' is required"},
             {"/v1/completions", R"({"model":"gkq-model","prompt":["a","b"]})", "prompt", "array of one string"},
             {"/v1/completions", R"({"model":"gkq-model","prompt":[1,2]})", "prompt", "array of one string"},

@@ -3,16 +3,20 @@
 // beside it or in a scratch folder — with the knot's names in its order, each record read_f32 decoding to exactly
 // what the core decodes, the Overview and browser showing each record's method and stored bytes, the spectra of the
 // decoded records, and the overview saying what the knot records (preset, bytes, bits per weight). Quantize encodes
-// the knot again (as the core does from the knot), Saturation profiles it. A truncated knot fails naming the file.
+// the knot again (as the core does from the knot), Saturation profiles it. A truncated knot fails naming the file. The
+// Overview names the tokenizer of a model, a knot and a GGUF.
 #include "gkq/codec.h"
 #include "gkq/knot.h"
 #include "gkq/model_file.h"
 #include "gkq/quantize.h"
 #include "gkq/spectrum.h"
+#include "gkq/tokenizer.h"
+#include "models/display_format.h"
 #include "models/model_tree_model.h"
 #include "models/spectrum_store.h"
 #include "models/tensor_table_model.h"
 #include "test_support.h"
+#include "tiny_model.h"
 #include "widgets/main_window.h"
 #include "widgets/model_browser.h"
 #include "widgets/quantize_panel.h"
@@ -21,6 +25,7 @@
 
 #include <QApplication>
 #include <QDirIterator>
+#include <QLabel>
 #include <QMimeData>
 #include <QSettings>
 #include <QSignalSpy>
@@ -247,6 +252,43 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 120000);
         QVERIFY(w.knot().has_value());
         QCOMPARE(w.recentFiles().value(0), QFileInfo(m_knot).absoluteFilePath());
+    }
+
+    // The Overview names the tokenizer the commands run the model with, as gkq inspect does: the demo model's
+    // tokenizer.bin (sentencepiece-style, its size and special ids), a GGUF's vocabulary with its fill-in-the-middle
+    // ids, and why a knot has none.
+    void overviewShowsTheTokenizer() {
+        auto demo = ModelFile::open(m_demo.toStdString());
+        QVERIFY2(demo.is_ok(), demo.message().c_str());
+        auto tok = tokenizer_for_model(m_demo.toStdString(), demo->vocabulary(), demo->config().vocab_size);
+        QVERIFY2(tok.is_ok(), tok.message().c_str());
+        QCOMPARE(int(tok->family()), int(TokenizerFamily::Spm));
+        const QString line = QStringLiteral(
+                                 "tokenizer <b>spm</b>, %1 tokens, bos %2, eos %3, eot none, generation "
+                                 "ends at %3")
+                                 .arg(ui::formatCount(static_cast<qint64>(tok->vocab_size())))
+                                 .arg(tok->bos_id())
+                                 .arg(tok->eos_id());
+        MainWindow w;
+        QVERIFY(!w.overviewSummary()->text().contains(QStringLiteral("tokenizer")));
+        QVERIFY(open(w, m_demo));
+        QVERIFY2(w.overviewSummary()->text().contains(line), qPrintable(w.overviewSummary()->text()));
+        // the knot quantize_model() wrote holds no vocabulary (gkq quantize stores the one it finds), and nothing
+        // beside it is one
+        QVERIFY(open(w, m_knot));
+        QVERIFY2(w.overviewSummary()->text().contains(QStringLiteral("<br>tokenizer none: ") + m_knot +
+                                                      QStringLiteral(" has no vocabulary")),
+                 qPrintable(w.overviewSummary()->text()));
+        const std::string sp = "\xE2\x96\x81";
+        const Vocabulary fim = test::tiny_vocabulary(
+            {sp + "a", "ab", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "de", "ef", "fg", "gh", "hi"});
+        QVERIFY(QDir().mkpath(QString::fromStdString(m_dir.file("gguf"))));
+        const QString gguf = QString::fromStdString(test::write_tiny_gguf(m_dir.file("gguf/fim.gguf"), true, 3, fim));
+        QVERIFY(open(w, gguf));
+        QVERIFY2(w.overviewSummary()->text().contains(QStringLiteral(
+                     "tokenizer <b>spm</b>, 40 tokens, bos 1, eos 2, eot none, fim pre 32 suf 33 mid 34, generation "
+                     "ends at 2")),
+                 qPrintable(w.overviewSummary()->text()));
     }
 
     void aTruncatedKnotFailsNamingTheFile() {

@@ -30,6 +30,18 @@ Result<OpenedModel> openModelOrKnot(const std::string& path) {
     if (!opened) return opened.status();
     OpenedModel out;
     out.model = std::shared_ptr<const Weights>(std::move(opened).value());
+    if (auto tok = tokenizer_for_model(path, out.model->vocabulary(), out.model->config().vocab_size)) {
+        TokenizerSummary& t = out.tokenizer;
+        t.family = std::string(tokenizer_family_name(tok->family()));
+        t.pre = tok->pre();
+        t.size = tok->vocab_size();
+        t.bos = tok->bos_id();
+        t.eos = tok->eos_id();
+        t.special = tok->special_ids();
+        t.eog = tok->eog_ids();
+    } else {
+        out.tokenizer.error = tok.message();
+    }
     const auto* knot = dynamic_cast<const KnotFile*>(out.model.get());
     if (knot == nullptr) return out;
     KnotSummary s;

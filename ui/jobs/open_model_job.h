@@ -1,11 +1,13 @@
 // openModelOrKnot: File > Open's work, on a worker thread. A model file or folder, or a knot (is_knot_path: .knot
 // or .knot.gz, judged by its bytes), opens as Weights (open_weights): every view reads the knot's records directly
 // (read_f32 decodes one when a view asks for it), and nothing is written anywhere. KnotSummary carries what the
-// knot records about itself (producer, command, sizes, methods), read from the knot, never estimated.
+// knot records about itself (producer, command, sizes, methods), read from the knot, never estimated;
+// TokenizerSummary what the model's tokenizer is, as generate and serve build it (tokenizer_for_model).
 #pragma once
 
 #include "gkq/metadata.h"
 #include "gkq/status.h"
+#include "gkq/tokenizer.h"
 #include "gkq/weights.h"
 
 #include <cstdint>
@@ -31,9 +33,22 @@ struct KnotSummary {
     double bitsPerWeight() const;  // 8 * file_bytes / n_params (QuantizeReport::bits_per_weight's definition)
 };
 
+// The tokenizer the commands run the model with: its family and size and its special ids, or why there is none.
+struct TokenizerSummary {
+    std::string family;  // "spm", "bpe"; empty when there is none (then `error` says why)
+    std::string pre;     // the pre-tokenizer's name (bpe)
+    int32_t size = 0;
+    int32_t bos = -1;
+    int32_t eos = -1;
+    SpecialIds special;        // EOT, EOM, fill in the middle
+    std::vector<int32_t> eog;  // the ids generation ends at
+    std::string error;
+};
+
 struct OpenedModel {
     std::shared_ptr<const Weights> model;  // a ModelFile, or the KnotFile itself
     std::optional<KnotSummary> knot;       // set when `path` was a knot
+    TokenizerSummary tokenizer;
 };
 
 Result<OpenedModel> openModelOrKnot(const std::string& path);

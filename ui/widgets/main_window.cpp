@@ -51,6 +51,32 @@ namespace {
 constexpr int kMaxRecentFiles = 8;
 constexpr int kCentralMinWidth = 420;  // px: on a small screen the views give way before the model browser does
 const QString kLoadKey = QStringLiteral("load");
+
+// "tokenizer spm, 32000 tokens, bos 1, eos 2, eot none, generation ends at 2", as gkq inspect says it (EOM and the
+// fill-in-the-middle ids where there are some); why there is none otherwise.
+QString tokenizerLine(const TokenizerSummary& t) {
+    if (t.family.empty()) return QObject::tr("tokenizer none: %1").arg(QString::fromStdString(t.error).toHtmlEscaped());
+    auto id = [](int32_t v) { return v >= 0 ? QString::number(v) : QObject::tr("none"); };
+    QString line = QObject::tr("tokenizer <b>%1</b>%2, %3 tokens, bos %4, eos %5, eot %6")
+                       .arg(QString::fromStdString(t.family),
+                            t.pre.empty() ? QString() : QStringLiteral(" (%1)").arg(QString::fromStdString(t.pre)),
+                            formatCount(static_cast<qint64>(t.size)), id(t.bos), id(t.eos), id(t.special.eot));
+    if (t.special.eom >= 0) line += QObject::tr(", eom %1").arg(t.special.eom);
+    QString fim;
+    for (const auto& [name, v] : {std::pair{"pre", t.special.fim_pre},
+                                  {"suf", t.special.fim_suf},
+                                  {"mid", t.special.fim_mid},
+                                  {"pad", t.special.fim_pad},
+                                  {"rep", t.special.fim_rep},
+                                  {"sep", t.special.fim_sep}})
+        if (v >= 0) fim += QStringLiteral(" %1 %2").arg(QLatin1String(name)).arg(v);
+    if (!fim.isEmpty()) line += QObject::tr(", fim%1").arg(fim);
+    QStringList ends;
+    for (const int32_t e : t.eog) ends << QString::number(e);
+    return line + QObject::tr(", generation ends at %1")
+                      .arg(ends.isEmpty() ? QObject::tr("BOS only") : ends.join(QLatin1Char(' ')));
+}
+
 QString noModelSummary() {
     return QObject::tr("No model open. Use File > Open (Ctrl+O), or drop a model file here.");
 }
@@ -71,6 +97,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     auto* overview = new QWidget(this);
     auto* overviewLayout = new QVBoxLayout(overview);
     m_summary = new QLabel(noModelSummary(), overview);
+    m_summary->setObjectName(QStringLiteral("overviewSummary"));
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_summary->setWordWrap(true);
     auto* tensorTable = new ResultTable(overview);
@@ -436,6 +463,7 @@ quint64 MainWindow::loadModel(const QString& path, Tuning tuning) {
         [p](const ProgressFn&) { return openModelOrKnot(p); },
         [this, path](OpenedModel& opened) {
             m_knot = std::move(opened.knot);
+            m_tokenizer = std::move(opened.tokenizer);
             onModelOpened(path, std::move(opened.model));
         });
     return m_loadJob;
@@ -462,6 +490,7 @@ void MainWindow::unloadModel(Tuning tuning) {
     releaseOpenModel(closed);
     m_model.reset();
     m_knot.reset();
+    m_tokenizer = {};
     m_modelPath.clear();
     m_tensorModel->clear();
     m_browser->treeModel()->clear();
@@ -503,7 +532,7 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weight
     uint64_t tensorBytes = file ? file->n_tensor_bytes() : 0;
     for (size_t i = 0; !file && i < m_model->n_tensors(); ++i) tensorBytes += m_model->stored_bytes(i);
     m_summary->setText(tr("<b>%1</b> — %2<br>dim %3, hidden %4, %5 layers, %6 heads (%7 kv), vocab %8, context %9; "
-                          "%10 tensors, %11 parameters, %12 bytes")
+                          "%10 tensors, %11 parameters, %12 bytes<br>%13")
                            .arg(path.toHtmlEscaped(), detail)
                            .arg(c.dim)
                            .arg(c.hidden_dim)
@@ -514,7 +543,8 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weight
                            .arg(c.context_length)
                            .arg(m_model->n_tensors())
                            .arg(formatCount(static_cast<qint64>(m_model->n_params())))
-                           .arg(formatCount(static_cast<quint64>(tensorBytes))));
+                           .arg(formatCount(static_cast<quint64>(tensorBytes)))
+                           .arg(tokenizerLine(m_tokenizer)));
     if (m_knot) {
         const KnotSummary& k = *m_knot;
         QStringList methods;
@@ -523,7 +553,7 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weight
         m_summary->setText(
             tr("<b>%1</b> — knot%2, written by %3; command <tt>%4</tt>%5<br>%6 records (%7), %8 parameters, %9 bytes "
                "= %10 bits per weight (whole file)<br>Read from its records: each view decodes what it shows.<br>"
-               "dim %11, hidden %12, %13 layers, %14 heads (%15 kv), vocab %16, context %17<br><b>%18</b>")
+               "dim %11, hidden %12, %13 layers, %14 heads (%15 kv), vocab %16, context %17<br>%18<br><b>%19</b>")
                 .arg(path.toHtmlEscaped(), k.gzipped ? tr(" (gzipped)") : QString(),
                      QString::fromStdString(k.producer).toHtmlEscaped(),
                      QString::fromStdString(k.command).toHtmlEscaped(),
@@ -541,7 +571,7 @@ void MainWindow::onModelOpened(const QString& path, std::shared_ptr<const Weight
                 .arg(c.n_kv_heads)
                 .arg(c.vocab_size)
                 .arg(c.context_length)
-                .arg(knotNotice().toHtmlEscaped()));
+                .arg(tokenizerLine(m_tokenizer), knotNotice().toHtmlEscaped()));
     }
     m_table->resizeColumnsToContents();
     setWindowTitle(m_knot ? tr("%1 (knot, %2 bpw) — GKQ Workbench")

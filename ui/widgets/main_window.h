@@ -93,6 +93,8 @@ public:
     RknotEditor* rknotEditor() const { return m_tuning; }
     // Set while the open model is a knot (the views read its records): what the knot records about itself.
     const std::optional<KnotSummary>& knot() const { return m_knot; }
+    // The Overview's summary of the open model (objectName "overviewSummary"): file, shapes, tokenizer.
+    QLabel* overviewSummary() const { return m_summary; }
     // What Quantize, Evaluate and Compare measure while a knot is open (the knot, not its original); empty otherwise.
     QString knotNotice() const;
     QTabWidget* tabs() const { return m_tabs; }
@@ -157,6 +159,7 @@ private:
     ServerPanel* m_serve = nullptr;
     RknotEditor* m_tuning = nullptr;
     std::optional<KnotSummary> m_knot;
+    TokenizerSummary m_tokenizer;  // of the open model
     QTabWidget* m_tabs = nullptr;
     QLabel* m_viewNotice = nullptr;
     QMenu* m_recentMenu = nullptr;

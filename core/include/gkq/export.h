@@ -41,6 +41,9 @@ struct ExportReport {
     size_t n_fell_back = 0;               // matrices whose row length `wanted`'s blocks do not divide
     int64_t n_params = 0;
     uint64_t file_bytes = 0;
+    // How the vocabulary was fitted to the embedding's rows (llama.cpp wants one token per row): tokens past them
+    // dropped or "[PADi]" added, as convert_hf_to_gguf.py does; empty when it had one token per row.
+    std::string vocabulary_note;
 };
 
 // The names `type` accepts, in the order --help lists them.

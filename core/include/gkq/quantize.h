@@ -227,6 +227,7 @@ struct ReconstructReport {
     size_t n_tensors = 0;  // in the file written: a fused tensor's parts (Phi-3's q/k/v) are one
     int64_t n_params = 0;
     uint64_t file_bytes = 0;
+    std::string vocabulary_note;  // GGUF: as ExportReport's (gkq/export.h)
 };
 
 // Decodes every record of the (whole, unsharded) knot `knot_path` to float32 and writes a model in the format

@@ -15,18 +15,30 @@
 // token per UTF-8 character (up to 4 bytes) found in the vocabulary, byte-fallback tokens <0xXX> for the
 // bytes of a character that is not, then repeatedly the highest-scoring adjacent pair is merged (the
 // leftmost among equal scores) until no pair forms a vocabulary piece. It produces run.c's tokens exactly;
-// merging uses a priority queue instead of run.c's rescans, so long texts encode in O(n log n).
+// merging uses a priority queue instead of run.c's rescans, so long texts encode in O(n log n). A GGUF (and Hugging
+// Face) vocabulary is merged as llama.cpp's llm_tokenizer_spm_session merges it: any pair that forms a token, not
+// only those scoring above run.c's -1e10.
 // One deliberate difference: run.c emits id byte+3 for a byte without a piece even when the vocabulary has
 // no byte tokens (a character-level vocabulary), which names an unrelated character or runs past the
-// vocabulary; here such a character becomes the unknown token (id 0, sentencepiece's <unk>), and from a
-// tokenizer.model (or a tokenizer.json with fuse_unk) a run of them is one <unk>, as sentencepiece makes it.
+// vocabulary; here such a character becomes the unknown token (id 0, sentencepiece's <unk>), one per character.
+// A run of them is not fused into one <unk> as sentencepiece and a tokenizer.json with fuse_unk make it: llama.cpp
+// has neither the notion nor a GGUF key for it (its SPM session emits each byte of such a character through
+// llama_vocab::byte_to_token, which throws when the vocabulary has no token for the byte), so a Hugging Face folder
+// tokenizes as the knot and the GGUF made from it do.
 //
 // Special tokens: with `parse_special` the text of a control token (GGUF token type CONTROL, a tokenizer.json
 // added token marked special) becomes that token, as llama.cpp's tokenizer_st_partition does; user-defined
 // tokens (BPE and SPM) are always matched first (llama.cpp and Hugging Face do the same).
 //
+// User-defined and control tokens are matched as their text is stored, as llama.cpp's tokenizer_st_partition does:
+// convert_hf_to_gguf.py stores a user-defined token's U+2581 as spaces (Gemma's runs of spaces), so such a token
+// matches the spaces of the text; one stored with U+2581 matches only that character. The SPM session matches the
+// other tokens against the text with its spaces as U+2581 (llama_escape_whitespace), so a U+2581 in the text is a
+// space.
+//
 // decode() follows run.c's decode(): the piece of a token, with the leading space dropped after BOS and a
-// byte token <0xXX> turned into its raw byte. GGUF pieces have their U+2581 '▁' turned into spaces and
+// byte token <0xXX> turned into its raw byte. GGUF pieces have their U+2581 '▁' turned into spaces (not those of
+// user-defined and control tokens, which are their text as stored, as llama.cpp's token_to_piece has them) and
 // control tokens decode to nothing. A BPE token decodes to the bytes its characters stand for, so decoding
 // an encoded text gives the text back.
 #pragma once
@@ -50,6 +62,33 @@ enum class TokenizerFamily { Spm, Bpe };
 std::string_view tokenizer_family_name(TokenizerFamily f);
 
 struct BpeModel;  // private (core/src/infer/tokenizer_bpe.h)
+
+// The special tokens beside BOS / EOS that llama.cpp reads from tokenizer.ggml.<name>_token_id keys (llama-arch.cpp's
+// LLM_KV_TOKENIZER_*_ID) or, without the key, finds by their text (llama_vocab::impl::load); -1 when none.
+struct SpecialIds {
+    int32_t eot = -1;      // eot_token_id: end of turn ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", ...)
+    int32_t eom = -1;      // eom_token_id: end of message ("<|eom_id|>", Llama 3.1's tool calls)
+    int32_t fim_pre = -1;  // fim_pre_token_id (or the older prefix_token_id): fill-in-the-middle prefix
+    int32_t fim_suf = -1;  // fim_suf_token_id (suffix_token_id): suffix
+    int32_t fim_mid = -1;  // fim_mid_token_id (middle_token_id): middle
+    int32_t fim_pad = -1;  // fim_pad_token_id: padding
+    int32_t fim_rep = -1;  // fim_rep_token_id: repository name
+    int32_t fim_sep = -1;  // fim_sep_token_id: file separator
+};
+
+// The ids the tokenizer.ggml.*_token_id keys of `meta` give (-1 where there is none), read as llama.cpp reads them: an
+// older prefix/suffix/middle_token_id wins over fim_pre/suf/mid. Corrupt naming the key when a value is no token id
+// below `n_tokens`.
+Result<SpecialIds> special_ids_from_keys(const Metadata& meta, size_t n_tokens, const std::string& label);
+// The ids llama.cpp finds by text in a vocabulary without those keys (its token texts as stored): for each, the token
+// whose text comes first in llama.cpp's list, the lowest id among equals.
+SpecialIds special_ids_by_text(const std::vector<std::string>& stored_tokens);
+// The keys (tokenizer.ggml.eot_token_id, ...) and ids of the set fields of `ids`, in SpecialIds' order.
+std::vector<std::pair<std::string, int32_t>> special_id_keys(const SpecialIds& ids);
+// What special_ids_by_text() finds in `stored_tokens` that no key of `meta` states (what a GGUF writer adds so that
+// llama.cpp need not look by text); Corrupt as special_ids_from_keys().
+Result<SpecialIds> special_ids_unstated(const Metadata& meta, const std::vector<std::string>& stored_tokens,
+                                        const std::string& label);
 
 class Tokenizer {
 public:
@@ -90,10 +129,14 @@ public:
     int32_t eos_id() const { return m_eos_id; }
     // End of turn (llama.cpp's special_eot_id): tokenizer.ggml.eot_token_id, else the token of the first of llama.cpp's
     // end-of-turn texts the vocabulary holds ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", ...); -1 when
-    // none. Found by text, such a token and the end-of-generation ones are control tokens, as llama.cpp types them.
-    int32_t eot_id() const { return m_eot_id; }
-    // Whether generation ends at `id`, as llama.cpp's llama_vocab_is_eog: EOS, EOT and every token whose text llama.cpp
-    // ends generation at ("</s>", "<|endoftext|>", "<|eom_id|>", ...; not the FIM ids, which gkq does not read).
+    // none. Found by text, such a token (as every one special_ids() finds by text, and the end-of-generation ones) is a
+    // control token, as llama.cpp types them.
+    int32_t eot_id() const { return m_special_ids.eot; }
+    int32_t eom_id() const { return m_special_ids.eom; }  // end of message: tokenizer.ggml.eom_token_id, "<|eom_id|>"
+    // EOT, EOM and the fill-in-the-middle tokens: from the keys of a GGUF (knot, tokenizer folder), else by text.
+    const SpecialIds& special_ids() const { return m_special_ids; }
+    // Whether generation ends at `id`, as llama.cpp's llama_vocab_is_eog: EOS, EOT, EOM, the FIM pad / repository /
+    // separator tokens and every token whose text llama.cpp ends generation at ("</s>", "<|endoftext|>", ...).
     bool is_eog(int32_t id) const;
     const std::vector<int32_t>& eog_ids() const { return m_eog_ids; }  // ascending
     int32_t pad_id() const { return m_pad_id; }                        // -1 when none
@@ -118,7 +161,12 @@ public:
     std::string decode_all(const std::vector<int32_t>& tokens, bool after_bos = true) const;
 
 private:
-    int32_t lookup(std::string_view s) const;  // -1 when no mergeable piece is `s`
+    // from_vocabulary() with the special ids the tokenizer.ggml.*_token_id keys give.
+    static Result<Tokenizer> from_vocabulary(const Vocabulary& v, const std::string& label, const SpecialIds& keyed);
+    int32_t lookup(std::string_view s) const;  // -1 when no mergeable token's match_text() is `s`
+    // What the SPM session matches a token as: its text as stored for a GGUF vocabulary (the session's text has its
+    // spaces as U+2581), its piece for a llama2.c one.
+    const std::string& match_text(int32_t id) const;
     Status build();
     // The SPM session: run.c's encode of one text fragment.
     std::vector<int32_t> encode_spm(std::string_view text, bool bos, bool eos, bool dummy_prefix) const;
@@ -129,9 +177,9 @@ private:
         size_t length;
     };
     std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
-    // The special-token pass over the token texts as stored (tokenizer_special.cpp): EOT (`eot_key` when >= 0, else
-    // found by text), the end-of-generation ids, and the control type of the tokens found. Needs the EOS id set.
-    void find_end_tokens(const std::vector<std::string>& stored, int32_t eot_key);
+    // The special-token pass over the token texts as stored (tokenizer_special.cpp): EOT, EOM and FIM (`keyed`'s where
+    // set, else found by text), the end-of-generation ids, and the control type of the tokens found. Needs EOS set.
+    void find_end_tokens(const std::vector<std::string>& stored, const SpecialIds& keyed);
     // Shared by the BPE loaders: fills the BPE tables from encoded tokens and merges.
     friend struct BpeBuilder;
     // The Hugging Face loaders (tokenizer_hf.cpp): set the special tokens and flags of the folder's files.
@@ -140,6 +188,8 @@ private:
     TokenizerFamily m_family = TokenizerFamily::Spm;
     std::string m_pre;
     std::vector<std::string> m_pieces;        // (vocab) text of each token
+    std::vector<std::string> m_stored;        // (vocab) GGUF SPM: the token texts as stored (U+2581 for spaces)
+    bool m_escape_spaces = false;             // GGUF SPM: the session's text has its spaces as U+2581
     std::vector<float> m_scores;              // (vocab) merge priority
     std::vector<uint8_t> m_mergeable;         // (vocab) 1 when encode may produce the piece from text
     std::vector<int16_t> m_byte_value;        // (vocab) the byte a <0xXX> token stands for, or -1
@@ -153,20 +203,15 @@ private:
     std::shared_ptr<const BpeModel> m_bpe;             // Bpe: ranks, pre-tokenizer regexes
     int32_t m_bos_id = 1;
     int32_t m_eos_id = 2;
-    int32_t m_eot_id = -1;
+    SpecialIds m_special_ids;
     std::vector<int32_t> m_eog_ids;  // ascending
     int32_t m_pad_id = -1;
     int32_t m_unk_id = 0;
     bool m_add_bos = true;
     bool m_add_eos = false;
     bool m_add_space_prefix = true;
-    bool m_fuse_unk = false;  // SPM: consecutive unknown characters become one <unk> (sentencepiece, fuse_unk)
     size_t m_max_piece_bytes = 0;
 };
-
-// The end-of-turn token of a vocabulary (its token texts as stored) without tokenizer.ggml.eot_token_id, as
-// Tokenizer::eot_id() finds it by text; -1 when none.
-int32_t eot_token_by_text(const std::vector<std::string>& stored_tokens);
 
 // The llama2.c tokenizer files beside a model: "tokenizer.bin" and "tok*.bin" in its folder (the folder itself when
 // `model_path` is one), the model file excluded; sorted.

@@ -20,6 +20,7 @@
 #include <limits>
 #include <new>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -537,6 +538,55 @@ void copy_source_tokenizer_keys(const Metadata& source, const Vocabulary& vocab,
         if (std::find(std::begin(kDerived), std::end(kDerived), key) != std::end(kDerived)) continue;
         out.set(key, value);
     }
+}
+
+VocabularyFit fit_vocabulary(Vocabulary& vocab, Metadata& keys, int64_t rows) {
+    VocabularyFit fit;
+    fit.n_tokens = vocab.tokens.size();
+    fit.n_rows = rows > 0 ? static_cast<size_t>(rows) : 0;
+    if (rows <= 0 || vocab.tokens.empty() || vocab.tokens.size() == fit.n_rows) return fit;
+    const size_t n = fit.n_rows;
+    if (vocab.tokens.size() > n) {
+        fit.dropped.assign(vocab.tokens.begin() + static_cast<std::ptrdiff_t>(n), vocab.tokens.end());
+        vocab.tokens.resize(n);
+        if (vocab.scores.size() > n) vocab.scores.resize(n);
+        if (vocab.token_types.size() > n) vocab.token_types.resize(n);
+    } else {
+        fit.n_padded = n - vocab.tokens.size();
+        constexpr int32_t kUnused = 5;  // GGUF token type UNUSED
+        const bool scored = !vocab.scores.empty(), typed = !vocab.token_types.empty();
+        for (size_t i = vocab.tokens.size(); i < n; ++i) {
+            vocab.tokens.push_back("[PAD" + std::to_string(i) + "]");
+            if (scored) vocab.scores.push_back(-10000.0f);
+            if (typed) vocab.token_types.push_back(kUnused);
+        }
+    }
+    auto outside = [n](int64_t id) { return id < 0 || static_cast<uint64_t>(id) >= n; };
+    if (outside(vocab.bos_id)) vocab.bos_id = -1;
+    if (outside(vocab.eos_id)) vocab.eos_id = -1;
+    std::erase_if(keys.entries, [&](const std::pair<std::string, MetaValue>& e) {
+        const std::string& key = e.first;
+        constexpr std::string_view kSuffix = "_token_id";
+        const bool id_key = key.rfind("tokenizer.ggml.", 0) == 0 && key.size() > kSuffix.size() &&
+                            key.compare(key.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+        const std::optional<int64_t> id = id_key ? e.second.as_int() : std::nullopt;
+        return id && outside(*id);
+    });
+    return fit;
+}
+
+std::string describe(const VocabularyFit& fit) {
+    if (fit.dropped.empty() && fit.n_padded == 0) return {};
+    std::string s = std::to_string(fit.n_tokens) + " tokens for " + std::to_string(fit.n_rows) + " embedding rows: ";
+    if (fit.n_padded > 0)
+        return s + std::to_string(fit.n_padded) + " \"[PADi]\" tokens added, as convert_hf_to_gguf.py pads them";
+    std::string texts;
+    for (size_t i = 0; i < fit.dropped.size() && i < 3; ++i) texts += (i ? ", '" : "'") + fit.dropped[i] + "'";
+    if (fit.dropped.size() > 3) texts += ", ...";
+    const std::string ids = fit.dropped.size() == 1
+                                ? "id " + std::to_string(fit.n_rows)
+                                : "ids " + std::to_string(fit.n_rows) + ".." + std::to_string(fit.n_tokens - 1);
+    return s + ids + " dropped (" + texts + "), as convert_hf_to_gguf.py drops them";
 }
 
 Status write_gguf(const std::string& path, const ModelConfig& config, const std::vector<WriteTensor>& unfused,

@@ -50,14 +50,15 @@ int byte_piece_value(std::string_view p) {
     return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581, sentencepiece's word-boundary mark
+
 std::string spm_to_text(const std::string& piece) {
-    static const std::string kSpace = "\xE2\x96\x81";  // U+2581, sentencepiece's word-boundary mark
     std::string out;
     out.reserve(piece.size());
     for (size_t i = 0; i < piece.size();) {
-        if (piece.compare(i, kSpace.size(), kSpace) == 0) {
+        if (piece.compare(i, kSpaceMark.size(), kSpaceMark) == 0) {
             out.push_back(' ');
-            i += kSpace.size();
+            i += kSpaceMark.size();
         } else {
             out.push_back(piece[i++]);
         }
@@ -85,6 +86,10 @@ Result<Tokenizer> Tokenizer::load_llama2c(const std::string& path, int64_t vocab
 }
 
 Result<Tokenizer> Tokenizer::from_vocabulary(const Vocabulary& v, const std::string& label) {
+    return from_vocabulary(v, label, SpecialIds{});
+}
+
+Result<Tokenizer> Tokenizer::from_vocabulary(const Vocabulary& v, const std::string& label, const SpecialIds& keyed) {
     const bool spm = v.model == "llama";
     if (v.model == "gpt2")
         return error(StatusCode::Unsupported, label +
@@ -111,15 +116,22 @@ Result<Tokenizer> Tokenizer::from_vocabulary(const Vocabulary& v, const std::str
     t.m_mergeable.assign(n, 1);
     t.m_control.assign(n, 0);
     t.m_drop_control = spm;
+    t.m_escape_spaces = spm;
     t.m_user_defined.reserve(n);
-    for (size_t i = 0; i < n; ++i) t.m_pieces.push_back(spm ? spm_to_text(v.tokens[i]) : v.tokens[i]);
+    auto type_of = [&](size_t i) { return v.token_types.empty() ? kTypeNormal : v.token_types[i]; };
+    for (size_t i = 0; i < n; ++i) {
+        // llama.cpp's token_to_piece: a control or user-defined token is its text as stored, any other one with its
+        // U+2581 as spaces.
+        const bool as_stored = !spm || type_of(i) == kTypeControl || type_of(i) == kTypeUserDefined;
+        t.m_pieces.push_back(as_stored ? v.tokens[i] : spm_to_text(v.tokens[i]));
+    }
     auto in_range = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < n; };
     if (spm) {
         t.m_bos_id = in_range(v.bos_id) ? v.bos_id : -1;
         t.m_eos_id = in_range(v.eos_id) ? v.eos_id : -1;
         t.m_unk_id = -1;
         for (size_t i = 0; i < n; ++i) {
-            const int32_t type = v.token_types.empty() ? kTypeNormal : v.token_types[i];
+            const int32_t type = type_of(i);
             // Only text pieces take part in merges; specials and bytes never come out of a merge in SPM.
             t.m_mergeable[i] = type == kTypeNormal || type == kTypeUserDefined;
             t.m_control[i] = type == kTypeControl;
@@ -143,8 +155,11 @@ Result<Tokenizer> Tokenizer::from_vocabulary(const Vocabulary& v, const std::str
         t.m_unk_id = 0;
         t.m_user_defined.assign(n, 0);
     }
+    // A GGUF vocabulary is matched as llama.cpp's SPM session matches it: the text with its spaces as U+2581 against
+    // the tokens as stored.
+    if (spm) t.m_stored = v.tokens;
     if (Status s = t.build(); !s) return s.with_context(label);
-    t.find_end_tokens(v.tokens, -1);
+    t.find_end_tokens(v.tokens, keyed);
     return t;
 }
 
@@ -161,11 +176,16 @@ Status Tokenizer::build() {
             m_has_byte_tokens = true;
         }
         if (m_mergeable[i]) {
-            m_index.emplace(m_pieces[i], static_cast<int32_t>(i));  // keeps the lowest id of a duplicate
-            m_max_piece_bytes = std::max(m_max_piece_bytes, m_pieces[i].size());
+            const std::string& key = match_text(static_cast<int32_t>(i));
+            m_index.emplace(key, static_cast<int32_t>(i));  // keeps the lowest id of a duplicate
+            m_max_piece_bytes = std::max(m_max_piece_bytes, key.size());
         }
     }
     return Status::ok();
+}
+
+const std::string& Tokenizer::match_text(int32_t id) const {
+    return m_escape_spaces ? m_stored[static_cast<size_t>(id)] : m_pieces[static_cast<size_t>(id)];
 }
 
 const std::string& Tokenizer::piece(int32_t id) const {
@@ -195,7 +215,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool bos, bool eos
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool bos, bool eos, bool parse_special) const {
     // Without special-token parsing an SPM text without user-defined tokens is one fragment: run.c's encode.
-    const auto user_defined = [&](int32_t id) { return m_user_defined[static_cast<size_t>(id)] != 0; };
+    const auto user_defined = [&](int32_t id) {
+        return m_user_defined[static_cast<size_t>(id)] != 0 && m_control[static_cast<size_t>(id)] == 0;
+    };
     if (m_family == TokenizerFamily::Spm && !parse_special &&
         std::none_of(m_special.begin(), m_special.end(), user_defined))
         return encode_spm(text, bos, eos, m_add_space_prefix);
@@ -226,7 +248,10 @@ std::vector<Tokenizer::Fragment> Tokenizer::partition(std::string_view text, boo
     std::vector<Fragment> frags;
     if (!text.empty()) frags.push_back({-1, 0, text.size()});
     for (const int32_t id : m_special) {
-        if (!parse_special && !m_user_defined[static_cast<size_t>(id)]) continue;
+        // Without parse_special only user-defined tokens split the text; a user-defined token llama.cpp types as
+        // control by its text (Gemma's "</s>", an end-of-generation text) does not.
+        const auto i = static_cast<size_t>(id);
+        if (!parse_special && (!m_user_defined[i] || m_control[i])) continue;
         const std::string& s = m_pieces[static_cast<size_t>(id)];
         std::vector<Fragment> next;
         next.reserve(frags.size());
@@ -263,21 +288,29 @@ std::vector<int32_t> Tokenizer::encode_spm(std::string_view text, bool bos, bool
             tokens.push_back(id);
             return;
         }
-        // A GGUF (sentencepiece) vocabulary writes spaces as U+2581 (its pieces hold ' ' here): llama.cpp escapes the
-        // text's spaces so, and a space without a piece falls back to the bytes of U+2581, as Hugging Face's
-        // byte-fallback BPE does after its Replace normalizer.
-        const std::string_view bytes = m_drop_control && ch == " " ? std::string_view("\xE2\x96\x81") : ch;
         bool all_bytes = true;
-        for (char c : bytes) all_bytes = all_bytes && m_byte_token[static_cast<uint8_t>(c)] >= 0;
+        for (char c : ch) all_bytes = all_bytes && m_byte_token[static_cast<uint8_t>(c)] >= 0;
         if (all_bytes) {
-            for (char c : bytes) tokens.push_back(m_byte_token[static_cast<uint8_t>(c)]);
+            for (char c : ch) tokens.push_back(m_byte_token[static_cast<uint8_t>(c)]);
         } else {
             tokens.push_back(m_unk_id);
         }
     };
 
+    // A GGUF (sentencepiece) vocabulary writes spaces as U+2581: llama.cpp's llama_escape_whitespace turns the text's
+    // spaces into U+2581 before its SPM session, so a U+2581 in the text is a space too, a space without a piece falls
+    // back to the bytes of U+2581 (as Hugging Face's byte-fallback BPE does after its Replace normalizer), and a
+    // user-defined token stored with spaces never comes out of a merge.
+    const std::string_view space = m_escape_spaces ? std::string_view(kSpaceMark) : std::string_view(" ");
+    std::string escaped;
+    if (m_escape_spaces && text.find(' ') != std::string_view::npos) {
+        escaped.reserve(text.size() + 16);
+        for (char c : text) escaped += c == ' ' ? space : std::string_view(&c, 1);
+        text = escaped;
+    }
+
     // run.c: "add_dummy_prefix is true by default ... but only if text != ''"
-    if (dummy_prefix && !text.empty()) emit(" ");
+    if (dummy_prefix && !text.empty()) emit(space);
 
     // UTF-8 characters exactly as run.c groups them: a lead byte and up to three continuation bytes.
     size_t start = 0;
@@ -322,10 +355,12 @@ std::vector<int32_t> Tokenizer::encode_spm(std::string_view text, bool bos, bool
         if (left < 0 || right < 0) return;
         const int32_t a = tokens[static_cast<size_t>(left)];
         const int32_t b = tokens[static_cast<size_t>(right)];
-        buf = piece(a);
-        buf += piece(b);
+        buf = match_text(a);
+        buf += match_text(b);
         const int32_t id = lookup(buf);
-        if (id < 0 || !(m_scores[static_cast<size_t>(id)] > kNoMergeScore)) return;
+        // run.c merges only above its starting best score; llama.cpp's SPM session (try_add_bigram) any pair that
+        // forms a token.
+        if (id < 0 || (!m_escape_spaces && !(m_scores[static_cast<size_t>(id)] > kNoMergeScore))) return;
         heap.push({m_scores[static_cast<size_t>(id)], left, right, a, b, id});
     };
     for (int32_t i = 0; i + 1 < n; ++i) consider(i, i + 1);
@@ -346,10 +381,8 @@ std::vector<int32_t> Tokenizer::encode_spm(std::string_view text, bool bos, bool
     out.reserve(tokens.size() + 1);
     for (int32_t i = 0; i < n; ++i) {
         if (!alive[static_cast<size_t>(i)]) continue;
-        const int32_t t = tokens[static_cast<size_t>(i)];
-        // sentencepiece (and tokenizer.json's fuse_unk) make a run of unknown characters one <unk>.
-        if (m_fuse_unk && t == m_unk_id && !out.empty() && out.back() == m_unk_id) continue;
-        out.push_back(t);
+        // One <unk> per unknown character, never a run fused into one (see gkq/tokenizer.h).
+        out.push_back(tokens[static_cast<size_t>(i)]);
     }
     if (eos && m_eos_id >= 0) out.push_back(m_eos_id);
     return out;

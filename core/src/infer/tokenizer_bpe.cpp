@@ -445,7 +445,7 @@ Result<Tokenizer> BpeBuilder::build(BpeSpec spec, const std::string& label) {
         return t.m_pieces[static_cast<size_t>(a)].size() > t.m_pieces[static_cast<size_t>(b)].size();
     });
     t.m_bpe = std::move(model);
-    t.find_end_tokens(spec.tokens, in_range(spec.eot_id));
+    t.find_end_tokens(spec.tokens, spec.special);
     return t;
 }
 

@@ -48,7 +48,7 @@ struct BpeSpec {
     std::vector<std::string> merges;
     int32_t bos_id = -1;
     int32_t eos_id = -1;
-    int32_t eot_id = -1;
+    SpecialIds special;  // the ids tokenizer.ggml.*_token_id keys give (EOT, EOM, FIM)
     int32_t pad_id = -1;
     int32_t unk_id = -1;
 };

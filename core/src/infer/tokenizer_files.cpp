@@ -241,16 +241,15 @@ Result<PreTokenizer> hf_pre_tokenizer(const nlohmann::json& pre, const std::stri
 
 Result<Tokenizer> Tokenizer::from_metadata(const Metadata& meta, const Vocabulary& vocab, const std::string& label) {
     const size_t n = vocab.tokens.size();
-    int32_t eot = -1;
     int32_t pad = -1;
     int32_t unk = -1;
-    if (Status s = meta_token_id(meta, "tokenizer.ggml.eot_token_id", n, label, eot); !s) return s;
+    auto keyed = special_ids_from_keys(meta, n, label);  // EOT, EOM, FIM
+    if (!keyed) return keyed.status();
     if (Status s = meta_token_id(meta, "tokenizer.ggml.padding_token_id", n, label, pad); !s) return s;
     if (Status s = meta_token_id(meta, "tokenizer.ggml.unknown_token_id", n, label, unk); !s) return s;
     if (vocab.model != "gpt2") {
-        auto t = from_vocabulary(vocab, label);
+        auto t = from_vocabulary(vocab, label, *keyed);
         if (!t) return t.status();
-        if (eot >= 0) t->find_end_tokens(vocab.tokens, eot);
         t->m_pad_id = pad;
         if (unk >= 0) t->m_unk_id = unk;
         if (Status s = meta_flag(meta, "tokenizer.ggml.add_bos_token", label, t->m_add_bos); !s) return s;
@@ -278,7 +277,7 @@ Result<Tokenizer> Tokenizer::from_metadata(const Metadata& meta, const Vocabular
     spec.token_types = vocab.token_types;
     spec.bos_id = vocab.bos_id;
     spec.eos_id = vocab.eos_id;
-    spec.eot_id = eot;
+    spec.special = *keyed;
     spec.pad_id = pad;
     spec.unk_id = unk;
     if (Status s = meta_flag(meta, "tokenizer.ggml.add_bos_token", label, spec.pre.add_bos); !s) return s;
@@ -393,7 +392,7 @@ Result<HfVocabulary> bpe_spec_vocabulary(const BpeSpec& spec, const std::string&
     auto id = [&](const char* key, int32_t value) {
         if (value >= 0) v.keys.set(key, MetaValue::of_uint(static_cast<uint64_t>(value), MetaType::U32));
     };
-    id("tokenizer.ggml.eot_token_id", spec.eot_id);
+    for (const auto& [key, value] : special_id_keys(spec.special)) id(key.c_str(), value);
     id("tokenizer.ggml.padding_token_id", spec.pad_id);
     id("tokenizer.ggml.unknown_token_id", spec.unk_id);
     return v;

@@ -12,15 +12,15 @@
 // sentencepiece's BPE and not its unigram (Viterbi) encoding.
 //
 // tokenizer.json with a byte-fallback BPE model (LlamaHfVocab): <0xXX> pieces BYTE, special added tokens CONTROL
-// (and those that look special, as _create_vocab_sentencepiece has them), other added tokens USER_DEFINED, the
-// rest NORMAL; model.unk_token UNKNOWN (the converter says CONTROL; the
-// tokenizer.model of the same model says UNKNOWN, and the ids come out the same). One deliberate difference:
-// LlamaHfVocab gives every token the score -1000, so llama.cpp's SPM session merges equal-score pairs left to
-// right, which is not what the file's merges do; here a token's score is minus the rank of the first merge that
-// forms it (tokens no merge forms never come out of a merge), so the SPM merge order is the BPE merge order and
-// the ids are Hugging Face's (and, for Llama-2, llama.cpp's own vectors from its tokenizer.model GGUF).
-// The dummy prefix: a normalizer Prepend "▁" or a Metaspace pre-tokenizer that prepends; tokenizer_config.json's
-// add_prefix_space overrides either way (LlamaModel.set_vocab writes it to the GGUF).
+// (and those that look special, as _create_vocab_sentencepiece has them), other added tokens USER_DEFINED with
+// U+2581 as spaces (as _create_vocab_sentencepiece and get_vocab_base write them), the rest NORMAL; model.unk_token
+// UNKNOWN (the converter says CONTROL; the tokenizer.model of the same model says UNKNOWN, and the ids come out the
+// same). One deliberate difference: LlamaHfVocab gives every token the score -1000, so llama.cpp's SPM session merges
+// equal-score pairs left to right, which is not what the file's merges do; here a token's score is minus the rank of
+// the first merge that forms it (-1e10 for a token no merge forms: llama.cpp forms it last), so the SPM merge order is
+// the BPE merge order and the ids are Hugging Face's (and, for Llama-2, llama.cpp's own vectors from its
+// tokenizer.model GGUF). The dummy prefix: a normalizer Prepend "▁" or a Metaspace pre-tokenizer that prepends;
+// tokenizer_config.json's add_prefix_space overrides either way (LlamaModel.set_vocab writes it to the GGUF).
 #include "infer/tokenizer_hf.h"
 
 #include "infer/sentencepiece_model.h"
@@ -207,7 +207,7 @@ struct HfLoader {
 
     // The SPM vocabulary `v` with the folder's special tokens, as the keys a GGUF holds them in; `space_prefix` is
     // what the tokenizer file says.
-    HfVocabulary finish(Vocabulary v, const nlohmann::json& tokenizer_json, bool space_prefix, bool fuse_unk) const {
+    HfVocabulary finish(Vocabulary v, const nlohmann::json& tokenizer_json, bool space_prefix) const {
         const Specials s = specials(tokenizer_json, v.tokens.size());
         const auto n = static_cast<int32_t>(v.tokens.size());
         v.bos_id = s.bos >= 0 ? s.bos : (n > 1 ? 1 : -1);
@@ -224,15 +224,11 @@ struct HfLoader {
             out.keys.set("tokenizer.ggml.unknown_token_id",
                          MetaValue::of_uint(static_cast<uint64_t>(s.unk), MetaType::U32));
         out.vocab = std::move(v);
-        out.fuse_unk = fuse_unk;
         return out;
     }
 
     static Result<Tokenizer> tokenizer(const HfVocabulary& v, const std::string& label) {
-        auto t = Tokenizer::from_metadata(v.keys, v.vocab, label);
-        if (!t) return t.status();
-        t->m_fuse_unk = v.fuse_unk;
-        return t;
+        return Tokenizer::from_metadata(v.keys, v.vocab, label);
     }
 
     // _create_vocab_sentencepiece.
@@ -306,7 +302,7 @@ struct HfLoader {
         // the vocabulary came from.
         auto tokenizer_json = read_json(dir / "tokenizer.json");
         if (!tokenizer_json) return tokenizer_json.status();
-        return finish(std::move(v), *tokenizer_json, sp->add_dummy_prefix, true);
+        return finish(std::move(v), *tokenizer_json, sp->add_dummy_prefix);
     }
 
     // LlamaHfVocab over a byte-fallback BPE tokenizer.json (scores from merge ranks: see the file comment).
@@ -336,9 +332,15 @@ struct HfLoader {
                 if (!a.is_object() || !a.contains("id") || !a.contains("content") || !a["content"].is_string())
                     return error(StatusCode::Corrupt, label + ": an added_tokens entry without id and content");
                 const std::string text = a["content"].get<std::string>();
-                // Looking special (<unusedN>, <mask>, <|...|>) makes a control token, as for added_tokens_decoder.
+                // Looking special (<unusedN>, <mask>, <|...|>) makes a control token, as for added_tokens_decoder; a
+                // user-defined one has its U+2581 as spaces (Gemma's runs of spaces), as both converters that
+                // type added tokens write it ("pre-normalize user-defined spaces": get_vocab_base for a
+                // tokenizer.json, _create_vocab_sentencepiece), and llama.cpp matches it against the text so.
                 const bool control = a.value("special", false) || looks_special(text);
-                if (Status s = put(a["id"], text, control ? kControl : kUserDefined); !s) return s;
+                if (Status s = put(a["id"], control ? text : replace_all(text, kSpaceMark, " "),
+                                   control ? kControl : kUserDefined);
+                    !s)
+                    return s;
             }
         }
         std::unordered_map<std::string, int32_t> id_of;
@@ -352,7 +354,7 @@ struct HfLoader {
         if (model.contains("unk_token") && model["unk_token"].is_string())
             if (auto it = id_of.find(model["unk_token"].get<std::string>()); it != id_of.end())
                 v.token_types[static_cast<size_t>(it->second)] = kUnknown;
-        // Scores: minus the rank of the first merge forming the token; -1e10 (never merged) for the others.
+        // Scores: minus the rank of the first merge forming the token; -1e10 (after every merge) for the others.
         v.scores.assign(v.tokens.size(), -1e10f);
         int64_t rank = 0;
         for (const auto& m : model["merges"]) {
@@ -394,7 +396,8 @@ struct HfLoader {
         };
         if (j.contains("normalizer")) scan(j["normalizer"], "normalizers", scan);
         if (j.contains("pre_tokenizer")) scan(j["pre_tokenizer"], "pretokenizers", scan);
-        return finish(std::move(v), j, prefix, model.value("fuse_unk", false));
+        // model.fuse_unk is not kept: llama.cpp has no such key, and never fuses (see gkq/tokenizer.h).
+        return finish(std::move(v), j, prefix);
     }
 };
 

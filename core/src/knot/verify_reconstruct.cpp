@@ -235,12 +235,16 @@ Result<ReconstructReport> reconstruct(const std::string& knot_path, const std::s
     WriteOptions options;  // float32 everywhere: the decoded values exactly
     options.extra_metadata.set("gkq.knot_producer", MetaValue::of_string(h.producer));
     options.extra_metadata.set("gkq.knot_command", MetaValue::of_string(h.command));
-    if (report.format == "gguf") copy_source_tokenizer_keys(h.metadata, h.vocab, options.extra_metadata);
+    Vocabulary vocab = h.vocab;
+    if (report.format == "gguf") {
+        copy_source_tokenizer_keys(h.metadata, vocab, options.extra_metadata);
+        report.vocabulary_note = describe(fit_vocabulary(vocab, options.extra_metadata, h.config.vocab_size));
+    }
     Status written;
     if (report.format == "safetensors")
         written = write_safetensors(out_path, h.config, tensors, options);
     else if (report.format == "gguf")
-        written = write_gguf(out_path, h.config, tensors, h.vocab, options);
+        written = write_gguf(out_path, h.config, tensors, vocab, options);
     else
         written = write_llama2c(out_path, h.config, tensors);
     if (!written) return written;

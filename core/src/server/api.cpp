@@ -219,6 +219,10 @@ Validated parse_infer_body(std::string_view body, int64_t max_tokens_limit) {
     v.params.prompt = prompt->get<std::string>();
     if (!get_sampling(o, max_tokens_limit, v.params, v)) return v;
     if (!only_default(o, "stream", false, "is not supported on /infer; use /v1/completions", v)) return v;
+    if (auto it = o.find("return_tokens"); it != o.end() && !it->is_null()) {
+        if (!it->is_boolean()) return invalid("'return_tokens' must be true or false", "return_tokens");
+        v.params.return_tokens = it->get<bool>();
+    }
     v.ok = true;
     return v;
 }

@@ -25,6 +25,9 @@ struct CompletionParams {
     float temperature = 1.0f;
     float top_p = 1.0f;
     std::optional<uint64_t> seed;
+    // /infer: the answer carries the token ids too, "tokens" (generated) and "prompt_ids" (the prompt as the server's
+    // tokenizer encoded it, BOS included); llama.cpp's server calls the option return_tokens.
+    bool return_tokens = false;
 };
 
 // What the loop knows when it routes (filled by the server; a fixed stub in the fuzzer).

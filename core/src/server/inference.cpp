@@ -306,17 +306,22 @@ void InferenceEngine::run(Worker& w, InferenceJob& job) {
     // ---- generate: the first n_prompt - 1 pieces are the prompt's own
     std::string text;
     int64_t n_pieces = 0, n_completion = 0;
+    std::vector<int32_t> generated;
     Utf8Joiner joiner;
-    auto stats = generate(model, *m_tokenizer, sampler, p.prompt, go, [&](std::string_view piece) {
-        if (n_pieces++ < n_prompt - 1) return !job.cancelled->load();
-        n_completion++;
-        text.append(piece.data(), piece.size());
-        if (p.stream) {
-            std::string whole = joiner.push(piece);
-            if (!whole.empty()) sse(whole, nullptr, nullptr);
-        }
-        return !job.cancelled->load();
-    });
+    auto collect = [&generated](int32_t id) { generated.push_back(id); };
+    auto stats = generate(
+        model, *m_tokenizer, sampler, tokens, go,
+        [&](std::string_view piece) {
+            if (n_pieces++ < n_prompt - 1) return !job.cancelled->load();
+            n_completion++;
+            text.append(piece.data(), piece.size());
+            if (p.stream) {
+                std::string whole = joiner.push(piece);
+                if (!whole.empty()) sse(whole, nullptr, nullptr);
+            }
+            return !job.cancelled->load();
+        },
+        collect);
     const double t_end = now_seconds();
     if (job.cancelled->load()) {
         m_metrics.inference(Metrics::InferenceResult::Cancelled, queue_s, t_end - t_start, n_prompt, n_completion);
@@ -355,24 +360,29 @@ void InferenceEngine::run(Worker& w, InferenceJob& job) {
         } else {
             const double gen_s = stats->generate_seconds;
             Response r;
-            r.body = dump({{"text", text},
-                           {"model", m_model_id},
-                           {"prompt_tokens", n_prompt},
-                           {"completion_tokens", n_completion},
-                           {"finish_reason", finish},
-                           {"seed", seed},
-                           {"timings",
-                            {{"queue_ms", ms(queue_s)},
-                             {"weights_ms", ms(t_loaded - t_start)},
-                             {"prompt_ms", ms(stats->prompt_seconds)},
-                             {"generate_ms", ms(gen_s)},
-                             {"total_ms", ms(t_end - job.enqueued_at)},
-                             {"tokens_per_second", gen_s > 0 ? double(stats->n_generate_forwards) / gen_s : 0.0}}},
-                           {"cache",
-                            {{"lookups", w.lender.lookups},
-                             {"hits", w.lender.hits},
-                             {"misses", w.lender.lookups - w.lender.hits},
-                             {"model_rebuilt", w.lender.lookups > w.lender.hits}}}});
+            json body = {{"text", text},
+                         {"model", m_model_id},
+                         {"prompt_tokens", n_prompt},
+                         {"completion_tokens", n_completion},
+                         {"finish_reason", finish},
+                         {"seed", seed},
+                         {"timings",
+                          {{"queue_ms", ms(queue_s)},
+                           {"weights_ms", ms(t_loaded - t_start)},
+                           {"prompt_ms", ms(stats->prompt_seconds)},
+                           {"generate_ms", ms(gen_s)},
+                           {"total_ms", ms(t_end - job.enqueued_at)},
+                           {"tokens_per_second", gen_s > 0 ? double(stats->n_generate_forwards) / gen_s : 0.0}}},
+                         {"cache",
+                          {{"lookups", w.lender.lookups},
+                           {"hits", w.lender.hits},
+                           {"misses", w.lender.lookups - w.lender.hits},
+                           {"model_rebuilt", w.lender.lookups > w.lender.hits}}}};
+            if (p.return_tokens) {
+                body["tokens"] = generated;
+                body["prompt_ids"] = tokens;
+            }
+            r.body = dump(body);
             return respond(std::move(r));
         }
     }

@@ -176,12 +176,14 @@ Result<ExportReport> export_gguf(const std::string& in_path, const std::string& 
         }
     if (uniform && one_type) wo.dtype = *one_type;
     copy_source_tokenizer_keys(source_meta, vocab, wo.extra_metadata);
-    // The end-of-turn token gkq stops at, stated as llama.cpp's converter states BOS and EOS: without the key llama.cpp
-    // looks for it by text in an order of its own (see eot_token_by_text).
-    if (const int32_t eot = eot_token_by_text(vocab.tokens);
-        eot >= 0 && wo.extra_metadata.find("tokenizer.ggml.eot_token_id") == nullptr)
-        wo.extra_metadata.set("tokenizer.ggml.eot_token_id",
-                              MetaValue::of_uint(static_cast<uint64_t>(eot), MetaType::U32));
+    report.vocabulary_note = describe(fit_vocabulary(vocab, wo.extra_metadata, config.vocab_size));
+    // The end-of-turn, end-of-message and fill-in-the-middle tokens gkq found by text, stated as llama.cpp's converter
+    // states BOS and EOS: without the keys llama.cpp looks for them by text in an order of its own (see
+    // special_ids_by_text). The source's own keys, copied above, stay.
+    auto unstated = special_ids_unstated(wo.extra_metadata, vocab.tokens, out_path);
+    if (!unstated) return unstated.status();
+    for (const auto& [key, id] : special_id_keys(*unstated))
+        wo.extra_metadata.set(key, MetaValue::of_uint(static_cast<uint64_t>(id), MetaType::U32));
     if (!file_type && uniform && one_type)  // llama.cpp's label of a file whose matrices are all one type
         for (const LlamaFileType& f : llama_file_types())
             if (!f.mixture && f.base == *one_type) file_type = &f;
