@@ -318,18 +318,28 @@ private slots:
         const std::string json_path = hf + "/tokenizer.json";
         const std::vector<uint8_t> bytes = test::read_file(json_path);
         const nlohmann::json original = nlohmann::json::parse(bytes.begin(), bytes.end());
+        // the folder with this tokenizer.json and EOS text, exported as a float32 GGUF to out
+        auto export_with = [&](const nlohmann::json& tokenizer, const std::string& eos, const std::string& out) {
+            test::write_file(json_path, std::string_view(tokenizer.dump()));
+            const nlohmann::json config = {{"bos_token", "<s>"}, {"eos_token", eos}, {"add_bos_token", true}};
+            test::write_file(hf + "/tokenizer_config.json", std::string_view(config.dump()));
+            return run_gkq({"export", q(hf), "-o", q(out), "--dense", "f32"});
+        };
+        // the same, which must succeed and say `said`
+        auto export_saying = [&](const nlohmann::json& tokenizer, const std::string& eos, const std::string& out,
+                                 const char* said) {
+            Run r = export_with(tokenizer, eos, out);
+            QVERIFY2(r.code == 0, qPrintable(r.err));
+            QVERIFY2(r.out.contains(said), qPrintable(r.out));
+        };
         nlohmann::json more = original;
         more["added_tokens"].push_back({{"id", 40}, {"content", "<image_soft_token>"}, {"special", true}});
         more["added_tokens"].push_back({{"id", 41}, {"content", "<eos>"}, {"special", true}});
-        test::write_file(json_path, std::string_view(more.dump()));
-        test::write_file(hf + "/tokenizer_config.json",
-                         std::string_view(R"({"bos_token": "<s>", "eos_token": "<eos>", "add_bos_token": true})"));
         const std::string out = dir.file("more.gguf");
-        Run r = run_gkq({"export", q(hf), "-o", q(out), "--dense", "f32"});
-        QVERIFY2(r.code == 0, qPrintable(r.err));
-        QVERIFY2(r.out.contains("vocabulary: 42 tokens for 40 embedding rows: ids 40..41 dropped "
-                                "('<image_soft_token>', '<eos>'), as convert_hf_to_gguf.py drops them"),
-                 qPrintable(r.out));
+        export_saying(more, "<eos>", out,
+                      "vocabulary: 42 tokens for 40 embedding rows: ids 40..41 dropped "
+                      "('<image_soft_token>', '<eos>'), as convert_hf_to_gguf.py drops them");
+        if (QTest::currentTestFailed()) return;
         auto m = ModelFile::open(out);
         QVERIFY2(m.is_ok(), m.message().c_str());
         QVERIFY2(vocabulary_arrays_have(m->metadata(), 40), "tokens, scores and token types are not 40 long");
@@ -352,15 +362,11 @@ private slots:
         for (auto it = fewer["model"]["vocab"].begin(); it != fewer["model"]["vocab"].end();)
             it = it.value().get<int>() >= 38 ? fewer["model"]["vocab"].erase(it) : std::next(it);
         fewer["model"]["merges"].erase(fewer["model"]["merges"].end() - 2, fewer["model"]["merges"].end());
-        test::write_file(json_path, std::string_view(fewer.dump()));
-        test::write_file(hf + "/tokenizer_config.json",
-                         std::string_view(R"({"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": true})"));
         const std::string padded = dir.file("fewer.gguf");
-        Run p = run_gkq({"export", q(hf), "-o", q(padded), "--dense", "f32"});
-        QVERIFY2(p.code == 0, qPrintable(p.err));
-        QVERIFY2(p.out.contains("vocabulary: 38 tokens for 40 embedding rows: 2 \"[PADi]\" tokens added, as "
-                                "convert_hf_to_gguf.py pads them"),
-                 qPrintable(p.out));
+        export_saying(fewer, "</s>", padded,
+                      "vocabulary: 38 tokens for 40 embedding rows: 2 \"[PADi]\" tokens added, as "
+                      "convert_hf_to_gguf.py pads them");
+        if (QTest::currentTestFailed()) return;
         auto pm = ModelFile::open(padded);
         QVERIFY2(pm.is_ok(), pm.message().c_str());
         QVERIFY2(vocabulary_arrays_have(pm->metadata(), 40), "tokens, scores and token types are not 40 long");
@@ -369,8 +375,7 @@ private slots:
         QCOMPARE(*pm->metadata().find("tokenizer.ggml.token_type")->array[39].as_int(), int64_t{5});  // UNUSED
         QCOMPARE(*pm->metadata().find("tokenizer.ggml.eos_token_id")->as_int(), int64_t{2});
         // a tokenizer with one token per row is written as it is, and export says nothing of it
-        test::write_file(json_path, std::string_view(original.dump()));
-        Run same = run_gkq({"export", q(hf), "-o", q(dir.file("same.gguf")), "--dense", "f32"});
+        Run same = export_with(original, "</s>", dir.file("same.gguf"));
         QVERIFY2(same.code == 0, qPrintable(same.err));
         QVERIFY2(!same.out.contains("vocabulary:"), qPrintable(same.out));
     }
