@@ -495,6 +495,27 @@ private slots:
         QCOMPARE(QString::fromStdString(c.message()), QString("tok.bin: the vocabulary is empty"));
     }
 
+    // A model without a vocabulary of its own (the demo's safetensors folder) is tokenized by the tokenizer.bin beside
+    // it, as the model's commands find it (gkq tokenize MODEL); one with nothing beside it names what is missing.
+    void loadFindsTheTokenizerBesideAModel() {
+        const std::string demo = GKQ_DEMO_MODEL_DIR;
+        auto direct = Tokenizer::load(demo + "/tokenizer.bin");
+        QVERIFY2(direct, direct.message().c_str());
+        const std::string text = "Once upon a time, a small model";
+        for (const std::string& model : {demo, demo + "/model.safetensors"}) {
+            auto beside = Tokenizer::load(model);
+            QVERIFY2(beside, (model + ": " + beside.message()).c_str());
+            QCOMPARE(ids_text(beside->encode(text, true, false)), ids_text(direct->encode(text, true, false)));
+        }
+        test::TempDir dir;
+        test::write_file(dir.file("config.json"), test::read_file(demo + "/config.json"));
+        test::write_file(dir.file("model.safetensors"), test::read_file(demo + "/model.safetensors"));
+        auto none = Tokenizer::load(dir.path());
+        QVERIFY(!none);
+        QCOMPARE(none.status().code(), StatusCode::NotFound);
+        QVERIFY2(none.message().find("no tokenizer.bin") != std::string::npos, none.message().c_str());
+    }
+
     void loadLlama2cChecksVocabSize() {
         auto path = test::shared_model("llama2xs-279K/tok512.bin");
         if (!path) QSKIP(test::shared_models_skip_reason("llama2xs-279K/tok512.bin").c_str());

@@ -118,7 +118,8 @@ public:
     // Whether `dir` holds a tokenizer.model or a tokenizer.json.
     static bool hf_folder_has_tokenizer(const std::string& dir);
     // `path` as `gkq tokenize` takes it: a tokenizer.json or tokenizer.model, a Hugging Face folder holding one, a
-    // llama2.c tokenizer .bin, or a model file whose vocabulary is used (GGUF: every family).
+    // llama2.c tokenizer .bin, or a model file or knot whose vocabulary is used (GGUF: every family); a model without
+    // one (safetensors, a llama2.c checkpoint) takes the tokenizer its commands find, as tokenizer_for_model().
     static Result<Tokenizer> load(const std::string& path);
 
     TokenizerFamily family() const { return m_family; }

@@ -472,12 +472,13 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
         // A knot: its header's vocabulary and tokenizer keys, as generate reads them.
         auto knot = KnotFile::open(p.string());
         if (!knot) return knot.status();
-        if (knot->vocabulary().empty()) return error(StatusCode::NotFound, p.string() + " has no vocabulary");
         return tokenizer_for_model(p.string(), knot->vocabulary(), knot->config().vocab_size);
     }
     auto model = ModelFile::open(p.string());
     if (!model) return model.status();
-    if (model->vocabulary().empty()) return error(StatusCode::NotFound, p.string() + " has no vocabulary");
+    // No vocabulary of its own (safetensors, a llama2.c checkpoint): the tokenizer file beside it, as the model's
+    // commands find it, or the error naming what is missing.
+    if (model->vocabulary().empty()) return tokenizer_for_model(p.string(), {}, model->config().vocab_size);
     return from_metadata(model->metadata(), model->vocabulary(), p.string());
 }
 
