@@ -12,6 +12,7 @@
 #include "gkq/quantize.h"
 #include "gkq/rknot.h"
 #include "gkq/transformer.h"
+#include "gkq/workflows.h"
 #include "jobs/job_runner.h"
 #include "models/layer_role_model.h"
 #include "models/rknot_tree_model.h"
@@ -416,6 +417,76 @@ private slots:
         QCOMPARE(j["command"].get<std::string>(), quantize_command(o));
         for (const auto& t : j["target_bpw"]["tensors"])
             QCOMPARE(t["chosen"].get<std::string>(), std::string(method_name(chosen.at(t["name"].get<std::string>()))));
+    }
+
+    // A sensitivity text weights the target's choice by each matrix's measured effect on the output, as
+    // `gkq quantize --target-bpw --sensitivity-text` does: the panel's plan is the engine's with the same probe (types
+    // and measured KLDs), token_embd and output are chosen too, and the text is refused without a target.
+    void sensitivityTextWeightsTheTargetsChoice() {
+        const ModelConfig config = k256_config();
+        test::TinyModel tm = test::make_tiny_model(config, 37);
+        const std::string model_path = m_dir.file("k256-sens.gguf");
+        QVERIFY(write_gguf(model_path, config, tm.tensors, test::byte_vocabulary()).is_ok());
+        const std::string text_path = m_dir.file("sensitivity.txt");
+        std::string text;
+        for (int i = 0; i < 12; ++i) text += "The quick brown fox jumps over the lazy dog " + std::to_string(i) + ". ";
+        test::write_file(text_path, std::string_view(text));
+        auto model = open_shared(model_path);
+
+        ui::JobRunner runner;
+        ui::QuantizePanel panel(&runner);
+        panel.setModel(model);
+        panel.setPreset(QStringLiteral("q4_k_m"));
+        QVERIFY(!panel.setSensitivityText(QString::fromStdString(m_dir.file("missing.txt"))));
+        QVERIFY(panel.sensitivityText().isEmpty());
+        QVERIFY(panel.setSensitivityText(QString::fromStdString(text_path)));
+        QVERIFY(!panel.runButton()->isEnabled());  // the target is off
+        QVERIFY2(panel.quantizeUnavailableReason().contains(QStringLiteral("set a target, or clear the text")),
+                 qPrintable(panel.quantizeUnavailableReason()));
+        QCOMPARE(panel.startQuantize(), quint64(0));
+        QVERIFY(panel.setTargetBpw(5.0));
+        QVERIFY(panel.runButton()->isEnabled());
+
+        QSignalSpy quantized(&panel, &ui::QuantizePanel::quantized);
+        QVERIFY(panel.startQuantize() != 0);
+        QVERIFY(quantized.wait(300000));
+        QVERIFY(panel.lastPlan().has_value());
+        const BpwPlan& shown = *panel.lastPlan();
+        QVERIFY(shown.output_measured);
+        QVERIFY2(panel.totalsText().contains(QStringLiteral("measured effect on the output")),
+                 qPrintable(panel.totalsText()));
+
+        OutputProbeRequest request;
+        request.text_path = text_path;
+        auto probe = make_output_probe(*model, request);
+        QVERIFY2(static_cast<bool>(probe), probe.message().c_str());
+        auto plan = plan_target_bpw(*model, 5.0, {}, 0, {}, *probe);
+        QVERIFY2(static_cast<bool>(plan), plan.message().c_str());
+        QCOMPARE(shown.tensors.size(), plan->tensors.size());
+        bool embeddings = false;
+        for (size_t i = 0; i < plan->tensors.size(); ++i) {
+            const BpwPlanTensor& a = shown.tensors[i];
+            const BpwPlanTensor& b = plan->tensors[i];
+            QCOMPARE(a.name, b.name);
+            QCOMPARE(a.candidates[a.chosen].method, b.candidates[b.chosen].method);
+            QCOMPARE(a.probe_kld, b.probe_kld);
+            QVERIFY2(a.probe_kld >= 0.0, a.name.c_str());
+            embeddings = embeddings || a.name == "token_embd.weight" || a.name == "output.weight";
+        }
+        QVERIFY2(embeddings, "token_embd and output are in the measured plan");
+        size_t seen = 0;
+        for (const QuantizedTensor& q : panel.lastReport()->tensors)
+            for (const BpwPlanTensor& t : plan->tensors)
+                if (t.name == q.codec.name) {
+                    ++seen;
+                    QVERIFY2(q.codec.method == t.candidates[t.chosen].method, t.name.c_str());
+                }
+        QCOMPARE(seen, plan->tensors.size());
+
+        QVERIFY(panel.setSensitivityText(QString()));  // cleared: the plan is the unmeasured one again
+        QVERIFY(panel.startQuantize() != 0);
+        QVERIFY(quantized.wait(300000));
+        QVERIFY(panel.lastPlan().has_value() && !panel.lastPlan()->output_measured);
     }
 };
 

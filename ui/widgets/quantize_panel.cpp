@@ -59,11 +59,16 @@ QString planText(const BpwPlan& plan) {
     return QuantizePanel::tr(
                "<b>Target %1 bits per weight</b>: planned %2 of payload (lowest reachable %3); types "
                "chosen: %4; errors %5")
-        .arg(QString::number(plan.target_bpw, 'f', 3), QString::number(plan.planned_bpw, 'f', 3),
-             QString::number(plan.lowest_bpw, 'f', 3), types.join(QStringLiteral(", ")),
-             plan.weighted ? QuantizePanel::tr("weighted by the importance matrix (squared output error, diagonal)")
-                           : QuantizePanel::tr("unweighted (squared Frobenius; choose an importance matrix to weight "
-                                               "them by the activations)"));
+               .arg(QString::number(plan.target_bpw, 'f', 3), QString::number(plan.planned_bpw, 'f', 3),
+                    QString::number(plan.lowest_bpw, 'f', 3), types.join(QStringLiteral(", ")),
+                    plan.weighted
+                        ? QuantizePanel::tr("weighted by the importance matrix (squared output error, diagonal)")
+                        : QuantizePanel::tr("unweighted (squared Frobenius; choose an importance matrix to weight "
+                                            "them by the activations)")) +
+           (plan.output_measured ? QuantizePanel::tr(", each matrix's scaled by its measured effect on the output "
+                                                     "(mean KLD with it alone at its cheapest type, sensitivity text); "
+                                                     "token_embd and output chosen too")
+                                 : QString());
 }
 
 }  // namespace
@@ -155,6 +160,28 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
                                           : static_cast<QWidget*>(c.real));
     form->addRow(tr("Threads"), m_threads);
     form->addRow(tr("Target bits per weight"), m_targetBpw);
+    m_sensitivityLabel = new QLabel(tr("none"), this);
+    m_sensitivityLabel->setObjectName(QStringLiteral("sensitivity-text"));
+    auto* chooseSensitivity = new QPushButton(tr("Choose..."), this);
+    chooseSensitivity->setToolTip(
+        tr("gkq quantize --sensitivity-text: a calibration text on which the target's choice measures each "
+           "projection's effect on the output. The model runs over it once, then once per matrix with that matrix "
+           "alone at its cheapest type; the mean KL divergence of the logits against the model's own, per unit of "
+           "that type's error, weights the matrix's errors, and token_embd and output are chosen too. Costs one "
+           "pass over the text per matrix."));
+    m_sensitivityClear = new QPushButton(tr("Clear"), this);
+    connect(chooseSensitivity, &QPushButton::clicked, this, [this] {
+        const QString path =
+            QFileDialog::getOpenFileName(this, tr("Sensitivity text (gkq quantize --sensitivity-text)"), QString(),
+                                         tr("Text (*.txt);;All files (*)"));
+        if (!path.isEmpty() && !setSensitivityText(path)) m_status->setText(tr("Cannot read %1").arg(path));
+    });
+    connect(m_sensitivityClear, &QPushButton::clicked, this, [this] { setSensitivityText(QString()); });
+    auto* sensitivityRow = new QHBoxLayout();
+    sensitivityRow->addWidget(m_sensitivityLabel, 1);
+    sensitivityRow->addWidget(chooseSensitivity);
+    sensitivityRow->addWidget(m_sensitivityClear);
+    form->addRow(tr("Sensitivity text"), sensitivityRow);
 
     m_runButton = new QPushButton(tr("Quantize"), this);
     m_runNote = new QLabel(this);
@@ -458,12 +485,26 @@ double QuantizePanel::targetBpw() const {
     return m_targetBpw->value();
 }
 
+bool QuantizePanel::setSensitivityText(const QString& path) {
+    if (!path.isEmpty() && !QFileInfo(path).isFile()) return false;
+    if (!path.isEmpty() && !QFileInfo(path).isReadable()) return false;
+    m_sensitivityText = path;
+    m_sensitivityLabel->setText(path.isEmpty() ? tr("none") : QFileInfo(path).fileName());
+    m_sensitivityLabel->setToolTip(path);
+    updateButtons();
+    return true;
+}
+
 QString QuantizePanel::quantizeUnavailableReason() const {
     if (!m_model) return tr("Open a model first: Quantize encodes the open model");
     if (m_job != 0) return tr("A quantization is running: wait for it, or cancel it");
     if (m_calibration->isLoading())
         return tr("Reading %1: Quantize once it is loaded").arg(QFileInfo(m_calibration->loadingFile()).fileName());
     const std::string name = preset().toStdString();
+    if (!m_sensitivityText.isEmpty() && targetBpw() <= 0.0)
+        return tr(
+            "A sensitivity text weights the choice of a target bits per weight: set a target, or clear the text "
+            "(gkq quantize takes --sensitivity-text only with --target-bpw)");
     if (targetBpw() > 0.0) {
         if (Status s = check_target_bpw_preset(name); !s)
             return tr("Target bits per weight: %1; choose one of them, or set the target to off")
@@ -494,22 +535,45 @@ quint64 QuantizePanel::startQuantize() {
     }
     const QuantizeOptions opts = options();
     const double target = targetBpw();
+    const std::string sensitivity = m_sensitivityText.toStdString();
     const std::string out = m_tempDir.filePath(QStringLiteral("run-%1.knot").arg(++m_runCount)).toStdString();
     std::shared_ptr<const Weights> model = m_model;
     m_progress->setValue(0);
-    m_status->setText(target > 0.0 ? tr("Measuring the types for %1 bits per weight, then quantizing with preset %2...")
-                                         .arg(QString::number(target, 'f', 3), preset())
-                                   : tr("Quantizing with preset %1...").arg(preset()));
+    m_status->setText(
+        target <= 0.0 ? tr("Quantizing with preset %1...").arg(preset())
+        : sensitivity.empty()
+            ? tr("Measuring the types for %1 bits per weight, then quantizing with preset %2...")
+                  .arg(QString::number(target, 'f', 3), preset())
+            : tr("Measuring each matrix's effect on the output over %1 and the types for %2 bits per "
+                 "weight, then quantizing with preset %3...")
+                  .arg(QFileInfo(m_sensitivityText).fileName(), QString::number(target, 'f', 3), preset()));
     m_job = m_runner->run<QuantizeRun>(
         QStringLiteral("quantize"), tr("Quantizing (%1)").arg(preset()),
-        [model, opts, out, target](const ProgressFn& progress) -> Result<QuantizeRun> {
+        [model, opts, out, target, sensitivity](const ProgressFn& progress) -> Result<QuantizeRun> {
             QuantizeRun run;
             QuantizeOptions o = opts;
             ProgressFn encode = progress;
             if (target > 0.0) {  // as gkq quantize --target-bpw: the plan's choice becomes the per-layer overrides
+                // Progress: the sensitivity base pass (when a text is set) to 0.1, the measurements to 0.5, then
+                // the encoding.
+                BpwOutputProbe probe;
+                const double from = sensitivity.empty() ? 0.0 : 0.1;
+                if (!sensitivity.empty()) {  // as --sensitivity-text, with eval's windows and the model's tokenizer
+                    OutputProbeRequest request;
+                    request.text_path = sensitivity;
+                    request.n_threads = o.n_threads;
+                    auto made = make_output_probe(*model, request, [&progress](double f, std::string_view what) {
+                        return report_progress(progress, 0.1 * f, what);
+                    });
+                    if (!made) return made.status();
+                    probe = std::move(made).value();
+                }
                 auto plan = plan_target_bpw(
                     *model, target, o.importance, o.n_threads,
-                    [&progress](double f, std::string_view what) { return report_progress(progress, 0.5 * f, what); });
+                    [&progress, from](double f, std::string_view what) {
+                        return report_progress(progress, from + (0.5 - from) * f, what);
+                    },
+                    probe);
                 if (!plan) return plan.status();
                 o.per_layer = plan->overrides;
                 run.plan = std::move(plan).value();

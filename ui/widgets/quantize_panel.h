@@ -6,13 +6,14 @@
 // Calibration files (CalibrationFiles: an importance matrix, the activations' Gram matrices) and a target bits per
 // weight (mixed precision by measurement: the core's plan_target_bpw chooses each projection's block type, then the
 // run quantizes with that choice as per-layer overrides, as `gkq quantize --target-bpw` does) go into a run as
-// `gkq quantize --imatrix / --gram / --target-bpw` take them. What keeps a run from starting (a whitened preset
-// without a Gram file, a target with a base preset that stores no blocks) disables Quantize, and the reason is its
-// tooltip and the line beside it.
-// The knot of the last run lives in a temporary directory until exported or replaced.
-// Beside the result table, a per-layer x role heat map (LayerRoleModel, LayerRoleHeatMap) of the last run's
-// method, bits per weight or error; with a knot open and no run yet, of the knot's records. Clicking a cell (or a
-// row of the table) selects that tensor in the table and emits tensorSelected (the model browser follows).
+// `gkq quantize --imatrix / --gram / --target-bpw` take them, and so does a sensitivity text (--sensitivity-text:
+// the core's make_output_probe weights the plan by each matrix's measured effect on the output). What keeps a run from
+// starting (a whitened preset without a Gram file, a target with a base preset that stores no blocks) disables
+// Quantize, and the reason is its tooltip and the line beside it. The knot of the last run lives in a temporary
+// directory until exported or replaced. Beside the result table, a per-layer x role heat map (LayerRoleModel,
+// LayerRoleHeatMap) of the last run's method, bits per weight or error; with a knot open and no run yet, of the knot's
+// records. Clicking a cell (or a row of the table) selects that tensor in the table and emits tensorSelected (the model
+// browser follows).
 #pragma once
 
 #include "gkq/evaluate.h"
@@ -68,10 +69,16 @@ public:
     // `gkq quantize --target-bpw`) or the control cannot show it.
     bool setTargetBpw(double bpw);
     double targetBpw() const;
+    // The calibration text whose output sensitivities scale each projection's errors in the target's choice (gkq
+    // quantize --target-bpw --sensitivity-text FILE): the model runs over it once, then once per matrix with that
+    // matrix alone at its cheapest type, and the mean KLD against the model's own logits is the matrix's weight.
+    // Empty clears it; false (and unchanged) when `path` is not a readable file.
+    bool setSensitivityText(const QString& path);
+    QString sensitivityText() const { return m_sensitivityText; }
     CalibrationFiles* calibrationFiles() const { return m_calibration; }
 
     // Why Quantize cannot start now (no model, a run, a calibration file loading, a whitened preset without a Gram
-    // file, a target with a preset or override it excludes); empty when it can.
+    // file, a target with a preset or override it excludes, a sensitivity text without a target); empty when it can.
     QString quantizeUnavailableReason() const;
     quint64 startQuantize();  // 0 when refused: quantizeUnavailableReason() is then the status line
     // One run with per-layer overrides (an rknot tuning, rknot_layer_overrides) above the controls' options;
@@ -162,6 +169,9 @@ private:
     std::vector<OverrideControl> m_overrides;
     QSpinBox* m_threads = nullptr;
     QDoubleSpinBox* m_targetBpw = nullptr;
+    QString m_sensitivityText;  // gkq quantize --sensitivity-text; empty: none
+    QLabel* m_sensitivityLabel = nullptr;
+    QPushButton* m_sensitivityClear = nullptr;
     CalibrationFiles* m_calibration = nullptr;
     QLabel* m_runNote = nullptr;
     QPushButton* m_runButton = nullptr;
