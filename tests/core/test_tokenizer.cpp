@@ -496,7 +496,8 @@ private slots:
     }
 
     // A model without a vocabulary of its own (the demo's safetensors folder) is tokenized by the tokenizer.bin beside
-    // it, as the model's commands find it (gkq tokenize MODEL); one with nothing beside it names what is missing.
+    // it, as the model's commands find it (gkq tokenize MODEL); one with nothing beside it names what is missing; the
+    // tokenizer.bin opened as a model says what it is.
     void loadFindsTheTokenizerBesideAModel() {
         const std::string demo = GKQ_DEMO_MODEL_DIR;
         auto direct = Tokenizer::load(demo + "/tokenizer.bin");
@@ -514,6 +515,13 @@ private slots:
         QVERIFY(!none);
         QCOMPARE(none.status().code(), StatusCode::NotFound);
         QVERIFY2(none.message().find("no tokenizer.bin") != std::string::npos, none.message().c_str());
+        // the tokenizer opened as a model is named for what it is, not as a checkpoint with a bad header
+        auto as_model = ModelFile::open(demo + "/tokenizer.bin");
+        QVERIFY(!as_model);
+        QCOMPARE(as_model.status().code(), StatusCode::InvalidArgument);
+        QVERIFY2(
+            as_model.message().find("a llama2.c tokenizer (1024 tokens), not a model checkpoint") != std::string::npos,
+            as_model.message().c_str());
     }
 
     void loadLlama2cChecksVocabSize() {

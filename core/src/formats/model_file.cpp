@@ -146,6 +146,16 @@ Result<ModelFile> ModelFile::open(const std::string& path_in) {
         case Detected::Llama2c: data = read_llama2c(path); break;
         case Detected::Unknown: return error(StatusCode::Unsupported, path + ": " + why);
     }
+    const std::string name = fs::path(path).filename().string();
+    if (!data && (name == "tokenizer.bin" || name.starts_with("tok"))) {
+        // Not a checkpoint: a llama2.c tokenizer file (tokenizer.bin, tok*.bin, as tokenizers_beside() finds them) is
+        // the usual mix-up, both being .bin files, and is said as such.
+        if (auto vocab = read_llama2c_tokenizer(path, 0))
+            return error(StatusCode::InvalidArgument,
+                         path + ": a llama2.c tokenizer (" + std::to_string(vocab->tokens.size()) +
+                             " tokens), not a model checkpoint; gkq tokenize reads it, and the model's commands find "
+                             "it beside the checkpoint (or take it with --tokenizer)");
+    }
     if (!data) return data.status();
     ModelFileDataPtr d = std::move(data).value();
     if (d->path.empty()) d->path = path;
