@@ -24,7 +24,8 @@
 # (which takes no importance matrix), its knot presets (q8_0 q4_0 lowrank-q4 svd-energy paper q4_k_m q2_k, and
 # svd-plain beside svd-llm with gkq imatrix's Gram matrices: the same rank, 20 % fewer parameters),
 # q4_0 / lowrank-q4 / q4_k_m / q2_k with `quantize --imatrix` on either tool's imatrix file of the same text, and
-# `quantize --target-bpw` at the bits per weight of llama-quantize's Q4_K_M and Q2_K files with an imatrix (less 0.1
+# `quantize --target-bpw` at the bits per weight of llama-quantize's Q4_K_M and Q2_K files, the smaller of each type's
+# two (without and with an imatrix) (less 0.1
 # for the knot's headers, then once less what the first knot took above the reference), with gkq imatrix's file, without and with `--sensitivity-text` (each projection's effect on
 # the output measured on the calibration text). Every GGUF is measured by
 # `llama-perplexity --kl-divergence` (base log-probabilities from the F32 GGUF, --kl-divergence-base) and by
@@ -163,8 +164,8 @@ all_models=("demo|$root/resources/demo|$root/resources/demo/tokenizer.bin|0"
 LLAMA_TYPES="Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_NL"
 KNOT_PRESETS="q8_0 q4_0 lowrank-q4 svd-energy paper q4_k_m q2_k"
 IMATRIX_PRESETS="q4_0 lowrank-q4 q4_k_m q2_k"
-# quantize --target-bpw (with gkq imatrix's file) at the bits per weight of these llama-quantize files (+ imatrix),
-# less this margin for the knot's headers
+# quantize --target-bpw (with gkq imatrix's file) at the bits per weight of these llama-quantize files (the smaller
+# of each type's two, without and with an imatrix), less this margin for the knot's headers
 TARGET_BPW_AT="Q4_K_M Q2_K"
 TARGET_BPW_MARGIN=0.1
 
@@ -260,12 +261,15 @@ for m in "${all_models[@]}"; do
     knots+=("svd-llm (20 % fewer, whitened) + gkq gram|svd-llm||gram|--gram $d/gkq.gram.gguf")
     for t in $TARGET_BPW_AT; do
         lt="$(tr 'A-Z' 'a-z' <<< "$t")"
-        ref="$(awk -v s="$(stat -c %s "$d/lqi-$lt.gguf")" -v n="$n_params" 'BEGIN { printf "%.4f", 8 * s / n }')"
+        # the reference: the smaller of llama-quantize's two files of that type (without and with its imatrix), so
+        # that the knot is compared at or below both
+        ref="$(awk -v a="$(stat -c %s "$d/lq-$lt.gguf")" -v b="$(stat -c %s "$d/lqi-$lt.gguf")" -v n="$n_params" \
+            'BEGIN { s = a < b ? a : b; printf "%.4f", 8 * s / n }')"
         # @B@: the budget, first the reference's bpw less TARGET_BPW_MARGIN, then (once) lowered by what the knot's
         # headers and tokenizer took above the reference on the first try
-        knots+=("target-bpw @B@ (at $t + imatrix) + gkq imatrix|q4_k_m|$d/gkq.imatrix.gguf|tb-$lt|--target-bpw @B@|$ref")
+        knots+=("target-bpw @B@ (at $t's smaller file) + gkq imatrix|q4_k_m|$d/gkq.imatrix.gguf|tb-$lt|--target-bpw @B@|$ref")
         # the same budget with each matrix's effect on the output measured on the calibration text
-        knots+=("target-bpw @B@ (at $t + imatrix) + gkq imatrix + output sensitivities|q4_k_m|$d/gkq.imatrix.gguf|tbs-$lt|--target-bpw @B@ --sensitivity-text $d/calib.txt --sensitivity-ctx $ctx|$ref")
+        knots+=("target-bpw @B@ (at $t's smaller file) + gkq imatrix + output sensitivities|q4_k_m|$d/gkq.imatrix.gguf|tbs-$lt|--target-bpw @B@ --sensitivity-text $d/calib.txt --sensitivity-ctx $ctx|$ref")
     done
     for k in "${knots[@]}"; do
         IFS='|' read -r label p im tag extra ref <<< "$k"
