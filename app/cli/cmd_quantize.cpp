@@ -365,7 +365,8 @@ int cmd_quantize(int argc, char** argv) {
     p.option_double(
         "--target-bpw", "B",
         "mixed precision by measurement: every attention and FFN projection measured with Q2_K, Q3_K, "
-        "Q4_K, Q5_K, Q6_K and Q8_0 (its squared error, weighted by --imatrix's column importance when "
+        "Q4_K, IQ4_NL, Q5_K, Q6_K and Q8_0 (of two at the same bits, the smaller error kept; its squared error, "
+        "weighted by --imatrix's column importance when "
         "given), then the type of each chosen greedily by error reduction per bit so that the payload "
         "fits B bits per weight; token_embd Q4_K, output Q6_K (searched too with --sensitivity-text), norms f32 "
         "(llama-quantize's fallbacks; a tied token_embd takes the output's type). "

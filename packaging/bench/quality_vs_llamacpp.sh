@@ -25,8 +25,8 @@
 # svd-plain beside svd-llm with gkq imatrix's Gram matrices: the same rank, 20 % fewer parameters),
 # q4_0 / lowrank-q4 / q4_k_m / q2_k with `quantize --imatrix` on either tool's imatrix file of the same text, and
 # `quantize --target-bpw` at the bits per weight of llama-quantize's Q4_K_M and Q2_K files, the smaller of each type's
-# two (without and with an imatrix) (less 0.1
-# for the knot's headers, then once less what the first knot took above the reference), with gkq imatrix's file, without and with `--sensitivity-text` (each projection's effect on
+# two (without and with an imatrix), less 0.1 for the knot's headers, then once moved by what the first knot came out
+# above the reference or more than 0.02 below it, with gkq imatrix's file, without and with `--sensitivity-text` (each projection's effect on
 # the output measured on the calibration text). Every GGUF is measured by
 # `llama-perplexity --kl-divergence` (base log-probabilities from the F32 GGUF, --kl-divergence-base) and by
 # `gkq eval --base MODEL --candidate FILE` on the same held-out text and context; a knot is measured by gkq eval as
@@ -279,21 +279,37 @@ for m in "${all_models[@]}"; do
         if [[ -n "$ref" ]]; then
             # a budget below what the cheapest types need is refused by gkq: a row that says so, not the end of the run
             b="$(awk -v r="$ref" -v m="$TARGET_BPW_MARGIN" 'BEGIN { printf "%.3f", r - m }')"
+            # The second try moves the budget by what the first knot came out above the reference, or below it by
+            # more than 0.02 bpw (the margin is a guess at the headers' share, too large for a small model); a second
+            # knot over the reference gives way to a first one under it.
             made=0
+            kept_b=""
+            over=0
             for attempt in 1 2; do
                 # shellcheck disable=SC2206 # the extra arguments are words
                 args=("${im_args[@]}" ${extra//@B@/$b})
                 if ! "$gkq" quantize "$model" -o "$kn" --preset "$p" --tokenizer "$tok" --threads "$threads" \
                     "${args[@]}" > "${kn%.knot}.quantize.log" 2>&1; then
+                    made=0
                     break
                 fi
                 made=1
                 over="$("$gkq" inspect "$kn" --json | jq --argjson n "$n_params" --argjson r "$ref" \
                     '(.file_bytes - ([.records[].stored_bytes] | add) + ([.records[].raw_bytes] | add)) * 8 / $n - $r')"
-                if awk -v o="$over" 'BEGIN { exit !(o <= 0) }' || [[ $attempt == 2 ]]; then break; fi
+                if awk -v o="$over" 'BEGIN { exit !(o <= 0 && o >= -0.02) }' || [[ $attempt == 2 ]]; then break; fi
+                if awk -v o="$over" 'BEGIN { exit !(o <= 0) }'; then
+                    cp "$kn" "$kn.first"
+                    kept_b=$b
+                fi
                 b="$(awk -v b="$b" -v o="$over" 'BEGIN { printf "%.3f", b - o - 0.005 }')"
                 made=0
             done
+            if [[ -n "$kept_b" ]] && { [[ $made == 0 ]] || awk -v o="$over" 'BEGIN { exit !(o > 0) }'; }; then
+                mv "$kn.first" "$kn"
+                b=$kept_b
+                made=1
+            fi
+            rm -f "$kn.first"
             label="${label//@B@/$b}"
             if [[ $made == 0 ]]; then
                 skipped+=("gkq knot $label: $(grep -v '^imatrix:' "${kn%.knot}.quantize.log" | tail -n 1)")

@@ -270,6 +270,51 @@ private slots:
         }
     }
 
+    // Of the 4.5-bit types a projection can take, the plan measures both and keeps the one with the smaller error:
+    // Q4_K and IQ4_NL on 256-value rows, Q4_0 (Q2_K's and Q3_K's fallback) and IQ4_NL on narrower ones; the error
+    // is the codec's, unweighted here. The small models' rows make IQ4_NL the better one somewhere.
+    void targetBpwKeepsTheBetterType() {
+        int iq4_nl = 0;
+        for (const MixModel& mm : mix_models()) {
+            test::TempDir dir;
+            auto file = ModelFile::open(write_model(mm, dir.file("model.gguf")));
+            QVERIFY(static_cast<bool>(file));
+            auto plan = plan_target_bpw(*file, 8.0, {}, 1);
+            QVERIFY2(static_cast<bool>(plan), plan.message().c_str());
+            for (const BpwPlanTensor& t : plan->tensors) {
+                if (t.candidates.size() < 2) continue;
+                const BpwCandidate* at45 = nullptr;
+                for (const BpwCandidate& c : t.candidates)
+                    if (c.bits_per_weight == 4.5) at45 = &c;
+                QVERIFY2(at45 != nullptr, t.name.c_str());
+                auto w = file->read_f32(t.source_index);
+                QVERIFY(static_cast<bool>(w));
+                TensorInput in;
+                static_cast<TensorInfo&>(in) = file->tensor_info(t.source_index);
+                in.dtype = DType::F32;
+                in.data = w->data();
+                std::map<Method, double> error;
+                const Method other = in.cols() % 256 == 0 ? Method::Q4_K : Method::Q4_0;
+                for (Method m : {other, Method::IQ4_NL}) {
+                    CodecParams p;
+                    p.method = m;
+                    auto e = encode_tensor(in, p);
+                    QVERIFY2(static_cast<bool>(e), e.message().c_str());
+                    auto back = decode_tensor(*e);
+                    QVERIFY(static_cast<bool>(back));
+                    double sum = 0.0;
+                    for (size_t i = 0; i < w->size(); ++i) sum += std::pow(double((*w)[i]) - double((*back)[i]), 2);
+                    error[m] = sum;
+                }
+                const Method better = error[Method::IQ4_NL] < error[other] ? Method::IQ4_NL : other;
+                QVERIFY2(at45->method == better, (std::string(mm.name) + " " + t.name).c_str());
+                QCOMPARE(at45->error, error[better]);
+                iq4_nl += better == Method::IQ4_NL ? 1 : 0;
+            }
+        }
+        QVERIFY2(iq4_nl > 0, "IQ4_NL is never the better 4.5-bit type on these models");
+    }
+
     // The matrices --target-bpw does not search take the q4_k_m preset's (llama-quantize's) types: output Q6_K and
     // token_embd Q4_K, or, where the model ties them (k64: no output matrix), token_embd the output's type.
     void targetBpwFixedTypesAreTheMixtures() {

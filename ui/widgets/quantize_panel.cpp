@@ -144,7 +144,8 @@ QuantizePanel::QuantizePanel(JobRunner* runner, QWidget* parent) : QWidget(paren
     m_targetBpw->setValue(0.0);
     m_targetBpw->setToolTip(
         tr("gkq quantize --target-bpw: mixed precision by measurement. Every attention and FFN projection is "
-           "measured with Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and Q8_0 (its squared error, weighted by the importance "
+           "measured with Q2_K, Q3_K, Q4_K, IQ4_NL, Q5_K, Q6_K and Q8_0 (of two at the same bits, the smaller "
+           "error kept; its squared error, weighted by the importance "
            "matrix's column importance when one is set), then each one's type is chosen greedily by error "
            "reduction per bit so that the payload fits this many bits per weight; token_embd Q4_K, output Q6_K, "
            "norms f32 (llama-quantize's fallbacks). The preset must be a k-quant mixture, q8_0 or q4_0, and Method "

@@ -158,11 +158,12 @@ struct BpwPlan {
 };
 
 // Chooses a block type for every attention and FFN projection of `model` so that the whole model's payload fits
-// `target_bpw` bits per weight: each projection measured with Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and Q8_0 (fallbacks as
-// llama-quantize's; types that fall back to the same one measured once), all starting at the cheapest, then
-// greedily the upgrade with the largest error reduction per added bit that still fits, until none does. token_embd
-// is Q4_K and output Q6_K (llama-quantize's Q4_K_M choice, with its fallbacks), norms f32, both counted in the
-// budget. `importance` as QuantizeOptions::importance (empty: unweighted). InvalidArgument when even the cheapest
+// `target_bpw` bits per weight: each projection measured with Q2_K, Q3_K, Q4_K, IQ4_NL, Q5_K, Q6_K and Q8_0
+// (fallbacks as llama-quantize's; types that fall back to the same one measured once; of two types with the same bits
+// per weight, Q4_K or Q4_0 and IQ4_NL, only the one with the smaller error is a candidate), all starting at the
+// cheapest, then greedily the upgrade with the largest error reduction per added bit that still fits, until none does.
+// token_embd is Q4_K and output Q6_K (llama-quantize's Q4_K_M choice, with its fallbacks), norms f32, both counted in
+// the budget. `importance` as QuantizeOptions::importance (empty: unweighted). InvalidArgument when even the cheapest
 // types exceed the target, naming the lowest reachable bits per weight.
 //
 // `probe` (optional: make_output_probe in gkq/workflows.h) measures what a matrix's error costs at the output: it is

@@ -14,7 +14,10 @@ namespace gkq {
 
 namespace {
 
-constexpr DType kSearched[] = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0};
+// The k-quants of llama-quantize's mixtures, Q8_0, and IQ4_NL (4.5 bits per weight in 32-value blocks with a
+// non-linear code book: for rows the 256-value blocks do not divide, the one 4.5-bit type better than Q4_0).
+constexpr DType kSearched[] = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::IQ4_NL,
+                               DType::Q5_K, DType::Q6_K, DType::Q8_0};
 
 double type_bits(DType t) {
     const TypeTraits& tr = type_traits(t);
@@ -40,8 +43,15 @@ std::vector<DType> candidate_types(TensorRole role, int64_t cols, bool tied, boo
         add(cols % type_traits(DType::Q6_K).block_elements == 0 ? DType::Q6_K : DType::Q8_0);
     else
         for (DType t : kSearched) add(t);
-    std::sort(out.begin(), out.end(), [](DType a, DType b) { return type_bits(a) < type_bits(b); });
+    std::stable_sort(out.begin(), out.end(), [](DType a, DType b) { return type_bits(a) < type_bits(b); });
     return out;
+}
+
+// The type of a measured candidate of a searched matrix (one of candidate_types()).
+DType candidate_type(const BpwCandidate& c, TensorRole role, int64_t cols, bool tied) {
+    for (DType t : candidate_types(role, cols, tied, true))
+        if (t == DType::F16 ? c.method == Method::F16 : block_method_for(t) == c.method) return t;
+    return DType::F16;  // not reached: every candidate was measured from that list
 }
 
 // The candidate of type t for w: its bits per weight and its error; `decoded` (optional) receives its values.
@@ -123,6 +133,12 @@ Result<BpwPlan> plan_target_bpw(const Weights& model, double target_bpw,
             for (DType t : candidate_types(info.role, info.cols(), tied, static_cast<bool>(probe))) {
                 auto c = measure(info, *w, imp, t);
                 if (!c) return c.status().with_context(label + ": tensor '" + info.name + "'");
+                // Of two types with the same bits per weight (Q4_K and IQ4_NL, or Q4_0 and IQ4_NL where the k-quants
+                // fall back), the one with the smaller error.
+                if (!pt.candidates.empty() && pt.candidates.back().bits_per_weight == c->bits_per_weight) {
+                    if (c->error < pt.candidates.back().error) pt.candidates.back() = *c;
+                    continue;
+                }
                 pt.candidates.push_back(*c);
             }
             return pt;
@@ -149,8 +165,8 @@ Result<BpwPlan> plan_target_bpw(const Weights& model, double target_bpw,
             if (!w) return w.status();
             const float* imp = i < importance.size() && !importance[i].empty() ? importance[i].data() : nullptr;
             std::vector<float> values;
-            auto c = measure(info, *w, imp,
-                             candidate_types(info.role, info.cols(), tied, static_cast<bool>(probe)).front(), &values);
+            auto c =
+                measure(info, *w, imp, candidate_type(pt.candidates.front(), info.role, info.cols(), tied), &values);
             if (!c) return c.status().with_context(label + ": tensor '" + info.name + "'");
             std::vector<float>().swap(*w);  // the probe loads a model: hold one copy of the matrix, not two
             auto kld = probe(i, std::move(values));
