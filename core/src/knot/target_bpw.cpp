@@ -14,7 +14,7 @@ namespace gkq {
 
 namespace {
 
-// The k-quants of llama-quantize's mixtures, Q8_0, and IQ4_NL (4.5 bits per weight in 32-value blocks with a
+// The k-quants of llama-quantize's mixtures, Q8_0, and IQ4_NL (4.5 bits per weight in legacy-size blocks with a
 // non-linear code book: for rows the 256-value blocks do not divide, the one 4.5-bit type better than Q4_0).
 constexpr DType kSearched[] = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::IQ4_NL,
                                DType::Q5_K, DType::Q6_K, DType::Q8_0};
