@@ -115,6 +115,29 @@ void check_factored_against_dense(const std::string& what, const std::string& pa
     QVERIFY(factored.loaded_weight_bytes() < dense.loaded_weight_bytes());
 }
 
+// The bytes a factored transformer holds for the knot `w` whose low-rank records all have `residual` blocks (checked):
+// each record's residual as stored plus its float32 factors, and the f32 records (norms) whole; `n_factored` counts
+// the low-rank records.
+void expected_factored_bytes(const Weights& w, DType residual, uint64_t* bytes, size_t* n_factored) {
+    *bytes = 0;
+    *n_factored = 0;
+    for (size_t i = 0; i < w.n_tensors(); ++i) {
+        const TensorInfo& info = w.tensor_info(i);
+        auto f = w.read_factors(i);
+        QVERIFY2(f, f.message().c_str());
+        if (!f->has_value()) {
+            *bytes += static_cast<uint64_t>(info.n_elements()) * 4;  // the norms, f32 records
+            continue;
+        }
+        const StoredFactors& sf = **f;
+        QCOMPARE(sf.residual_type, residual);
+        QCOMPARE(static_cast<uint64_t>(sf.residual.size()),
+                 *dtype_storage_bytes(residual, static_cast<uint64_t>(info.n_elements())));
+        *bytes += sf.residual.size() + static_cast<uint64_t>(sf.rank * (info.shape[0] + info.shape[1])) * 4;
+        ++*n_factored;
+    }
+}
+
 }  // namespace
 
 class TestTransformerLowrank : public QObject {
@@ -136,20 +159,9 @@ private slots:
         const std::shared_ptr<const Weights> w = open_or_die(knot);
         Transformer t = load_or_die(w, true);
         uint64_t expected = 0;
-        for (size_t i = 0; i < w->n_tensors(); ++i) {
-            const TensorInfo& info = w->tensor_info(i);
-            auto f = w->read_factors(i);
-            QVERIFY2(f, f.message().c_str());
-            if (!f->has_value()) {
-                expected += static_cast<uint64_t>(info.n_elements()) * 4;  // the norms, f32 records
-                continue;
-            }
-            const StoredFactors& sf = **f;
-            QCOMPARE(sf.residual_type, DType::Q4_0);
-            QCOMPARE(static_cast<uint64_t>(sf.residual.size()),
-                     *dtype_storage_bytes(DType::Q4_0, static_cast<uint64_t>(info.n_elements())));
-            expected += sf.residual.size() + static_cast<uint64_t>(sf.rank * (info.shape[0] + info.shape[1])) * 4;
-        }
+        size_t n_factored = 0;
+        expected_factored_bytes(*w, DType::Q4_0, &expected, &n_factored);
+        if (QTest::currentTestFailed()) return;
         QCOMPARE(t.loaded_weight_bytes(), expected);
         for (const Matrix* m : {&t.weights().layers[1].wq, &t.weights().layers[0].w2, &t.weights().token_embedding}) {
             QVERIFY(m->factored());
@@ -175,21 +187,8 @@ private slots:
         const std::shared_ptr<const Weights> w = open_or_die(knot);
         uint64_t expected = 0;
         size_t n_factored = 0;
-        for (size_t i = 0; i < w->n_tensors(); ++i) {
-            const TensorInfo& info = w->tensor_info(i);
-            auto f = w->read_factors(i);
-            QVERIFY2(f, f.message().c_str());
-            if (!f->has_value()) {
-                expected += static_cast<uint64_t>(info.n_elements()) * 4;  // the norms, f32 records
-                continue;
-            }
-            const StoredFactors& sf = **f;
-            QCOMPARE(sf.residual_type, DType::Q4_K);
-            QCOMPARE(static_cast<uint64_t>(sf.residual.size()),
-                     *dtype_storage_bytes(DType::Q4_K, static_cast<uint64_t>(info.n_elements())));
-            expected += sf.residual.size() + static_cast<uint64_t>(sf.rank * (info.shape[0] + info.shape[1])) * 4;
-            ++n_factored;
-        }
+        expected_factored_bytes(*w, DType::Q4_K, &expected, &n_factored);
+        if (QTest::currentTestFailed()) return;
         QCOMPARE(n_factored, size_t{2 * 7 + 2});  // every projection, token_embd and output
         Transformer t = load_or_die(w, true);
         QCOMPARE(t.loaded_weight_bytes(), expected);

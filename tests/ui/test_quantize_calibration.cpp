@@ -97,6 +97,25 @@ std::shared_ptr<const ModelFile> open_shared(const std::string& path) {
     return std::make_shared<const ModelFile>(std::move(*m));
 }
 
+// Each planned tensor's method (by name).
+std::map<std::string, Method> planned_methods(const BpwPlan& plan) {
+    std::map<std::string, Method> out;
+    for (const BpwPlanTensor& t : plan.tensors) out[t.name] = t.candidates[t.chosen].method;
+    return out;
+}
+
+// Whether the report stores every tensor of `planned` with its planned method (the first one that does not is named).
+void expect_planned_methods(const QuantizeReport& report, const std::map<std::string, Method>& planned) {
+    size_t seen = 0;
+    for (const QuantizedTensor& q : report.tensors) {
+        auto it = planned.find(q.codec.name);
+        if (it == planned.end()) continue;
+        ++seen;
+        QVERIFY2(q.codec.method == it->second, q.codec.name.c_str());
+    }
+    QCOMPARE(seen, planned.size());
+}
+
 }  // namespace
 
 class TestQuantizeCalibration : public QObject {
@@ -326,24 +345,15 @@ private slots:
         auto plan = plan_target_bpw(*model, 5.0, importance->by_tensor, 1);
         QVERIFY2(static_cast<bool>(plan), plan.message().c_str());
         QVERIFY(plan->weighted && panel.lastPlan()->weighted);
-        std::map<std::string, Method> chosen;  // by tensor name
+        const std::map<std::string, Method> chosen = planned_methods(*plan);  // by tensor name
         std::set<Method> used;
-        for (const BpwPlanTensor& t : plan->tensors) {
-            chosen[t.name] = t.candidates[t.chosen].method;
-            used.insert(t.candidates[t.chosen].method);
-        }
+        for (const auto& [name, method] : chosen) used.insert(method);
         QVERIFY2(used.size() >= 2, "the budget lies between two types: the plan mixes them");
         QCOMPARE(panel.lastPlan()->tensors.size(), plan->tensors.size());
         for (const BpwPlanTensor& t : panel.lastPlan()->tensors)
             QCOMPARE(t.candidates[t.chosen].method, chosen.at(t.name));
-        size_t seen = 0;
-        for (const QuantizedTensor& q : panel.lastReport()->tensors) {
-            auto it = chosen.find(q.codec.name);
-            if (it == chosen.end()) continue;
-            ++seen;
-            QVERIFY2(q.codec.method == it->second, q.codec.name.c_str());
-        }
-        QCOMPARE(seen, chosen.size());
+        expect_planned_methods(*panel.lastReport(), chosen);
+        if (QTest::currentTestFailed()) return;
         // The command is the CLI's: the plan's overrides, then the imatrix.
         QuantizeOptions o;
         o.preset = "q4_k_m";
@@ -390,14 +400,8 @@ private slots:
         QVERIFY(panel.startQuantizeWithTuning(plan->overrides, QStringLiteral("the plan")) != 0);
         QVERIFY(quantized.wait(180000));
         QVERIFY(!panel.lastPlan().has_value());
-        seen = 0;
-        for (const QuantizedTensor& q : panel.lastReport()->tensors) {
-            auto it = chosen.find(q.codec.name);
-            if (it == chosen.end()) continue;
-            ++seen;
-            QVERIFY2(q.codec.method == it->second, q.codec.name.c_str());
-        }
-        QCOMPARE(seen, chosen.size());
+        expect_planned_methods(*panel.lastReport(), chosen);
+        if (QTest::currentTestFailed()) return;
 
         // A target below what the cheapest types need fails in the job with the engine's message.
         QVERIFY(panel.setTargetBpw(1.0));
@@ -474,14 +478,8 @@ private slots:
             embeddings = embeddings || a.name == "token_embd.weight" || a.name == "output.weight";
         }
         QVERIFY2(embeddings, "token_embd and output are in the measured plan");
-        size_t seen = 0;
-        for (const QuantizedTensor& q : panel.lastReport()->tensors)
-            for (const BpwPlanTensor& t : plan->tensors)
-                if (t.name == q.codec.name) {
-                    ++seen;
-                    QVERIFY2(q.codec.method == t.candidates[t.chosen].method, t.name.c_str());
-                }
-        QCOMPARE(seen, plan->tensors.size());
+        expect_planned_methods(*panel.lastReport(), planned_methods(*plan));
+        if (QTest::currentTestFailed()) return;
 
         QVERIFY(panel.setSensitivityText(QString()));  // cleared: the plan is the unmeasured one again
         QVERIFY(panel.startQuantize() != 0);

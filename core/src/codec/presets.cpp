@@ -111,6 +111,13 @@ Preset make_block(Method m) {
 }
 
 constexpr int kRankDivisor = 32;  // the low-rank presets: the rank is at most min(rows, cols) / this
+constexpr int kRankCap = 16;      // and at most this
+
+// The low-rank presets' rank rule in words, from the two constants.
+std::string rank_rule_text() {
+    return "rank min(" + std::to_string(kRankCap) + ", max(1, floor(min(rows, cols) / " + std::to_string(kRankDivisor) +
+           ")))";
+}
 
 // Rank min(16, min(rows, cols) / kRankDivisor) with 8-bit factors plus Q4_0 blocks: lowrank-q4 (the SVD of W) and
 // q4_0-lqer (the SVD of the quantization error) differ only in `target` (and q4_0-lqer's whitening); lowrank-q4k and
@@ -118,7 +125,7 @@ constexpr int kRankDivisor = 32;  // the low-rank presets: the rank is at most m
 CodecParams lowrank_q4_params(LowRankTarget target) {
     CodecParams c;
     c.method = Method::LowRankResidual;
-    c.rank = 16;
+    c.rank = kRankCap;
     c.max_rank_fraction = 1.0 / kRankDivisor;
     c.factor_bits = 8;
     c.residual = ResidualKind::Q4_0;
@@ -130,10 +137,8 @@ Preset make_lowrank_q4() {
     Preset p;
     p.name = "lowrank-q4";
     p.description =
-        "Low rank plus Q4_0 residual, for every matrix: the truncated SVD of W keeps rank min(16, max(1, "
-        "floor(min(rows, cols) / " +
-        std::to_string(kRankDivisor) +
-        "))) with 8-bit factors and f32 sigma; the residual W - (decoded low-rank part) is "
+        "Low rank plus Q4_0 residual, for every matrix: the truncated SVD of W keeps " + rank_rule_text() +
+        " with 8-bit factors and f32 sigma; the residual W - (decoded low-rank part) is "
         "stored as Q4_0 blocks, so the blocks carry what the low-rank part misses including its own quantization "
         "error. Decoded as U S V^T + deq(Q4_0). " +
         f16_fallback_text(DType::Q4_0) + "Norms: f32.";
@@ -186,9 +191,9 @@ Preset make_q4_0_lqer() {
     p.name = "q4_0-lqer";
     p.description =
         "Q4_0 blocks of W plus a low-rank correction of their quantization error E = W - deq(Q4_0(W)), for every "
-        "matrix: rank min(16, max(1, floor(min(rows, cols) / " +
-        std::to_string(kRankDivisor) +
-        "))) with 8-bit factors and f32 sigma. Attention and FFN projections take the SVD of E S, S the lower "
+        "matrix: " +
+        rank_rule_text() +
+        " with 8-bit factors and f32 sigma. Attention and FFN projections take the SVD of E S, S the lower "
         "Cholesky factor of the input's Gram matrix X^T X (needs quantize --gram FILE), and store U_k, sigma_k "
         "and S^-T V_k; token_embd and output (no Gram matrix) take the plain SVD of E. Decoded as deq(Q4_0) + "
         "U S V^T. " +
@@ -209,10 +214,10 @@ std::string kblocks_text(DType t) {
     return buf;
 }
 
-// The factors' share of the bits, in words and for a 4096 x 4096 matrix (rank 16): each of the k U and V vectors as
-// 8-bit codes with an f32 max-abs scale, and k f32 sigma.
+// The factors' share of the bits, in words and for a 4096 x 4096 matrix (rank kRankCap): each of the k U and V vectors
+// as 8-bit codes with an f32 max-abs scale, and k f32 sigma.
 std::string factor_bits_text() {
-    const int64_t side = 4096, k = 16;
+    const int64_t side = 4096, k = kRankCap;
     const double bits = (8.0 * k * (side + side) + 96.0 * k) / static_cast<double>(side * side);
     char buf[192];
     std::snprintf(buf, sizeof buf,
@@ -236,10 +241,8 @@ Preset make_lowrank_q4k() {
     Preset p;
     p.name = "lowrank-q4k";
     p.description =
-        "Low rank plus Q4_K residual, for every matrix: the truncated SVD of W keeps rank min(16, max(1, "
-        "floor(min(rows, cols) / " +
-        std::to_string(kRankDivisor) +
-        "))) with 8-bit factors and f32 sigma; the residual W - (decoded low-rank part) is stored as " +
+        "Low rank plus Q4_K residual, for every matrix: the truncated SVD of W keeps " + rank_rule_text() +
+        " with 8-bit factors and f32 sigma; the residual W - (decoded low-rank part) is stored as " +
         kblocks_text(DType::Q4_K) +
         ", importance-weighted with quantize --imatrix, so the blocks carry what the low-rank part misses including "
         "its own quantization error; " +
@@ -257,8 +260,8 @@ Preset make_q4_k_lqer() {
     p.description =
         kblocks_text(DType::Q4_K) +
         " of W (importance-weighted with quantize --imatrix) plus a low-rank correction of their quantization error "
-        "E = W - deq(Q4_K(W)), for every matrix: rank min(16, max(1, floor(min(rows, cols) / " +
-        std::to_string(kRankDivisor) + "))) with 8-bit factors and f32 sigma; " + factor_bits_text() +
+        "E = W - deq(Q4_K(W)), for every matrix: " +
+        rank_rule_text() + " with 8-bit factors and f32 sigma; " + factor_bits_text() +
         ". Attention and FFN projections take the SVD of E S, S the lower Cholesky factor of the input's Gram "
         "matrix X^T X (needs quantize --gram FILE), and store U_k, sigma_k and S^-T V_k; token_embd and output (no "
         "Gram matrix) take the plain SVD of E. Decoded as deq(Q4_K) + U S V^T. " +
